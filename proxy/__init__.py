@@ -1,0 +1,1 @@
+"""taplog's HTTP side: the aiohttp proxy that forwards, streams and records."""

@@ -1,0 +1,160 @@
+"""Every setting of `taplog serve`, declared once: type, default, help, check.
+
+Values come from, highest first: command-line flags, `TAPLOG_<NAME>`
+environment variables, the TOML config file (`--config` / `TAPLOG_CONFIG`),
+the defaults below. Every value is checked at start-up and a bad one is
+refused with a message naming the option and where it came from. Vendor keys
+are never settings: clients send their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+FSYNC_CHOICES = ("always", "interval", "never")
+
+
+class ConfigError(ValueError):
+    """A setting that taplog refuses to start with."""
+
+
+def _port(value: int) -> None:
+    if not 1 <= value <= 65535:
+        raise ValueError("must be a port number from 1 to 65535")
+
+
+def _positive(value: float) -> None:
+    if value <= 0:
+        raise ValueError("must be greater than 0")
+
+
+def _fsync(value: str) -> None:
+    if value not in FSYNC_CHOICES:
+        raise ValueError(f"must be one of {', '.join(FSYNC_CHOICES)}")
+
+
+def _base_url(value: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http(s) URL such as https://api.openai.com/v1")
+    if parts.username or parts.password:
+        raise ValueError("must not carry credentials; clients send their own keys")
+    if parts.query or parts.fragment:
+        raise ValueError("must not have a query string or fragment")
+    if _is_link_local(parts.hostname):
+        raise ValueError("must not point at a link-local (metadata service) address")
+
+
+def _is_link_local(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_link_local
+    except ValueError:
+        return False
+
+
+def setting(default: Any, help: str, check: Callable[[Any], None] | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = setting("127.0.0.1", "Address to listen on.")
+    port: int = setting(8787, "Port to listen on.", _port)
+    data_dir: Path = setting(Path("taplog-data"), "Where session logs are kept.")
+    openai_base: str = setting(
+        "https://api.openai.com/v1",
+        "OpenAI API root, in the form of OPENAI_BASE_URL.",
+        _base_url,
+    )
+    anthropic_base: str = setting(
+        "https://api.anthropic.com",
+        "Anthropic API root, in the form of ANTHROPIC_BASE_URL.",
+        _base_url,
+    )
+    fsync: str = setting(
+        "interval",
+        "When logs reach the disk: always (every batch), interval (at most 100 ms "
+        "of loss), never (left to the OS).",
+        _fsync,
+    )
+    max_body_mb: float = setting(64.0, "Largest request body accepted, in MiB.", _positive)
+    connect_timeout: float = setting(10.0, "Seconds to connect to a vendor.", _positive)
+    read_timeout: float = setting(
+        600.0, "Seconds a vendor may stay silent before the call times out.", _positive
+    )
+    shutdown_grace: float = setting(
+        30.0, "Seconds in-flight calls may take to finish on SIGINT/SIGTERM.", _positive
+    )
+    queue_high_water_mb: float = setting(
+        256.0, "Unwritten log data, in MiB, above which new calls are refused.", _positive
+    )
+    session_idle_minutes: float = setting(
+        60.0, "Idle time after which a stateless chat starts a new session.", _positive
+    )
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+
+SETTINGS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def env_name(name: str) -> str:
+    return "TAPLOG_" + name.upper()
+
+
+def _convert(name: str, value: Any, source: str) -> Any:
+    target = SETTINGS[name].type
+    kind = {"int": int, "float": float, "Path": Path, "str": str}[target]
+    try:
+        if kind is int and isinstance(value, float | bool):
+            raise ValueError
+        converted = kind(value)
+        check = SETTINGS[name].metadata["check"]
+        if check is not None:
+            check(converted)
+    except (TypeError, ValueError) as exc:
+        reason = str(exc) or f"must be a {kind.__name__}"
+        raise ConfigError(f"{source}: {reason} (got {value!r})") from None
+    return converted
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(SETTINGS))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r}")
+    return data
+
+
+def load(flags: Mapping[str, Any], env: Mapping[str, str], config: Path | None) -> Settings:
+    """Merge flags > environment > config file > defaults, checking each value."""
+    if config is None and env.get("TAPLOG_CONFIG"):
+        config = Path(env["TAPLOG_CONFIG"])
+    from_file = read_config_file(config) if config is not None else {}
+    values: dict[str, Any] = {}
+    for name in SETTINGS:
+        if flags.get(name) is not None:
+            values[name] = _convert(name, flags[name], f"option {flag_name(name)}")
+        elif env.get(env_name(name)) is not None:
+            values[name] = _convert(name, env[env_name(name)], f"variable {env_name(name)}")
+        elif name in from_file:
+            values[name] = _convert(name, from_file[name], f"config file {config}: {name}")
+    return Settings(**values)

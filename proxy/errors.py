@@ -1,0 +1,37 @@
+"""Errors that taplog itself answers, in the shape the client's SDK parses.
+
+OpenAI SDKs read `{"error": {"message", "type", "param", "code"}}`; Anthropic
+SDKs read `{"type": "error", "error": {"type", "message"}}`. The status code
+drives the SDKs' retry decisions, so it is chosen with care by the caller.
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+_OPENAI_TYPES = {400: "invalid_request_error", 413: "invalid_request_error", 404: "not_found"}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    504: "timeout_error",
+}
+
+
+def error_body(provider: str, status: int, message: str, code: str) -> bytes:
+    message = f"taplog: {message}"
+    if provider == "anthropic":
+        kind = _ANTHROPIC_TYPES.get(status, "api_error")
+        return orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
+    kind = _OPENAI_TYPES.get(status, "server_error")
+    return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+def error_response(provider: str, status: int, message: str, code: str) -> web.Response:
+    return web.Response(
+        status=status,
+        body=error_body(provider, status, message, code),
+        content_type="application/json",
+        headers={"x-taplog-error": code},
+    )

@@ -1,0 +1,99 @@
+"""The request path: admit, read, resolve the session, record, forward.
+
+Order matters and is part of the contract:
+1. route the path (a bad one is a 400 in the client's error shape);
+2. refuse with 503 when the recorder cannot take more (record or refuse),
+   before anything reaches a vendor;
+3. read the body (over the limit: 413), resolve the session (a bad explicit
+   id: 400, nothing created);
+4. hand `session.started` / `llm.request` to the recorder, forward, and let
+   `forward` record the answer whatever happens to it.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from proxy import errors, routing
+from proxy.forward import Exchange, forward
+from proxy.routing import PASSTHROUGH, RouteError
+from proxy.state import RECORDER, RESOLVER, SETTINGS
+from proxy.upstream import request_headers
+from recorder import __version__
+from recorder.bodies import parse_json
+from recorder.events import SESSION_STARTED, make_event, new_id
+from recorder.exchange import LlmRequest
+from recorder.secrets import api_key, fingerprint, redact_url, safe_headers, secret_values
+from recorder.sessions import Call, InvalidSessionId, Resolution
+from recorder.writer import EventRecord
+
+
+def _is_json(request: web.Request) -> bool:
+    return request.content_type in ("application/json", "")
+
+
+def _retry_count(headers: dict[str, str]) -> int:
+    value = headers.get("x-stainless-retry-count", "0")
+    return int(value) if value.isdigit() else 0
+
+
+async def proxy_call(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    settings, recorder = app[SETTINGS], app[RECORDER]
+    try:
+        route = routing.route(request.raw_path, request.method, settings)
+    except RouteError as exc:
+        return errors.error_response(exc.provider, 400, str(exc), "invalid_path")
+    if not recorder.accepting:
+        reason = recorder.health()["reason"]
+        message = f"not recording ({reason}); the call was not sent to the vendor"
+        return errors.error_response(route.provider, 503, message, "recorder_unavailable")
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        message = f"request body is over the {settings.max_body_mb:g} MiB limit (--max-body-mb)"
+        return errors.error_response(route.provider, 413, message, "request_too_large")
+
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
+    key_fp = fingerprint(api_key(headers))
+    call = Call(route.api, headers, parsed, key_fp, route.session, _retry_count(headers) > 0)
+    try:
+        resolution = app[RESOLVER].resolve(call)
+    except InvalidSessionId as exc:
+        return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
+
+    exchange = Exchange(route, resolution.session, new_id("ex"), secret_values(headers))
+    upstream_headers = request_headers(request.headers)
+    if resolution.first_seen:
+        recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
+    recorder.record(
+        LlmRequest(
+            session=resolution.session,
+            exchange=exchange.id,
+            api=route.api,
+            provider=route.provider,
+            method=request.method,
+            path=redact_url(route.path),
+            upstream_url=redact_url(route.upstream_url),
+            headers=safe_headers(upstream_headers.items()),
+            key_fingerprint=key_fp,
+            body=body,
+            parsed=parsed,
+            secrets=exchange.secrets,
+        )
+    )
+    return await forward(request, exchange, body, upstream_headers)
+
+
+def _session_started(resolution: Resolution, api: str, headers: dict[str, str]) -> dict:
+    return make_event(
+        SESSION_STARTED,
+        resolution.session,
+        None,
+        source=resolution.source,
+        original=resolution.original,
+        api=api,
+        user_agent=headers.get("user-agent"),
+        taplog_version=__version__,
+    )

@@ -1,0 +1,71 @@
+"""Where a client call goes: provider, API and upstream URL, from the path alone.
+
+    [/s/<session>] [/v1] /messages[/…]   → Anthropic  (anthropic_base + /v1/messages…)
+    [/s/<session>] [/v1] /<anything else> → OpenAI     (openai_base + /<anything else>)
+
+Upstream hosts come only from configuration; the client's path (kept raw,
+percent-encoding and query string included) is appended to a configured base,
+so no request can pick another host. Dot segments are refused outright.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from proxy.config import Settings
+
+_APIS = {
+    ("openai", "/chat/completions"): "openai.chat",
+    ("openai", "/responses"): "openai.responses",
+    ("anthropic", "/messages"): "anthropic.messages",
+}
+PASSTHROUGH = "passthrough"
+
+
+class RouteError(Exception):
+    """A request target taplog will not forward; `provider` picks the error shape."""
+
+    def __init__(self, message: str, provider: str) -> None:
+        super().__init__(message)
+        self.provider = provider
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    provider: str  # "openai" or "anthropic"
+    api: str  # openai.chat, openai.responses, anthropic.messages or passthrough
+    path: str  # the client's path and query, without the /s/<session> prefix
+    upstream_url: str
+    session: str | None  # named by a /s/<session>/ prefix, not yet validated
+
+
+def _split_session(path: str) -> tuple[str | None, str]:
+    if not path.startswith("/s/"):
+        return None, path
+    session, slash, rest = path[3:].partition("/")
+    return unquote(session), slash + rest
+
+
+def _provider_of(rest: str) -> str:
+    return "anthropic" if rest == "/messages" or rest.startswith("/messages/") else "openai"
+
+
+def route(raw_target: str, method: str, settings: Settings) -> Route:
+    """Route a raw request target (path and query, as the client sent them)."""
+    path, question, query = raw_target.partition("?")
+    session, path = _split_session(path)
+    rest = path[3:] if path == "/v1" or path.startswith("/v1/") else path
+    provider = _provider_of(rest)
+    if not raw_target.startswith("/"):
+        raise RouteError("request target must be a path", provider)
+    if any(segment in (".", "..") for segment in unquote(path).split("/")):
+        raise RouteError("path must not contain '.' or '..' segments", provider)
+    if session is not None and not rest:
+        raise RouteError("a /s/<session>/ prefix must be followed by an API path", provider)
+    if provider == "anthropic":
+        upstream = settings.anthropic_base.rstrip("/") + "/v1" + rest
+    else:
+        upstream = settings.openai_base.rstrip("/") + rest
+    api = _APIS.get((provider, rest), PASSTHROUGH) if method == "POST" else PASSTHROUGH
+    return Route(provider, api, path + question + query, upstream + question + query, session)

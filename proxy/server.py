@@ -1,0 +1,59 @@
+"""Run the proxy until SIGINT/SIGTERM, then drain: stop accepting, let calls
+in flight finish within the grace period, flush the logs, exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from aiohttp import web
+
+from proxy.app import create_app
+from proxy.config import Settings
+from proxy.state import LIFECYCLE
+from recorder import __version__
+
+
+class ServeError(RuntimeError):
+    """taplog cannot start; the message says why and what to do."""
+
+
+def _client_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+def banner(settings: Settings, port: int) -> str:
+    base = f"http://{_client_host(settings.host)}:{port}"
+    return (
+        f"taplog {__version__} recording to {settings.data_dir.resolve() / 'sessions'}\n"
+        f"  export OPENAI_BASE_URL={base}/v1\n"
+        f"  export ANTHROPIC_BASE_URL={base}\n"
+        "Ready. Ctrl-C stops after the calls in flight finish."
+    )
+
+
+async def serve(settings: Settings) -> None:
+    app = create_app(settings)
+    runner = web.AppRunner(
+        app, handler_cancellation=True, shutdown_timeout=settings.shutdown_grace, access_log=None
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ServeError(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
+            ) from None
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        print(banner(settings, runner.addresses[0][1]), flush=True)
+        await stop.wait()
+        print("taplog: stopping; finishing calls in flight", file=sys.stderr, flush=True)
+        app[LIFECYCLE].stopping = True
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,26 @@
+"""Typed keys for what the aiohttp app holds, and the process lifecycle flag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+
+from proxy.config import Settings
+from recorder.sessions import SessionResolver
+from recorder.writer import Recorder
+
+
+@dataclass
+class Lifecycle:
+    """Set once shutdown starts, so calls cut by it are not blamed on clients."""
+
+    stopping: bool = False
+
+
+SETTINGS = web.AppKey("settings", Settings)
+RECORDER = web.AppKey("recorder", Recorder)
+RESOLVER = web.AppKey("resolver", SessionResolver)
+POOL = web.AppKey("pool", aiohttp.ClientSession)
+LIFECYCLE = web.AppKey("lifecycle", Lifecycle)

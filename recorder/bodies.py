@@ -1,0 +1,54 @@
+"""Bodies in the log: readable JSON where possible, exact bytes always.
+
+The invariant is that every byte sent to or received from a vendor can be
+rebuilt from the log. A JSON body is stored parsed (so people and SQL can read
+it) when orjson's compact form reproduces the bytes exactly, which is what the
+official SDKs send; otherwise the exact text rides along in `body_raw`, and a
+body that is not UTF-8 is stored as base64.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+_UNPARSED = object()
+
+
+def parse_json(raw: bytes) -> Any:
+    """The parsed body, or None when it is empty or not JSON."""
+    if not raw:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def encode_body(raw: bytes, parsed: Any = _UNPARSED) -> dict[str, Any]:
+    """Log fields for a body: `body`, plus `body_raw` or `body_b64` when needed."""
+    if not raw:
+        return {"body": None}
+    if parsed is _UNPARSED:
+        parsed = parse_json(raw)
+    if parsed is not None:
+        if orjson.dumps(parsed) == raw:
+            return {"body": parsed}
+        return {"body": parsed, "body_raw": raw.decode("utf-8")}
+    try:
+        return {"body": None, "body_raw": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body": None, "body_b64": base64.b64encode(raw).decode("ascii")}
+
+
+def decode_body(fields: dict[str, Any]) -> bytes:
+    """The exact bytes of a body stored by `encode_body`."""
+    if fields.get("body_b64") is not None:
+        return base64.b64decode(fields["body_b64"])
+    if fields.get("body_raw") is not None:
+        return fields["body_raw"].encode("utf-8")
+    if fields.get("body") is None:
+        return b""
+    return orjson.dumps(fields["body"])

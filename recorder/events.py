@@ -1,0 +1,90 @@
+"""The session log's event format: one JSON object per line, version 1.
+
+Every line carries the envelope
+
+    v, seq, ts, session, type, id, exchange, <payload…>, prev, h
+
+`seq` (gapless per session, from 1), `prev` (the previous line's `h`) and `h`
+are assigned by the writer thread, which alone owns the files; everything else
+is fixed when the event is created. `h` is a BLAKE2b-128 digest of the line's
+bytes up to the `,"h":` suffix, so a reader can verify each line and the chain
+without re-serialising anything (see `seal` and `verify_line`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+FORMAT_VERSION = 1
+
+SESSION_STARTED = "session.started"
+LLM_REQUEST = "llm.request"
+LLM_RESPONSE = "llm.response"
+TOOL_PRE = "tool.pre"
+TOOL_POST = "tool.post"
+FAILOVER = "failover"
+ERROR = "error"
+
+EVENT_TYPES = frozenset(
+    {SESSION_STARTED, LLM_REQUEST, LLM_RESPONSE, TOOL_PRE, TOOL_POST, FAILOVER, ERROR}
+)
+
+Event = dict[str, Any]
+
+_HASH_SUFFIX_LEN = len(b',"h":"') + 32 + len(b'"}')
+
+
+def new_id(prefix: str) -> str:
+    """A random, practically unique id such as `ev_3f2a…` (64 bits)."""
+    return f"{prefix}_{os.urandom(8).hex()}"
+
+
+def now_ts() -> str:
+    """UTC time with microseconds, the form every `ts` field uses."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def make_event(event_type: str, session: str, exchange: str | None, **payload: Any) -> Event:
+    """An event with its envelope; the writer adds `seq`, `prev` and `h`."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    return {
+        "v": FORMAT_VERSION,
+        "seq": 0,
+        "ts": now_ts(),
+        "session": session,
+        "type": event_type,
+        "id": new_id("ev"),
+        "exchange": exchange,
+        **payload,
+    }
+
+
+def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
+    """Serialise `event` as one log line numbered `seq`, chained to `prev`.
+
+    Returns the line (ending in a newline) and its hash. orjson escapes control
+    characters, so recorded content can never break out of its line.
+    """
+    event["seq"] = seq
+    event["prev"] = prev
+    body = orjson.dumps(event)
+    digest = hashlib.blake2b(body[:-1], digest_size=16).hexdigest()
+    return body[:-1] + b',"h":"' + digest.encode() + b'"}\n', digest
+
+
+def verify_line(line: bytes) -> str | None:
+    """The hash a line claims if its content matches it, else None."""
+    line = line.rstrip(b"\n")
+    if len(line) <= _HASH_SUFFIX_LEN or not line.endswith(b'"}'):
+        return None
+    content, claimed = line[:-_HASH_SUFFIX_LEN], line[-34:-2]
+    if line[-_HASH_SUFFIX_LEN:-34] != b',"h":"':
+        return None
+    digest = hashlib.blake2b(content, digest_size=16).hexdigest()
+    return digest if digest.encode() == claimed else None

@@ -1,0 +1,177 @@
+"""The records of one client call, turned into events on the writer thread.
+
+The proxy hands over raw material (bytes, arrival times, headers) and goes
+back to moving bytes; decoding bodies, splitting and reassembling streams,
+scrubbing echoed secrets and pricing the answer all happen here, off the
+event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from recorder import prices
+from recorder.bodies import encode_body
+from recorder.events import LLM_REQUEST, LLM_RESPONSE, Event, make_event
+from recorder.secrets import scrub
+from recorder.wire import api_module
+from recorder.wire.sse import SseSplitter, parse_block
+from recorder.writer import SessionState
+
+Chunk = tuple[float, bytes]  # (milliseconds since the call started, bytes)
+
+
+@dataclass(slots=True)
+class LlmRequest:
+    """A request as it was sent upstream."""
+
+    session: str
+    exchange: str
+    api: str
+    provider: str
+    method: str
+    path: str
+    upstream_url: str
+    headers: dict[str, str]
+    key_fingerprint: str | None
+    body: bytes
+    parsed: Any
+    attempt: int = 1
+    secrets: tuple[bytes, ...] = ()
+    event: Event = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The envelope (and its timestamp) is made now, on the loop, when the call happens.
+        parsed = self.parsed if isinstance(self.parsed, dict) else {}
+        self.event = make_event(
+            LLM_REQUEST,
+            self.session,
+            self.exchange,
+            api=self.api,
+            provider=self.provider,
+            method=self.method,
+            path=self.path,
+            upstream_url=self.upstream_url,
+            model=parsed.get("model"),
+            stream=parsed.get("stream") is True,
+            attempt=self.attempt,
+            key_fingerprint=self.key_fingerprint,
+            headers=self.headers,
+        )
+
+    @property
+    def size(self) -> int:
+        return len(self.body) + 1024
+
+    def events(self, state: SessionState) -> Iterable[Event]:
+        raw = scrub(self.body, self.secrets)
+        # Scrubbing changed the bytes: the parsed copy no longer describes them.
+        self.event.update(encode_body(raw, self.parsed) if raw is self.body else encode_body(raw))
+        return (self.event,)
+
+
+@dataclass(slots=True)
+class LlmResponse:
+    """What came back (or did not), with the arrival time of every chunk."""
+
+    session: str
+    exchange: str
+    api: str
+    provider: str
+    status: int | None
+    headers: dict[str, str]
+    chunks: list[Chunk]
+    outcome: str
+    latency_ms: float
+    ttfb_ms: float | None
+    error: str | None = None
+    secrets: tuple[bytes, ...] = ()
+    event: Event = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.event = make_event(
+            LLM_RESPONSE,
+            self.session,
+            self.exchange,
+            api=self.api,
+            provider=self.provider,
+            status=self.status,
+            outcome=self.outcome,
+            error=self.error,
+            latency_ms=round(self.latency_ms, 3),
+            ttfb_ms=None if self.ttfb_ms is None else round(self.ttfb_ms, 3),
+            headers=self.headers,
+        )
+
+    @property
+    def size(self) -> int:
+        return sum(len(chunk) for _, chunk in self.chunks) + 1024
+
+    @property
+    def streamed(self) -> bool:
+        return self.headers.get("content-type", "").startswith("text/event-stream")
+
+    def events(self, state: SessionState) -> Iterable[Event]:
+        module = api_module(self.api)
+        self.event["stream"] = self.streamed
+        if self.streamed:
+            self.event.update(self._stream_fields(module))
+        else:
+            raw = scrub(b"".join(chunk for _, chunk in self.chunks), self.secrets)
+            self.event.update(encode_body(raw))
+        body = self.event.get("body")
+        if module is not None and isinstance(body, dict) and self.status == 200:
+            self.event.update(self._summary(module, body))
+        return (self.event,)
+
+    def _stream_fields(self, module: Any) -> dict[str, Any]:
+        splitter = SseSplitter(max_event_bytes=1 << 62)
+        timed: list[tuple[float, bytes]] = []
+        for offset, chunk in self.chunks:
+            timed.extend((offset, block) for block in splitter.feed(scrub(chunk, self.secrets)))
+        rest = splitter.flush()
+        if rest:
+            timed.append((self.chunks[-1][0], rest))
+        fields: dict[str, Any] = {"sse": [_sse_entry(t, raw) for t, raw in timed]}
+        if module is not None:
+            parsed = (parse_block(raw) for _, raw in timed)
+            result = module.reassemble(event for event in parsed if event is not None)
+            fields.update(body=result.body, stream_complete=result.complete)
+            if result.error is not None:
+                fields["stream_error"] = result.error
+        return fields
+
+    def _summary(self, module: Any, body: dict[str, Any]) -> dict[str, Any]:
+        summary = module.summarize(body)
+        usage = {
+            "input_tokens": summary.input_tokens,
+            "output_tokens": summary.output_tokens,
+            "cached_tokens": summary.cached_tokens,
+            "cache_write_tokens": summary.cache_write_tokens,
+            "reasoning_tokens": summary.reasoning_tokens,
+        }
+        return {
+            "response_id": summary.response_id,
+            "model": summary.model,
+            "finish_reason": summary.finish_reason,
+            "usage": usage,
+            "cost_usd": prices.cost_usd(
+                self.provider,
+                summary.model,
+                summary.input_tokens,
+                summary.output_tokens,
+                summary.cached_tokens,
+                summary.cache_write_tokens,
+            ),
+        }
+
+
+def _sse_entry(offset_ms: float, raw: bytes) -> dict[str, Any]:
+    """One raw SSE event block, exact to the byte, with its arrival time."""
+    try:
+        return {"t_ms": round(offset_ms, 3), "raw": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"t_ms": round(offset_ms, 3), "raw_b64": base64.b64encode(raw).decode("ascii")}

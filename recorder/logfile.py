@@ -1,0 +1,123 @@
+"""One session's log file: append-only, hash-chained, repaired on open.
+
+A crash can leave a torn last line. Opening the file detects it, moves the
+cut bytes to `quarantine/` (kept, never deleted) and truncates back to the
+last complete line, so the chain continues from there. A last complete line
+that fails its own checksum is damage, not a tear: the file is set aside
+whole and the caller is told, loudly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from recorder.events import Event, seal, verify_line
+
+_BLOCK = 64 * 1024
+
+
+class DamagedLog(Exception):
+    """The file's last complete line does not verify; it was moved aside."""
+
+
+def quarantine_name(session: str, kind: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{session}.{stamp}.{kind}"
+
+
+def _last_newline_before(fd: int, end: int) -> int:
+    """Offset of the last b"\\n" in [0, end), or -1."""
+    pos = end
+    while pos > 0:
+        start = max(0, pos - _BLOCK)
+        block = os.pread(fd, pos - start, start)
+        idx = block.rfind(b"\n")
+        if idx >= 0:
+            return start + idx
+        pos = start
+    return -1
+
+
+class SessionFile:
+    """An open session log positioned after its last verified line."""
+
+    def __init__(self, path: Path, quarantine: Path, sync_dir: bool) -> None:
+        self.path = path
+        created = not path.exists()
+        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        if created and sync_dir:
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        self.size = os.fstat(self.fd).st_size
+        self.seq = 0
+        self.prev: str | None = None
+        self.dirty = False
+        try:
+            self._repair_tail(quarantine)
+            self._read_last_line()
+        except DamagedLog:
+            os.close(self.fd)
+            os.replace(path, quarantine / quarantine_name(path.stem, "damaged.jsonl"))
+            raise
+
+    def _repair_tail(self, quarantine: Path) -> None:
+        if self.size == 0 or os.pread(self.fd, 1, self.size - 1) == b"\n":
+            return
+        cut = _last_newline_before(self.fd, self.size) + 1
+        torn = os.pread(self.fd, self.size - cut, cut)
+        keep = quarantine / quarantine_name(self.path.stem, "torn")
+        with open(keep, "wb") as out:
+            out.write(torn)
+            out.flush()
+            os.fsync(out.fileno())
+        os.ftruncate(self.fd, cut)
+        self.size = cut
+
+    def _read_last_line(self) -> None:
+        if self.size == 0:
+            return
+        start = _last_newline_before(self.fd, self.size - 1) + 1
+        line = os.pread(self.fd, self.size - start, start)
+        digest = verify_line(line)
+        if digest is None:
+            raise DamagedLog(f"{self.path}: last line at offset {start} fails its checksum")
+        self.seq = int(orjson.loads(line)["seq"])
+        self.prev = digest
+
+    def append(self, events: Iterable[Event]) -> None:
+        """Write events as one batch; on any error the file is left as before."""
+        seq, prev, lines = self.seq, self.prev, []
+        for event in events:
+            seq += 1
+            line, prev = seal(event, seq, prev)
+            lines.append(line)
+        data = b"".join(lines)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self.fd, data[written:])
+        except OSError:
+            os.ftruncate(self.fd, self.size)
+            raise
+        self.size += len(data)
+        self.seq, self.prev, self.dirty = seq, prev, True
+
+    def sync(self) -> None:
+        if self.dirty:
+            os.fsync(self.fd)
+            self.dirty = False
+
+    def close(self, sync: bool) -> None:
+        try:
+            if sync:
+                self.sync()
+        finally:
+            os.close(self.fd)

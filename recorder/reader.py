@@ -1,0 +1,63 @@
+"""Reading session logs back: line by line, verified, tolerant of a torn tail.
+
+A last line without its newline is a write cut short by a crash: it is
+skipped (the writer repairs it when it opens the file again). Anything else
+that does not parse or verify is damage and raises `DamagedLine`, naming the
+file and byte offset; it is never skipped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
+
+
+class DamagedLine(ValueError):
+    """A line in the middle of a log that does not parse or verify."""
+
+
+class UnsupportedEvent(ValueError):
+    """An event from a newer format, or of a type this reader does not know."""
+
+
+def _check_known(event: Event, where: str) -> None:
+    if event.get("v", 0) > FORMAT_VERSION:
+        raise UnsupportedEvent(
+            f"{where}: format version {event['v']} is newer than this taplog reads "
+            f"({FORMAT_VERSION}); upgrade taplog"
+        )
+    if event.get("type") not in EVENT_TYPES and not event.get("ignorable"):
+        raise UnsupportedEvent(f"{where}: unknown event type {event.get('type')!r}")
+
+
+def read_events(path: Path) -> Iterator[Event]:
+    """The events of one session file, in order."""
+    offset = 0
+    with open(path, "rb") as log_file:
+        for number, line in enumerate(log_file, start=1):
+            where = f"{path}:{number} (byte {offset})"
+            offset += len(line)
+            if not line.endswith(b"\n"):
+                return  # torn tail of an interrupted write
+            if verify_line(line) is None:
+                raise DamagedLine(f"{where}: line fails its checksum")
+            event = orjson.loads(line)
+            _check_known(event, where)
+            yield event
+
+
+def session_files(data_dir: Path) -> list[Path]:
+    return sorted((data_dir / "sessions").glob("*.jsonl"))
+
+
+def read_session(data_dir: Path, session: str) -> list[Event]:
+    return list(read_events(data_dir / "sessions" / f"{session}.jsonl"))
+
+
+def read_all(data_dir: Path) -> dict[str, list[Event]]:
+    """Every session's events, by session id."""
+    return {path.stem: list(read_events(path)) for path in session_files(data_dir)}

@@ -1,0 +1,197 @@
+"""Which session a call belongs to, resolved in DESIGN.md's order.
+
+1. the `X-Taplog-Session` header;
+2. the path prefix `/s/<id>/` (found by the router, passed in);
+3. what the client already sends (PROTOCOLS.md §7): Claude Code's session
+   header and `metadata.user_id`, Codex's and opencode's session headers, a
+   Responses `previous_response_id` recorded earlier, `conversation`,
+   `prompt_cache_key`, `metadata.session_id`;
+4. conversation stitching: a stateless chat that resends an earlier call's
+   messages plus new ones continues that call's session;
+5. otherwise a new session.
+
+Ids become file names, so explicit ids must match `SESSION_ID` or the call is
+refused; ids taken from clients are mapped to that form instead, keeping the
+original for `session.started`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from recorder.transcript import conversation_prefixes
+
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SESSION_HEADER = "x-taplog-session"
+_CLAUDE_CODE_LEGACY = re.compile(r"_session_([0-9A-Za-z-]{8,64})$")
+
+
+class InvalidSessionId(ValueError):
+    """An explicitly named session id that cannot be a file name."""
+
+
+def check_session_id(value: str) -> str:
+    if SESSION_ID.fullmatch(value):
+        return value
+    shown = value if len(value) <= 40 else value[:40] + "…"
+    raise InvalidSessionId(
+        f"invalid session id {shown!r}: use 1-128 letters, digits, '.', '_' or '-', "
+        "starting with a letter or digit"
+    )
+
+
+def safe_session_id(original: str) -> str:
+    """A client-chosen id as a valid, stable session id."""
+    if SESSION_ID.fullmatch(original):
+        return original
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", original).lstrip("._-")[:100]
+    suffix = hashlib.blake2b(original.encode(), digest_size=4).hexdigest()
+    return f"{cleaned}-{suffix}" if cleaned else f"s-{suffix}"
+
+
+def new_session_id() -> str:
+    """Sortable by start time: `20261130T004933Z-1a2b3c4d`."""
+    return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{os.urandom(4).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    session: str
+    source: str  # header, path, client:<signal>, stitched, new
+    original: str | None = None  # the client's own id when it was mapped
+    first_seen: bool = False  # first call of this session in this process
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What resolution looks at: lower-cased headers and the parsed body."""
+
+    api: str
+    headers: Mapping[str, str]
+    body: Any
+    key_fingerprint: str | None = None
+    path_session: str | None = None
+    retry: bool = False
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _claude_code_metadata(body: dict[str, Any]) -> str | None:
+    metadata = body.get("metadata")
+    user_id = _text(metadata.get("user_id")) if isinstance(metadata, dict) else None
+    if user_id is None:
+        return None
+    if user_id.startswith("{"):
+        try:
+            return _text(orjson.loads(user_id).get("session_id"))
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+    match = _CLAUDE_CODE_LEGACY.search(user_id)
+    return match.group(1) if match else None
+
+
+def client_hints(headers: Mapping[str, str], body: Any) -> list[tuple[str, str]]:
+    """Session ids the client already sends, strongest signal first."""
+    body = body if isinstance(body, dict) else {}
+    hints = [
+        ("claude-code", headers.get("x-claude-code-session-id")),
+        ("claude-code", _claude_code_metadata(body)),
+        ("codex", headers.get("session_id") or headers.get("session-id")),
+        ("codex", headers.get("conversation_id")),
+        ("opencode", headers.get("x-opencode-session") or headers.get("x-session-affinity")),
+    ]
+    conversation = body.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    hints.append(("conversation", conversation))
+    hints.append(("prompt_cache_key", body.get("prompt_cache_key")))
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict):
+        hints.append(("metadata", metadata.get("session_id")))
+    return [(source, value) for source, v in hints if (value := _text(v)) is not None]
+
+
+class _Lru(OrderedDict[Any, Any]):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+class SessionResolver:
+    """Resolves sessions and remembers what later calls may refer back to."""
+
+    def __init__(self, idle_seconds: float = 3600.0, max_entries: int = 100_000) -> None:
+        self.idle_seconds = idle_seconds
+        self._prefixes = _Lru(max_entries)  # transcript-prefix hash -> (session, last used)
+        self._responses = _Lru(max_entries)  # Responses API response id -> session
+        self._seen = _Lru(max_entries)
+
+    def resolve(self, call: Call) -> Resolution:
+        """Raises InvalidSessionId for a bad explicit id; nothing is remembered then."""
+        explicit = call.headers.get(SESSION_HEADER)
+        if explicit is not None:
+            found = (check_session_id(explicit), "header", None)
+        elif call.path_session is not None:
+            found = (check_session_id(call.path_session), "path", None)
+        else:
+            found = self._from_client(call) or self._stitch(call)
+        session, source, original = found
+        first_seen = session not in self._seen
+        self._seen.put(session, None)
+        return Resolution(session, source, original, first_seen)
+
+    def remember_response(self, response_id: str, session: str) -> None:
+        """A recorded answer that a later `previous_response_id` may name."""
+        self._responses.put(response_id, session)
+
+    def _from_client(self, call: Call) -> tuple[str, str, str | None] | None:
+        body = call.body if isinstance(call.body, dict) else {}
+        previous = _text(body.get("previous_response_id"))
+        if previous is not None and previous in self._responses:
+            return self._responses[previous], "client:previous_response_id", None
+        for source, value in client_hints(call.headers, body):
+            session = safe_session_id(value)
+            return session, f"client:{source}", value if session != value else None
+        return None
+
+    def _stitch(self, call: Call) -> tuple[str, str, None]:
+        """The session whose transcript this one extends, else a new one."""
+        prefixes = conversation_prefixes(call.api, call.body, self._seed(call))
+        now = time.monotonic()
+        found = None
+        # A strict prefix means "the same conversation, further on"; the whole
+        # transcript again is only the same conversation when it is a retry.
+        for digest in reversed(prefixes if call.retry else prefixes[:-1]):
+            hit = self._prefixes.get(digest)
+            if hit is not None and now - hit[1] <= self.idle_seconds:
+                found = (hit[0], "stitched", None)
+                break
+        found = found or (new_session_id(), "new", None)
+        if prefixes:
+            self._prefixes.put(prefixes[-1], (found[0], now))
+        return found
+
+    @staticmethod
+    def _seed(call: Call) -> bytes:
+        agent = call.headers.get("user-agent", "").split("/", 1)[0]
+        return orjson.dumps([call.api, call.key_fingerprint, agent])

@@ -1,0 +1,75 @@
+"""Conversation fingerprints for stitching stateless multi-turn chats.
+
+Clients of stateless APIs resend the whole transcript every turn, so a call
+continues an earlier one when its messages start with the earlier call's
+messages. Each message is reduced to what a client resends unchanged (role,
+texts, tool-call ids), ignoring decorations that move between turns such as
+Anthropic's `cache_control`; the digests of the growing prefixes are compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+_ID_KEYS = ("id", "call_id", "tool_call_id", "tool_use_id")
+
+
+def _parts(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        return []
+    parts: list[Any] = []
+    for block in value:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            parts.append(block.get("type"))
+            parts.extend(block[key] for key in ("text", *_ID_KEYS) if isinstance(block.get(key), str))
+    return parts
+
+
+def _canonical(message: Any) -> bytes:
+    if not isinstance(message, dict):
+        return orjson.dumps(message)
+    role = message.get("role") or message.get("type")
+    ids = [message[key] for key in _ID_KEYS if isinstance(message.get(key), str)]
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        ids.extend(c.get("id") for c in calls if isinstance(c, dict))
+    return orjson.dumps([role, _parts(message.get("content")), ids])
+
+
+def _transcript(api: str, body: dict[str, Any]) -> tuple[Any, list[Any]] | None:
+    """The system prompt and message list of a call, per API."""
+    if api == "openai.chat":
+        messages = body.get("messages")
+        return None, messages
+    if api == "anthropic.messages":
+        return _parts(body.get("system")), body.get("messages")
+    if api == "openai.responses":
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        return body.get("instructions"), items
+    return None
+
+
+def conversation_prefixes(api: str, body: Any, seed: bytes) -> list[bytes]:
+    """Digests of the transcript's prefixes, from the first user message to the whole."""
+    found = _transcript(api, body) if isinstance(body, dict) else None
+    if found is None or not isinstance(found[1], list):
+        return []
+    system, messages = found
+    hasher = hashlib.blake2b(seed + orjson.dumps(system), digest_size=16)
+    digests: list[bytes] = []
+    seen_user = False
+    for message in messages:
+        hasher.update(_canonical(message))
+        seen_user = seen_user or (isinstance(message, dict) and message.get("role") == "user")
+        if seen_user:
+            digests.append(hasher.copy().digest())
+    return digests

@@ -1,0 +1,265 @@
+"""The recorder: a bounded hand-off from the event loop to one writer thread.
+
+    event loop ── record(rec) ──▶ SimpleQueue ──▶ writer thread ──▶ sessions/<id>.jsonl
+                  (never blocks,                  builds events,      group commit,
+                   never drops)                   seals, appends      fsync per policy
+
+Record or refuse: `record` always accepts, so calls already in flight finish
+and are logged; `accepting` turns False when the queue is over its high-water
+mark or the disk fails, and the proxy then refuses *new* calls with a 503
+before any vendor is called. A failed write leaves no partial line, keeps its
+events and is retried until it succeeds, so recording resumes by itself when
+space returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from recorder.events import ERROR, Event, make_event
+from recorder.logfile import DamagedLog, SessionFile
+
+log = logging.getLogger("taplog.recorder")
+
+FSYNC_POLICIES = ("always", "interval", "never")
+FSYNC_INTERVAL = 0.1
+
+
+@dataclass
+class SessionState:
+    """What the writer remembers about a session between records."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Record(Protocol):
+    """Something that becomes events, built on the writer thread (off the loop)."""
+
+    session: str
+    size: int
+
+    def events(self, state: SessionState) -> Iterable[Event]: ...
+
+
+@dataclass
+class EventRecord:
+    """A ready-made event."""
+
+    event: Event
+    size: int = 512
+
+    @property
+    def session(self) -> str:
+        return self.event["session"]
+
+    def events(self, state: SessionState) -> Iterable[Event]:
+        return (self.event,)
+
+
+class _Barrier:
+    """Released once every record queued before it is written (and synced)."""
+
+    session = ""
+    size = 0
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_CLOSE = object()
+
+
+class Recorder:
+    def __init__(
+        self,
+        data_dir: Path,
+        fsync: str = "interval",
+        high_water_bytes: int = 256 * 1024 * 1024,
+        max_open_files: int = 256,
+        retry_seconds: float = 1.0,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
+        self.sessions_dir = data_dir / "sessions"
+        self.quarantine_dir = data_dir / "quarantine"
+        self.fsync = fsync
+        self.high_water_bytes = high_water_bytes
+        self._max_open = max_open_files
+        self._retry_seconds = retry_seconds
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._queued_bytes = 0
+        self._queued_records = 0
+        self._error: str | None = None
+        self._closed = False
+        self._files: OrderedDict[str, SessionFile] = OrderedDict()
+        self._states: dict[str, SessionState] = {}
+        self._last_sync = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="taplog-writer", daemon=True)
+
+    # -- event-loop side ---------------------------------------------------
+
+    def start(self) -> None:
+        for folder in (self.sessions_dir, self.quarantine_dir):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._thread.start()
+
+    def record(self, record: Record) -> None:
+        """Queue a record for writing. Never blocks, never drops."""
+        if self._closed:
+            raise RuntimeError("recorder is closed")
+        with self._lock:
+            self._queued_bytes += record.size
+            self._queued_records += 1
+        self._queue.put(record)
+
+    @property
+    def accepting(self) -> bool:
+        """Whether new calls may start: the disk works and the queue has room."""
+        return self._error is None and self._queued_bytes < self.high_water_bytes
+
+    def health(self) -> dict[str, Any]:
+        reason = self._error
+        if reason is None and self._queued_bytes >= self.high_water_bytes:
+            reason = "recorder queue is over its high-water mark"
+        return {
+            "accepting": reason is None,
+            "reason": reason,
+            "queued_records": self._queued_records,
+            "queued_bytes": self._queued_bytes,
+        }
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until everything recorded so far is written; for tests and shutdown."""
+        barrier = _Barrier()
+        self._queue.put(barrier)
+        return barrier.done.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything queued, sync and close every file, stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_CLOSE)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("recorder: %d records could not be written before exit", self._queued_records)
+
+    # -- writer thread -----------------------------------------------------
+
+    def _run(self) -> None:
+        pending: list[Event] = []
+        barriers: list[_Barrier] = []
+        closing = False
+        while True:
+            for item in self._take(self._wait_time(pending, closing)):
+                if item is _CLOSE:
+                    closing = True
+                elif isinstance(item, _Barrier):
+                    barriers.append(item)
+                else:
+                    pending.extend(self._build(item))
+            if pending:
+                pending = self._write(pending)
+            self._sync(force=closing or self.fsync == "always")
+            if not pending:
+                for barrier in barriers:
+                    barrier.done.set()
+                barriers.clear()
+                if closing:
+                    break
+        for session_file in self._files.values():
+            session_file.close(sync=self.fsync != "never")
+        self._files.clear()
+
+    def _wait_time(self, pending: list[Event], closing: bool) -> float | None:
+        if pending:
+            return self._retry_seconds
+        if closing:
+            return 0.0
+        if self.fsync == "interval" and any(f.dirty for f in self._files.values()):
+            return max(0.0, self._last_sync + FSYNC_INTERVAL - time.monotonic())
+        return None
+
+    def _take(self, timeout: float | None) -> list[Any]:
+        """Block for the first item (up to `timeout`), then drain what is there."""
+        items: list[Any] = []
+        try:
+            first = self._queue.get_nowait() if timeout == 0 else self._queue.get(timeout=timeout)
+            items.append(first)
+            while len(items) < 10_000:
+                items.append(self._queue.get_nowait())
+        except queue.Empty:
+            pass
+        return items
+
+    def _build(self, record: Record) -> list[Event]:
+        state = self._states.setdefault(record.session, SessionState())
+        try:
+            events = list(record.events(state))
+        except Exception as exc:  # a bug in one record must not stop the log
+            log.exception("recorder: could not build events for session %s", record.session)
+            events = [make_event(ERROR, record.session, None, reason=f"record failed: {exc!r}")]
+        with self._lock:
+            self._queued_bytes -= record.size
+            self._queued_records -= 1
+        return events
+
+    def _write(self, pending: list[Event]) -> list[Event]:
+        """Append events grouped by session; returns those not yet written."""
+        by_session: dict[str, list[Event]] = {}
+        for event in pending:
+            by_session.setdefault(event["session"], []).append(event)
+        for session, events in list(by_session.items()):
+            try:
+                self._file(session).append(events)
+            except OSError as exc:
+                self._error = f"cannot write session logs: {exc.strerror or exc}"
+                log.error("recorder: %s (will retry)", self._error)
+                return [e for e in pending if e["session"] in by_session]
+            del by_session[session]
+        if self._error is not None:
+            log.warning("recorder: writing again after: %s", self._error)
+            self._error = None
+        return []
+
+    def _file(self, session: str) -> SessionFile:
+        session_file = self._files.get(session)
+        if session_file is not None:
+            self._files.move_to_end(session)
+            return session_file
+        if len(self._files) >= self._max_open:
+            _, oldest = self._files.popitem(last=False)
+            oldest.close(sync=self.fsync != "never")
+        path = self.sessions_dir / f"{session}.jsonl"
+        try:
+            session_file = SessionFile(path, self.quarantine_dir, self.fsync != "never")
+        except DamagedLog as exc:
+            log.error("recorder: %s; moved to %s, starting a new file", exc, self.quarantine_dir)
+            session_file = SessionFile(path, self.quarantine_dir, self.fsync != "never")
+            session_file.append([make_event(ERROR, session, None, reason=str(exc))])
+        self._files[session] = session_file
+        return session_file
+
+    def _sync(self, force: bool) -> None:
+        if self.fsync == "never":
+            return
+        now = time.monotonic()
+        if not force and self.fsync == "interval" and now - self._last_sync < FSYNC_INTERVAL:
+            return
+        try:
+            for session_file in self._files.values():
+                session_file.sync()
+        except OSError as exc:
+            self._error = f"cannot sync session logs: {exc.strerror or exc}"
+            log.error("recorder: %s", self._error)
+        self._last_sync = now

@@ -1,0 +1,123 @@
+"""Fixtures: a fake vendor and taplog on loopback, official SDK clients pointed at taplog.
+
+Everything runs for real: taplog's own aiohttp app (the same `create_app`
+that `taplog serve` runs) forwards to `FakeVendor` over TCP on 127.0.0.1,
+and the tests read back the session files from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from proxy.app import create_app
+from proxy.config import Settings
+from proxy.state import RECORDER
+from recorder.events import Event
+from recorder.reader import read_all
+from tests.fake_vendor import FakeVendor
+from tests.servers import ServerThread
+
+OPENAI_KEY = "sk-test-openai-0123456789abcdef"
+ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
+
+
+@dataclass
+class Taplog:
+    """A running taplog: its URL, its data dir, and a way to read what it logged."""
+
+    url: str
+    data_dir: Path
+    app: Any
+    servers: ServerThread
+
+    def flush(self) -> None:
+        recorder = self.app[RECORDER]
+        self.servers.call(lambda: asyncio.to_thread(recorder.flush, 10))
+
+    def sessions(self) -> dict[str, list[Event]]:
+        self.flush()
+        return read_all(self.data_dir)
+
+    def events(self, event_type: str | None = None) -> list[Event]:
+        found = [e for events in self.sessions().values() for e in events]
+        return [e for e in found if event_type is None or e["type"] == event_type]
+
+    def wait_for(
+        self, check: Callable[[dict[str, list[Event]]], bool], timeout: float = 10
+    ) -> dict[str, list[Event]]:
+        """Sessions once `check` holds; answers are logged just after clients get them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            sessions = self.sessions()
+            if check(sessions):
+                return sessions
+            if time.monotonic() > deadline:
+                raise AssertionError(f"log never satisfied the check: {sessions}")
+            time.sleep(0.02)
+
+    def wait_responses(self, count: int) -> dict[str, list[Event]]:
+        def enough(sessions: dict[str, list[Event]]) -> bool:
+            answers = [e for ev in sessions.values() for e in ev if e["type"] == "llm.response"]
+            return len(answers) >= count
+
+        return self.wait_for(enough)
+
+
+@pytest.fixture
+def servers() -> Iterator[ServerThread]:
+    thread = ServerThread()
+    yield thread
+    thread.stop()
+
+
+@pytest.fixture
+def fake(servers: ServerThread) -> FakeVendor:
+    vendor = FakeVendor()
+    vendor.url = servers.serve(vendor.app())
+    return vendor
+
+
+def start_taplog(servers: ServerThread, data_dir: Path, **overrides: Any) -> Taplog:
+    settings = Settings(data_dir=data_dir, **overrides)
+    app = create_app(settings)
+    url = servers.serve(app, handler_cancellation=True, shutdown_timeout=5)
+    return Taplog(url, data_dir, app, servers)
+
+
+@pytest.fixture
+def taplog(servers: ServerThread, fake: FakeVendor, tmp_path: Path) -> Taplog:
+    return start_taplog(
+        servers,
+        tmp_path / "data",
+        openai_base=f"{fake.url}/v1",
+        anthropic_base=fake.url,
+    )
+
+
+@pytest.fixture
+def oai(taplog: Taplog) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+
+@pytest.fixture
+def ant(taplog: Taplog) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=taplog.url, api_key=ANTHROPIC_KEY, max_retries=0)
+
+
+@pytest.fixture
+def oai_direct(fake: FakeVendor) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{fake.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+
+@pytest.fixture
+def ant_direct(fake: FakeVendor) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=fake.url, api_key=ANTHROPIC_KEY, max_retries=0)
