@@ -1,0 +1,175 @@
+"""Anthropic Messages: fold a `message_start … message_stop` stream back into the message.
+
+Built as anthropic-python's `accumulate_event` builds it, with three differences a recorder
+needs: blocks are keyed by their ``index`` (sparse or out-of-order indexes cannot crash),
+tool input JSON is parsed once at ``content_block_stop`` (or at the end of a cut stream)
+instead of partially on every fragment, and input that does not parse is kept as ``{}`` plus
+the raw text in ``input_raw`` rather than raising. Unknown delta types append their string
+fields to the block; unknown events are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import orjson
+
+from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+
+__all__ = ["reassemble", "summarize"]
+
+# delta type -> (block field, block type if the block never started)
+_TEXT_DELTAS = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+}
+
+
+@dataclass(slots=True)
+class _State:
+    message: dict | None = None
+    blocks: dict[int, dict] = field(default_factory=dict)
+    json_parts: dict[int, list[str]] = field(default_factory=dict)
+
+
+def reassemble(events: Iterable[SseEvent]) -> Reassembled:
+    """Rebuild the non-streaming message; ``complete`` means `message_stop` arrived."""
+    state = _State()
+    result = Reassembled(body=None, complete=False, error=None)
+    for event in events:
+        data = load_object(event.data)
+        if data is None:
+            result.unparsed += 1
+            continue
+        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+        if kind == "message_stop":
+            result.complete = True
+        elif kind == "error":
+            err = data.get("error")
+            result.error = err if isinstance(err, dict) else data
+        else:
+            _apply(state, kind, data)
+    for index in list(state.json_parts):  # a cut stream: finish what arrived
+        _finish_input(state, index)
+    result.body = _build(state)
+    return result
+
+
+def _apply(state: _State, kind: str | None, data: dict) -> None:
+    index = as_int(data.get("index"))
+    if kind == "message_start" and isinstance(data.get("message"), dict):
+        state.message = data["message"]
+        content = state.message.get("content")
+        for i, block in enumerate(content if isinstance(content, list) else ()):
+            if isinstance(block, dict):
+                state.blocks[i] = block
+    elif kind == "message_delta":
+        _message_delta(state, data)
+    elif index is None:
+        return
+    elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+        state.blocks[index] = data["content_block"]
+    elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+        _block_delta(state, index, data["delta"])
+    elif kind == "content_block_stop":
+        _finish_input(state, index)
+
+
+def _block_delta(state: _State, index: int, delta: dict) -> None:
+    kind = delta.get("type")
+    if kind == "input_json_delta":
+        if isinstance(delta.get("partial_json"), str):
+            state.json_parts.setdefault(index, []).append(delta["partial_json"])
+        return
+    if kind in _TEXT_DELTAS:
+        name, block_type = _TEXT_DELTAS[kind]
+        _append(_block(state, index, block_type), name, delta.get(name))
+    elif kind == "signature_delta":
+        _block(state, index, "thinking")["signature"] = delta.get("signature")
+    elif kind == "citations_delta":
+        block = _block(state, index, "text")
+        cites = block.get("citations")
+        block["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
+    else:
+        block = _block(state, index, None)
+        for name, value in delta.items():
+            if name != "type":
+                _append(block, name, value)
+
+
+def _block(state: _State, index: int, block_type: str | None) -> dict:
+    """The block a delta addresses, created with the delta's natural type if it never started."""
+    if index not in state.blocks:
+        state.blocks[index] = {"type": block_type} if block_type else {}
+    return state.blocks[index]
+
+
+def _append(block: dict, name: str, value: object) -> None:
+    if isinstance(value, str):
+        prev = block.get(name)
+        block[name] = (prev if isinstance(prev, str) else "") + value
+
+
+def _finish_input(state: _State, index: int) -> None:
+    """Parse a tool block's streamed JSON: empty means ``{}``, invalid keeps the raw text."""
+    parts = state.json_parts.pop(index, None)
+    if parts is None:
+        return
+    raw = "".join(parts)
+    block = _block(state, index, "tool_use")
+    if not raw:
+        block["input"] = {}
+        return
+    try:
+        block["input"] = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        block["input"] = {}
+        block["input_raw"] = raw
+
+
+def _message_delta(state: _State, data: dict) -> None:
+    """stop_reason/stop_sequence always replace; other fields and usage only when not null."""
+    message = state.message if state.message is not None else _skeleton(state)
+    delta = data.get("delta")
+    for key, value in delta.items() if isinstance(delta, dict) else ():
+        if value is not None or key in ("stop_reason", "stop_sequence"):
+            message[key] = value
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        merged = message.get("usage")
+        merged = dict(merged) if isinstance(merged, dict) else {}
+        merged.update((k, v) for k, v in usage.items() if v is not None)
+        message["usage"] = merged
+
+
+def _skeleton(state: _State) -> dict:
+    state.message = {"type": "message", "role": "assistant", "content": []}
+    return state.message
+
+
+def _build(state: _State) -> dict | None:
+    if state.message is None and not state.blocks:
+        return None
+    body = dict(state.message if state.message is not None else _skeleton(state))
+    body["content"] = [state.blocks[i] for i in sorted(state.blocks)]
+    return body
+
+
+def summarize(body: dict) -> Summary:
+    """Facts from a message body; input tokens add cache reads and writes (OTel meaning)."""
+    usage = dig(body, "usage")
+    fresh = as_int(dig(usage, "input_tokens"))
+    read = as_int(dig(usage, "cache_read_input_tokens"))
+    write = as_int(dig(usage, "cache_creation_input_tokens"))
+    counts = [n for n in (fresh, read, write) if n is not None]
+    return Summary(
+        response_id=as_str(dig(body, "id")),
+        model=as_str(dig(body, "model")),
+        finish_reason=as_str(dig(body, "stop_reason")),
+        input_tokens=sum(counts) if counts else None,
+        output_tokens=as_int(dig(usage, "output_tokens")),
+        cached_tokens=read,
+        cache_write_tokens=write,
+        reasoning_tokens=as_int(dig(usage, "output_tokens_details", "thinking_tokens")),
+    )

@@ -1,0 +1,201 @@
+"""OpenAI Chat Completions: fold a `chat.completion.chunk` stream back into a `chat.completion`.
+
+The result is what the API would have returned with ``stream: false``, built the way the
+openai-python accumulator (`ChatCompletionStreamState`) builds it: strings in deltas are
+concatenated, tool calls are merged per ``tool_calls[].index``, logprob lists are extended.
+Two deliberate differences: a tool call's ``id``/``type``/``name`` keep the first value sent
+(some OpenAI-compatible servers repeat them on every fragment), and the ``index`` helper key
+is dropped from tool calls, as in the non-streaming body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+
+__all__ = ["reassemble", "summarize"]
+
+_TOP_KEYS = ("id", "created", "model", "system_fingerprint", "service_tier")
+
+
+@dataclass(slots=True)
+class _Choice:
+    message: dict = field(default_factory=lambda: {"role": None, "content": None, "refusal": None})
+    tools: dict[int, dict] = field(default_factory=dict)
+    finish_reason: Any = None
+    logprobs: dict | None = None
+
+
+@dataclass(slots=True)
+class _State:
+    top: dict = field(default_factory=dict)
+    choices: dict[int, _Choice] = field(default_factory=dict)
+    usage: Any = None
+    seen: bool = False
+
+
+def reassemble(events: Iterable[SseEvent]) -> Reassembled:
+    """Rebuild the non-streaming body; ``complete`` means ``data: [DONE]`` arrived."""
+    state = _State()
+    result = Reassembled(body=None, complete=False, error=None)
+    for event in events:
+        if event.data.startswith("[DONE]"):
+            result.complete = True
+            continue
+        chunk = load_object(event.data)
+        if chunk is None:
+            result.unparsed += 1
+        elif chunk.get("error"):
+            err = chunk["error"]
+            result.error = err if isinstance(err, dict) else {"message": str(err)}
+        else:
+            _add_chunk(state, chunk)
+    if state.seen:
+        result.body = _build(state)
+    return result
+
+
+def _add_chunk(state: _State, chunk: dict) -> None:
+    state.seen = True
+    for key in _TOP_KEYS:
+        if chunk.get(key) is not None:
+            state.top[key] = chunk[key]
+    if chunk.get("usage") is not None:
+        state.usage = chunk["usage"]
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict):
+            continue
+        index = as_int(choice.get("index")) or 0
+        slot = state.choices.setdefault(index, _Choice())
+        if isinstance(choice.get("delta"), dict):
+            _merge_delta(slot, choice["delta"])
+        if choice.get("finish_reason") is not None:
+            slot.finish_reason = choice["finish_reason"]
+        if isinstance(choice.get("logprobs"), dict):
+            slot.logprobs = _merge_logprobs(slot.logprobs, choice["logprobs"])
+
+
+def _merge_delta(slot: _Choice, delta: dict) -> None:
+    """Concatenate strings, extend lists, replace other non-null values."""
+    msg = slot.message
+    for key, value in delta.items():
+        prev = msg.get(key)
+        if key == "tool_calls":
+            _merge_tool_calls(slot.tools, value)
+        elif key == "function_call":
+            msg[key] = _merge_function(prev, value)
+        elif key == "role":
+            msg[key] = prev if prev is not None else value
+        elif isinstance(value, str):
+            msg[key] = prev + value if isinstance(prev, str) else value
+        elif isinstance(value, list):
+            msg[key] = prev + value if isinstance(prev, list) else list(value)
+        elif value is not None:
+            msg[key] = value
+
+
+def _merge_tool_calls(tools: dict[int, dict], parts: Any) -> None:
+    for part in parts if isinstance(parts, list) else ():
+        if not isinstance(part, dict):
+            continue
+        index = _tool_index(tools, part)
+        call = tools.setdefault(index, {"id": None, "type": None, "function": None})
+        for key, value in part.items():
+            if key == "function":
+                call[key] = _merge_function(call[key], value)
+            elif key != "index" and value is not None and call.get(key) in (None, ""):
+                call[key] = value
+
+
+def _tool_index(tools: dict[int, dict], part: dict) -> int:
+    """The fragment's ``index``; servers that omit it start a new call whenever the id changes."""
+    index = as_int(part.get("index"))
+    if index is not None:
+        return index
+    last = max(tools, default=-1)
+    new_id = part.get("id")
+    if last < 0 or (new_id and tools[last].get("id") not in (None, new_id)):
+        return last + 1
+    return last
+
+
+def _merge_function(prev: Any, value: Any) -> Any:
+    """name keeps its first value, arguments are concatenated."""
+    if not isinstance(value, dict):
+        return prev
+    fn = prev if isinstance(prev, dict) else {"name": None, "arguments": ""}
+    for key, part in value.items():
+        if key == "arguments" and isinstance(part, str):
+            fn[key] = (fn.get(key) or "") + part
+        elif part is not None and fn.get(key) in (None, ""):
+            fn[key] = part
+    return fn
+
+
+def _merge_logprobs(prev: dict | None, value: dict) -> dict:
+    acc = prev if prev is not None else {"content": None, "refusal": None}
+    for key, part in value.items():
+        if isinstance(part, list):
+            acc[key] = (acc.get(key) or []) + part
+        elif part is not None or key not in acc:
+            acc[key] = part
+    return acc
+
+
+def _build(state: _State) -> dict:
+    choices = []
+    for index in sorted(state.choices):
+        slot = state.choices[index]
+        message = dict(slot.message)
+        if message["role"] is None:
+            message["role"] = "assistant"
+        if slot.tools:
+            message["tool_calls"] = [_finish_call(slot.tools[i]) for i in sorted(slot.tools)]
+        choices.append(
+            {
+                "index": index,
+                "message": message,
+                "finish_reason": slot.finish_reason,
+                "logprobs": slot.logprobs,
+            }
+        )
+    top = state.top
+    body = {
+        "id": top.get("id"),
+        "object": "chat.completion",
+        "created": top.get("created"),
+        "model": top.get("model"),
+        "choices": choices,
+        "usage": state.usage,
+        "system_fingerprint": top.get("system_fingerprint"),
+    }
+    if "service_tier" in top:
+        body["service_tier"] = top["service_tier"]
+    return body
+
+
+def _finish_call(call: dict) -> dict:
+    """A tool call with no fragments for a field still gets the non-streaming shape."""
+    call = dict(call)
+    call["type"] = call["type"] or "function"
+    call["function"] = call["function"] or {"name": None, "arguments": ""}
+    return call
+
+
+def summarize(body: dict) -> Summary:
+    """Facts from a `chat.completion` body; odd or missing fields become None."""
+    usage = dig(body, "usage")
+    return Summary(
+        response_id=as_str(dig(body, "id")),
+        model=as_str(dig(body, "model")),
+        finish_reason=as_str(dig(body, "choices", 0, "finish_reason")),
+        input_tokens=as_int(dig(usage, "prompt_tokens")),
+        output_tokens=as_int(dig(usage, "completion_tokens")),
+        cached_tokens=as_int(dig(usage, "prompt_tokens_details", "cached_tokens")),
+        cache_write_tokens=as_int(dig(usage, "prompt_tokens_details", "cache_write_tokens")),
+        reasoning_tokens=as_int(dig(usage, "completion_tokens_details", "reasoning_tokens")),
+    )

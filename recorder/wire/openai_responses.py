@@ -1,0 +1,187 @@
+"""OpenAI Responses: turn a `response.*` event stream back into the `response` object.
+
+A finished stream ends with `response.completed`, `response.incomplete` or `response.failed`,
+whose ``response`` already is the non-streaming body; it is used as-is, except that an
+absent ``output`` is filled from the `response.output_item.done` items, as openai-python's
+`ResponseStreamState` does. Deltas are stitched only for streams cut before that: the
+`response.created` snapshot plus every output item, keyed by ``output_index``, with text,
+refusal, reasoning, summary and argument deltas applied; its status is "in_progress".
+Unknown event types are skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+
+__all__ = ["reassemble", "summarize"]
+
+_LIFECYCLE = {"response.created", "response.queued", "response.in_progress"}
+_TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+
+# event family -> (item list key, index field, text field, fresh part, item if none arrived)
+_PART_TEXT: dict[str, tuple[str, str, str, dict, dict]] = {
+    "output_text": (
+        "content",
+        "content_index",
+        "text",
+        {"type": "output_text", "text": "", "annotations": []},
+        {"type": "message", "role": "assistant"},
+    ),
+    "refusal": (
+        "content",
+        "content_index",
+        "refusal",
+        {"type": "refusal", "refusal": ""},
+        {"type": "message", "role": "assistant"},
+    ),
+    "reasoning_text": (
+        "content",
+        "content_index",
+        "text",
+        {"type": "reasoning_text", "text": ""},
+        {"type": "reasoning", "summary": []},
+    ),
+    "reasoning_summary_text": (
+        "summary",
+        "summary_index",
+        "text",
+        {"type": "summary_text", "text": ""},
+        {"type": "reasoning", "summary": []},
+    ),
+}
+# event -> (item field, item type if the item itself never arrived) for per-item text
+_ITEM_TEXT: dict[str, tuple[str, str]] = {
+    "function_call_arguments": ("arguments", "function_call"),
+    "mcp_call_arguments": ("arguments", "mcp_call"),
+    "custom_tool_call_input": ("input", "custom_tool_call"),
+}
+# event -> (item list key, index field) for whole parts
+_PARTS = {
+    "content_part": ("content", "content_index"),
+    "reasoning_summary_part": ("summary", "summary_index"),
+}
+
+
+@dataclass(slots=True)
+class _State:
+    snapshot: dict | None = None
+    final: dict | None = None
+    items: dict[int, dict] = field(default_factory=dict)  # from output_item.added / deltas
+    done: dict[int, dict] = field(default_factory=dict)  # from output_item.done
+    parts: dict[tuple[int, str, int], dict] = field(default_factory=dict)
+
+
+def reassemble(events: Iterable[SseEvent]) -> Reassembled:
+    """Rebuild the response; ``complete`` means a completed/incomplete/failed event arrived."""
+    state = _State()
+    result = Reassembled(body=None, complete=False, error=None)
+    for event in events:
+        data = load_object(event.data)
+        if data is None:
+            result.unparsed += 1
+            continue
+        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+        if kind == "error":
+            result.error = data
+        elif kind in _TERMINAL and isinstance(data.get("response"), dict):
+            state.final = data["response"]
+            result.complete = True
+            if kind == "response.failed" and isinstance(state.final.get("error"), dict):
+                result.error = state.final["error"]
+        elif kind in _LIFECYCLE and isinstance(data.get("response"), dict):
+            state.snapshot = data["response"]
+        elif isinstance(kind, str) and kind.startswith("response."):
+            _apply(state, kind.removeprefix("response."), data)
+    result.body = _build(state)
+    return result
+
+
+def _apply(state: _State, kind: str, data: dict) -> None:
+    """Route one output event by family (the part before the last dot) and phase."""
+    index = as_int(data.get("output_index"))
+    if index is None:
+        return
+    family, _, phase = kind.rpartition(".")
+    item = data.get("item")
+    if family == "output_item" and isinstance(item, dict):
+        (state.items if phase == "added" else state.done)[index] = item
+    elif family in _PARTS and isinstance(data.get("part"), dict):
+        key, index_field = _PARTS[family]
+        sub = as_int(data.get(index_field)) or 0
+        state.parts[(index, key, sub)] = data["part"]
+    elif family in _PART_TEXT:
+        _put_text(_part(state, index, family, data), _PART_TEXT[family][2], phase, data)
+    elif family in _ITEM_TEXT:
+        name, item_type = _ITEM_TEXT[family]
+        _put_text(state.items.setdefault(index, {"type": item_type, name: ""}), name, phase, data)
+    elif kind == "output_text.annotation.added":
+        part = _part(state, index, "output_text", data)
+        notes = part.get("annotations")
+        part["annotations"] = [*(notes if isinstance(notes, list) else []), data.get("annotation")]
+
+
+def _part(state: _State, index: int, family: str, data: dict) -> dict:
+    """The content/summary part an event addresses, created (with its item) if never sent."""
+    key, index_field, _, fresh, item = _PART_TEXT[family]
+    state.items.setdefault(index, copy.deepcopy(item))
+    sub = as_int(data.get(index_field)) or 0
+    return state.parts.setdefault((index, key, sub), copy.deepcopy(fresh))
+
+
+def _put_text(target: dict, name: str, phase: str, data: dict) -> None:
+    """A delta appends; a done event carries the whole text under the same field name."""
+    if phase == "delta" and isinstance(data.get("delta"), str):
+        prev = target.get(name)
+        target[name] = (prev if isinstance(prev, str) else "") + data["delta"]
+    elif phase == "done" and isinstance(data.get(name), str):
+        target[name] = data[name]
+
+
+def _build(state: _State) -> dict | None:
+    if state.final is not None:
+        if state.final.get("output") is not None:
+            return state.final
+        return {**state.final, "output": [state.done[i] for i in sorted(state.done)]}
+    if state.snapshot is None and not state.items and not state.done:
+        return None
+    body = dict(state.snapshot or {"object": "response"})
+    body["status"] = "in_progress"
+    body["output"] = [_stitched_item(state, i) for i in sorted(state.items.keys() | state.done)]
+    return body
+
+
+def _stitched_item(state: _State, index: int) -> dict:
+    """A finished item as sent; an unfinished one with its parts laid over."""
+    if index in state.done:
+        return state.done[index]
+    item = dict(state.items[index])
+    for key in ("content", "summary"):
+        mine = {sub: part for (i, k, sub), part in state.parts.items() if i == index and k == key}
+        if not mine:
+            continue
+        given = item.get(key)
+        merged = dict(enumerate(given)) if isinstance(given, list) else {}
+        merged.update(mine)
+        item[key] = [merged[sub] for sub in sorted(merged)]
+    return item
+
+
+def summarize(body: dict) -> Summary:
+    """Facts from a `response` body; an incomplete one reports its reason as finish_reason."""
+    usage = dig(body, "usage")
+    status = as_str(dig(body, "status"))
+    reason = as_str(dig(body, "incomplete_details", "reason"))
+    return Summary(
+        response_id=as_str(dig(body, "id")),
+        model=as_str(dig(body, "model")),
+        finish_reason=reason if status == "incomplete" and reason else status,
+        input_tokens=as_int(dig(usage, "input_tokens")),
+        output_tokens=as_int(dig(usage, "output_tokens")),
+        cached_tokens=as_int(dig(usage, "input_tokens_details", "cached_tokens")),
+        cache_write_tokens=as_int(dig(usage, "input_tokens_details", "cache_write_tokens")),
+        reasoning_tokens=as_int(dig(usage, "output_tokens_details", "reasoning_tokens")),
+    )

@@ -1,0 +1,194 @@
+"""Server-sent events: lossless byte splitting, block parsing, and the shared result types.
+
+Contracts:
+
+* `SseSplitter` turns arbitrary byte chunks into raw event blocks. It is lossless
+  (``b"".join(blocks) + flush()`` is exactly the bytes fed), chunk boundaries never change
+  the blocks it returns, and it runs in linear time: each byte is scanned once, except a
+  trailing ``\\r`` that is re-read when the next chunk shows whether ``\\n`` follows it.
+* Sizes are bounded: a block (finished or pending) larger than ``max_event_bytes`` raises
+  `SseTooLarge`; the splitter is then unusable and the caller should stop recording.
+* `parse_block` applies the WHATWG field rules to one block and never raises.
+* `Reassembled` and `Summary` are the neutral results of the per-API modules
+  (`openai_chat`, `openai_responses`, `anthropic_messages`), which all expose
+  ``reassemble(events) -> Reassembled`` and ``summarize(body) -> Summary``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "Reassembled",
+    "SseEvent",
+    "SseSplitter",
+    "SseTooLarge",
+    "Summary",
+    "as_int",
+    "as_str",
+    "dig",
+    "load_object",
+    "parse_block",
+]
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_LINE_SPLIT = re.compile(r"\r\n|\r|\n")
+
+
+class SseTooLarge(Exception):
+    """An event block exceeded ``max_event_bytes``; the stream cannot be recorded safely."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"SSE event block of at least {size} bytes exceeds limit {limit}")
+        self.size = size
+        self.limit = limit
+
+
+class SseSplitter:
+    """Bytes in, complete raw event blocks out.
+
+    Lossless: ``b"".join(all blocks returned by feed()) + flush()`` equals all bytes fed.
+    Each block includes its terminating blank line (``\\n\\n``, ``\\r\\n\\r\\n``, ``\\r\\r``
+    or any mix of the three line ends).
+    """
+
+    def __init__(self, max_event_bytes: int = 16 * 1024 * 1024) -> None:
+        self._max = max_event_bytes
+        self._buf = bytearray()
+        self._scan = 0  # where the next line-end search starts
+        self._line_start = 0  # start of the current (unterminated) line
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add a chunk; return every block it completed, in order."""
+        buf = self._buf
+        buf += chunk
+        blocks: list[bytes] = []
+        start = 0
+        end = len(buf)
+        for m in _LINE_END.finditer(buf, self._scan):
+            s, e = m.span()
+            if e == end and buf[s] == 0x0D and e - s == 1:
+                # A lone trailing CR may be the first half of CRLF: decide next time.
+                self._scan = s
+                break
+            if s == self._line_start:  # empty line: the block ends here
+                if e - start > self._max:
+                    raise SseTooLarge(e - start, self._max)
+                blocks.append(bytes(buf[start:e]))
+                start = e
+            self._line_start = e
+        else:
+            self._scan = end
+        if start:
+            del buf[:start]
+            self._scan -= start
+            self._line_start -= start
+        if len(buf) > self._max:
+            raise SseTooLarge(len(buf), self._max)
+        return blocks
+
+    def flush(self) -> bytes:
+        """Return (and forget) bytes not yet terminated by a blank line, b"" if none.
+
+        They may hold a whole block whose final ``\\r`` was waiting for a possible ``\\n``.
+        """
+        rest = bytes(self._buf)
+        self._buf.clear()
+        self._scan = self._line_start = 0
+        return rest
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One parsed event; ``data`` lines are joined with ``\\n`` as the SSE spec says."""
+
+    event: str | None
+    data: str
+    id: str | None = None
+
+
+def parse_block(raw: bytes) -> SseEvent | None:
+    """Parse one raw block; None when it carries no event, data or id field (comments only).
+
+    Unlike a browser, an event with no ``data`` line is still returned: a recorder keeps it.
+    """
+    text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    event: str | None = None
+    event_id: str | None = None
+    data: list[str] = []
+    for line in _LINE_SPLIT.split(text):
+        if not line or line[0] == ":":
+            continue
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id" and "\0" not in value:
+            event_id = value
+    if event is None and event_id is None and not data:
+        return None
+    return SseEvent(event=event, data="\n".join(data), id=event_id)
+
+
+@dataclass(slots=True)
+class Reassembled:
+    """A stream folded back into the body the API returns without streaming."""
+
+    body: dict | None  # the non-streaming response shape; None if nothing usable arrived
+    complete: bool  # the API's terminal marker arrived
+    error: dict | None  # in-band error object, if one arrived
+    unparsed: int = 0  # events whose data was not a JSON object (skipped)
+
+
+@dataclass(slots=True)
+class Summary:
+    """Vendor-neutral facts about one response; token counts use OpenTelemetry meanings."""
+
+    response_id: str | None
+    model: str | None
+    finish_reason: str | None
+    input_tokens: int | None  # all input tokens, cached ones included
+    output_tokens: int | None
+    cached_tokens: int | None  # cache reads
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+
+
+def load_object(data: str) -> dict | None:
+    """Decode an event's data as a JSON object; None if it is not one."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def dig(obj: Any, *path: str | int) -> Any:
+    """Follow dict keys / list indexes, returning None at the first missing or mistyped step."""
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(obj, list) or not -len(obj) <= key < len(obj):
+                return None
+            obj = obj[key]
+        elif isinstance(obj, dict):
+            obj = obj.get(key)
+        else:
+            return None
+    return obj
+
+
+def as_int(value: Any) -> int | None:
+    """Token counts: an int (not a bool) or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_str(value: Any) -> str | None:
+    """A string field or None."""
+    return value if isinstance(value, str) else None
