@@ -50,13 +50,16 @@ def serve(config: Path | None, **flags: Any) -> None:
 
     Example: taplog serve --port 8787 --data-dir ./taplog-data
     """
-    from proxy.server import ServeError, serve as run
+    from proxy.server import ServeError
+    from proxy.server import serve as run
 
     try:
         settings = load(flags, os.environ, config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         asyncio.run(run(settings))
     except (ServeError, DataDirBusy) as exc:

@@ -26,8 +26,8 @@ class ConfigError(ValueError):
 
 
 def _port(value: int) -> None:
-    if not 1 <= value <= 65535:
-        raise ValueError("must be a port number from 1 to 65535")
+    if not 0 <= value <= 65535:
+        raise ValueError("must be a port number from 0 (any free port) to 65535")
 
 
 def _positive(value: float) -> None:
@@ -66,7 +66,7 @@ def setting(default: Any, help: str, check: Callable[[Any], None] | None = None)
 @dataclass(frozen=True)
 class Settings:
     host: str = setting("127.0.0.1", "Address to listen on.")
-    port: int = setting(8787, "Port to listen on.", _port)
+    port: int = setting(8787, "Port to listen on (0: any free port).", _port)
     data_dir: Path = setting(Path("taplog-data"), "Where session logs are kept.")
     openai_base: str = setting(
         "https://api.openai.com/v1",

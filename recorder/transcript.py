@@ -28,7 +28,9 @@ def _parts(value: Any) -> list[Any]:
             parts.append(block)
         elif isinstance(block, dict):
             parts.append(block.get("type"))
-            parts.extend(block[key] for key in ("text", *_ID_KEYS) if isinstance(block.get(key), str))
+            parts.extend(
+                block[key] for key in ("text", *_ID_KEYS) if isinstance(block.get(key), str)
+            )
     return parts
 
 

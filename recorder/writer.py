@@ -15,7 +15,6 @@ space returns.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time

@@ -82,7 +82,7 @@ def servers() -> Iterator[ServerThread]:
 @pytest.fixture
 def fake(servers: ServerThread) -> FakeVendor:
     vendor = FakeVendor()
-    vendor.url = servers.serve(vendor.app())
+    vendor.url = servers.serve(vendor.app(), handler_cancellation=True)
     return vendor
 
 

@@ -1,0 +1,200 @@
+"""Failures are recorded, not hidden, and the proxy keeps serving everyone else."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def _last_response(taplog, count=1):
+    sessions = taplog.wait_responses(count)
+    answers = [e for evs in sessions.values() for e in evs if e["type"] == "llm.response"]
+    return max(answers, key=lambda e: e["ts"])
+
+
+def _assert_still_serving(taplog):
+    assert httpx.get(f"{taplog.url}/healthz").json() == {"status": "ok"}
+    client = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    answer = client.chat.completions.create(model="gpt-4.1", messages=HELLO)
+    assert answer.choices[0].message.content == "Echo: hello"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_client_disconnect_mid_stream_closes_upstream_and_keeps_the_partial_answer(
+    oai, fake, taplog
+):
+    stream = oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=[{"role": "user", "content": "long story !events=30 !delay=0.1"}],
+        stream=True,
+    )
+    received = [next(stream) for _ in range(3)]
+    stream.close()
+    assert received[0].choices[0].delta.role == "assistant"
+
+    response = _last_response(taplog)
+    assert response["outcome"] == "client_disconnected"
+    assert 3 <= len(response["sse"]) < 30
+    assert response["stream_complete"] is False
+    partial = response["body"]["choices"][0]["message"]["content"]
+    assert partial and "Echo: long story".startswith(partial)
+    deadline = time.monotonic() + 5
+    while fake.active and time.monotonic() < deadline:  # the vendor call was closed
+        time.sleep(0.05)
+    assert fake.active == 0
+    assert b"[DONE]" not in fake.sent[0]
+    _assert_still_serving(taplog)
+
+
+def test_upstream_error_passes_through_unchanged_and_is_recorded(oai, oai_direct, fake, taplog):
+    messages = [{"role": "user", "content": "boom !status=500 !retry_after=7"}]
+    with pytest.raises(openai.InternalServerError) as direct:
+        oai_direct.chat.completions.create(model="gpt-4.1", messages=messages)
+    with pytest.raises(openai.InternalServerError) as through:
+        oai.chat.completions.create(model="gpt-4.1", messages=messages)
+    assert through.value.body == direct.value.body
+    assert through.value.response.headers["retry-after"] == "7"
+
+    response = _last_response(taplog)
+    assert (response["status"], response["outcome"]) == (500, "upstream_error")
+    assert response["body"]["error"]["message"] == direct.value.body["message"]
+    _assert_still_serving(taplog)
+
+
+def test_anthropic_overload_passes_through(ant, taplog):
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        ant.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=5,
+            messages=[{"role": "user", "content": "!status=529"}],
+        )
+    assert caught.value.status_code == 529
+    assert caught.value.body["error"]["type"] == "overloaded_error"
+    assert _last_response(taplog)["outcome"] == "upstream_error"
+
+
+def test_unreachable_vendor_gives_502_in_each_api_shape(servers, tmp_path):
+    dead = f"http://127.0.0.1:{_free_port()}"
+    taplog = start_taplog(servers, tmp_path / "data", openai_base=f"{dead}/v1", anthropic_base=dead)
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        oai.chat.completions.create(model="gpt-4.1", messages=HELLO)
+    assert caught.value.status_code == 502
+    assert "cannot reach the vendor" in caught.value.body["message"]
+    ant = anthropic.Anthropic(base_url=taplog.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        ant.messages.create(model="claude-sonnet-4-6", max_tokens=5, messages=HELLO)
+    assert caught.value.status_code == 502
+    assert caught.value.body["error"]["type"] == "api_error"
+
+    response = _last_response(taplog, 2)
+    assert (response["status"], response["outcome"]) == (502, "unreachable")
+    assert response["ttfb_ms"] is None
+    assert httpx.get(f"{taplog.url}/healthz").status_code == 200
+
+
+def test_silent_vendor_times_out_with_504(servers, fake, tmp_path):
+    taplog = start_taplog(
+        servers,
+        tmp_path / "data",
+        openai_base=f"{fake.url}/v1",
+        anthropic_base=fake.url,
+        read_timeout=0.5,
+    )
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        oai.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "!hang"}]
+        )
+    assert caught.value.status_code == 504
+    response = _last_response(taplog)
+    assert (response["status"], response["outcome"]) == (504, "timeout")
+    assert 400 < response["latency_ms"] < 5000
+    _assert_still_serving(taplog)
+
+
+def test_stream_cut_by_the_vendor_is_cut_for_the_client_too(oai, taplog):
+    stream = oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=[{"role": "user", "content": "story !events=10 !cut=4"}],
+        stream=True,
+    )
+    with pytest.raises((httpx.HTTPError, openai.APIError)):
+        for _ in stream:
+            pass
+    response = _last_response(taplog)
+    assert response["outcome"] == "upstream_cut"
+    assert response["stream_complete"] is False
+    assert len(response["sse"]) == 4
+    _assert_still_serving(taplog)
+
+
+def test_body_over_the_limit_gets_413_in_the_client_shape(servers, fake, tmp_path):
+    taplog = start_taplog(
+        servers,
+        tmp_path / "data",
+        openai_base=f"{fake.url}/v1",
+        anthropic_base=fake.url,
+        max_body_mb=0.01,
+    )
+    huge = [{"role": "user", "content": "x" * 20_000}]
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        oai.chat.completions.create(model="gpt-4.1", messages=huge)
+    assert caught.value.status_code == 413
+    assert "MiB limit" in caught.value.body["message"]
+    ant = anthropic.Anthropic(base_url=taplog.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        ant.messages.create(model="claude-sonnet-4-6", max_tokens=5, messages=huge)
+    assert caught.value.body["error"]["type"] == "request_too_large"
+    assert fake.requests == []
+    _assert_still_serving(taplog)
+
+
+def test_a_failing_disk_refuses_new_calls_before_the_vendor_and_recovers(oai, fake, taplog):
+    named = lambda name: openai.OpenAI(  # noqa: E731
+        base_url=f"{taplog.url}/s/{name}/v1", api_key=OPENAI_KEY, max_retries=0
+    )
+    named("before").chat.completions.create(model="gpt-4.1", messages=HELLO)
+    taplog.wait_responses(1)
+    sessions_dir = taplog.data_dir / "sessions"
+    sessions_dir.rename(taplog.data_dir / "moved")
+    sessions_dir.write_text("not a directory")  # every new session file now fails to open
+
+    named("during").chat.completions.create(model="gpt-4.1", messages=HELLO)
+    deadline = time.monotonic() + 5
+    while httpx.get(f"{taplog.url}/readyz").status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ready = httpx.get(f"{taplog.url}/readyz")
+    assert ready.status_code == 503 and "cannot write" in ready.json()["reason"]
+    forwarded = len(fake.requests)
+    with pytest.raises(openai.InternalServerError, match="not recording"):
+        named("refused").chat.completions.create(model="gpt-4.1", messages=HELLO)
+    assert len(fake.requests) == forwarded  # refused before any vendor was called
+
+    sessions_dir.unlink()
+    (taplog.data_dir / "moved").rename(sessions_dir)
+    while httpx.get(f"{taplog.url}/readyz").status_code != 200 and time.monotonic() < deadline + 5:
+        time.sleep(0.05)
+    sessions = taplog.sessions()
+    assert sorted(sessions) == ["before", "during"]
+    assert [e["type"] for e in sessions["during"]] == [
+        "session.started",
+        "llm.request",
+        "llm.response",
+    ]
+    _assert_still_serving(taplog)

@@ -1,0 +1,180 @@
+"""The log side on real files: append-only, gapless, chained, repaired after a crash."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recorder.bodies import decode_body, encode_body
+from recorder.events import ERROR, LLM_REQUEST, make_event, verify_line
+from recorder.reader import DamagedLine, UnsupportedEvent, read_events, read_session
+from recorder.writer import EventRecord, Recorder
+
+
+def _record(recorder, session, count, **payload):
+    for n in range(count):
+        recorder.record(EventRecord(make_event(ERROR, session, None, reason=f"r{n}", **payload)))
+
+
+def _recorder(tmp_path, fsync="interval"):
+    recorder = Recorder(tmp_path, fsync=fsync)
+    recorder.start()
+    return recorder
+
+
+@pytest.mark.parametrize("fsync", ["always", "interval", "never"])
+def test_events_are_numbered_gaplessly_and_chained(tmp_path, fsync):
+    recorder = _recorder(tmp_path, fsync)
+    _record(recorder, "a", 50)
+    _record(recorder, "b", 3)
+    recorder.close()
+    events = read_session(tmp_path, "a")
+    assert [e["seq"] for e in events] == list(range(1, 51))
+    assert [e["reason"] for e in events] == [f"r{n}" for n in range(50)]
+    assert events[0]["prev"] is None
+    assert all(later["prev"] == earlier["h"] for earlier, later in itertools.pairwise(events))
+    assert len(read_session(tmp_path, "b")) == 3
+
+
+def test_a_reopened_session_continues_its_sequence_and_chain(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 2)
+    recorder.close()
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 2)
+    recorder.close()
+    events = read_session(tmp_path, "s")
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+    assert events[2]["prev"] == events[1]["h"]
+
+
+def test_a_torn_tail_is_skipped_on_read_and_repaired_on_open(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 3)
+    recorder.close()
+    path = tmp_path / "sessions" / "s.jsonl"
+    whole = path.read_bytes()
+    torn = b'{"v":1,"seq":4,"ts":"2026-'
+    path.write_bytes(whole + torn)  # a crash in the middle of a write
+
+    assert [e["seq"] for e in read_events(path)] == [1, 2, 3]
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1)
+    recorder.close()
+    assert [e["seq"] for e in read_session(tmp_path, "s")] == [1, 2, 3, 4]
+    (kept,) = (tmp_path / "quarantine").iterdir()
+    assert kept.read_bytes() == torn
+
+
+def test_damage_in_the_middle_is_reported_with_file_and_line(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 3)
+    recorder.close()
+    path = tmp_path / "sessions" / "s.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"r1"', b'"rX"')
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(DamagedLine, match=r"s\.jsonl:2 \(byte \d+\): line fails its checksum"):
+        list(read_events(path))
+
+
+def test_a_damaged_last_line_is_set_aside_not_continued(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 2)
+    recorder.close()
+    path = tmp_path / "sessions" / "s.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"r1"', b'"rX"'))
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1)
+    recorder.close()
+    events = read_session(tmp_path, "s")
+    assert "fails its checksum" in events[0]["reason"]
+    damaged = [p for p in (tmp_path / "quarantine").iterdir() if p.name.endswith("damaged.jsonl")]
+    assert len(damaged) == 1 and b'"rX"' in damaged[0].read_bytes()
+
+
+def test_recorded_content_cannot_break_out_of_its_line(tmp_path):
+    recorder = _recorder(tmp_path)
+    forged = '\n{"v":1,"seq":99,"type":"llm.request"}\n\r\u2028'
+    _record(recorder, "s", 1, prompt=forged)
+    recorder.close()
+    lines = (tmp_path / "sessions" / "s.jsonl").read_bytes().splitlines()
+    assert len(lines) == 1 and verify_line(lines[0])
+    assert read_session(tmp_path, "s")[0]["prompt"] == forged
+
+
+def test_readers_refuse_newer_formats_and_unknown_types(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1)
+    recorder.close()
+    path = tmp_path / "sessions" / "s.jsonl"
+    line = path.read_bytes()
+    path.write_bytes(line.replace(b'"v":1,', b'"v":9,', 1))
+    with pytest.raises((UnsupportedEvent, DamagedLine)):
+        list(read_events(path))
+
+
+def test_unknown_event_type_is_refused_unless_ignorable(tmp_path):
+    from recorder.events import seal
+
+    path = tmp_path / "x.jsonl"
+    unknown = {
+        "v": 1,
+        "seq": 0,
+        "ts": "t",
+        "session": "x",
+        "type": "future.thing",
+        "id": "e",
+        "exchange": None,
+    }
+    path.write_bytes(seal(dict(unknown), 1, None)[0])
+    with pytest.raises(UnsupportedEvent, match=r"unknown event type 'future\.thing'"):
+        list(read_events(path))
+    path.write_bytes(seal({**unknown, "ignorable": True}, 1, None)[0])
+    assert len(list(read_events(path))) == 1
+
+
+def test_make_event_refuses_types_outside_the_format():
+    with pytest.raises(ValueError, match="unknown event type"):
+        make_event("llm.requests", "s", None)
+    assert make_event(LLM_REQUEST, "s", "ex_1")["type"] == LLM_REQUEST
+
+
+def test_flush_waits_until_everything_is_written(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 200)
+    assert recorder.flush(10)
+    assert len(read_session(tmp_path, "s")) == 200
+    recorder.close()
+
+
+def test_files_are_private_to_their_owner(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1)
+    recorder.close()
+    assert os.stat(tmp_path / "sessions" / "s.jsonl").st_mode & 0o077 == 0
+
+
+@given(st.binary(max_size=300))
+def test_any_body_bytes_round_trip_exactly(raw):
+    stored = orjson.loads(orjson.dumps(encode_body(raw)))
+    assert decode_body(stored) == raw
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+        lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+    )
+)
+def test_json_bodies_are_stored_readable_and_exact(value):
+    for raw in (orjson.dumps(value), orjson.dumps(value, option=orjson.OPT_INDENT_2)):
+        stored = orjson.loads(orjson.dumps(encode_body(raw)))
+        assert decode_body(stored) == raw
+        if raw and value is not None:
+            assert stored["body"] == value
