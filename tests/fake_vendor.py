@@ -817,7 +817,29 @@ class FakeVendor:
             ("POST", "/v1/embeddings", chat, _embeddings),
         ):
             app.router.add_route(method, path, self._route(api, plain))
+        app.router.add_route("*", "/{tail:.*}", self._unknown_url)
         return app
+
+    async def _unknown_url(self, request: web.Request) -> web.Response:
+        """Any other path: recorded, and answered like OpenAI answers unknown URLs."""
+        raw = await request.read()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append(
+            Received(request.method, request.path, request.query_string, headers, raw)
+        )
+        message = f"Unknown request URL: {request.method} {request.path}. (fake)"
+        body = orjson.dumps(
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "unknown_url",
+                }
+            }
+        )
+        self.sent.append(body)
+        return web.Response(status=404, body=body, content_type="application/json")
 
     def _route(self, api: Api, plain: Callable[[Json, int], Json] | None) -> Handler:
         """Auth and parsing, then a `plain` answer or a scripted model answer."""

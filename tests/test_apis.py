@@ -260,3 +260,22 @@ def test_compressed_answers_reach_the_client_decoded_and_the_log_holds_json(oai,
     assert "content-encoding" not in response["headers"]
     assert response["body"]["choices"][0]["message"]["content"] == "Echo: squeeze"
     assert decode_body(response) == fake.sent[-1]
+
+
+def test_binary_bodies_pass_through_exactly_and_are_logged_as_base64(taplog, fake):
+    blob = bytes(range(256)) * 4
+    reply = httpx.post(
+        f"{taplog.url}/v1/files?purpose=batch",
+        content=blob,
+        headers={
+            "authorization": "Bearer sk-test-bin-0123456789",
+            "content-type": "application/octet-stream",
+        },
+    )
+    assert reply.status_code == 404  # the fake has no files endpoint: passed on as it came
+    assert fake.requests[-1].body == blob
+    request, response = _exchange(taplog)
+    assert request["api"] == "passthrough" and request["path"] == "/v1/files?purpose=batch"
+    assert "body_b64" in request and decode_body(request) == blob
+    assert response["status"] == 404 and response["outcome"] == "upstream_error"
+    assert decode_body(response) == reply.content

@@ -200,3 +200,19 @@ def test_no_key_reaches_the_data_dir(taplog, fake):
         e["key_fingerprint"] for evs in sessions.values() for e in evs if e["type"] == "llm.request"
     }
     assert len(fingerprints) == 1 and next(iter(fingerprints)).startswith("key:")
+
+
+def test_codex_session_header_names_the_session(taplog):
+    client = openai.OpenAI(
+        base_url=f"{taplog.url}/v1",
+        api_key=OPENAI_KEY,
+        default_headers={
+            "session_id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "originator": "codex_cli_rs",
+        },
+    )
+    for text in ("one", "two"):
+        client.responses.create(model="gpt-5-codex", input=text, store=False)
+    sessions = _sessions_of(taplog, 2)
+    assert {k: len(v) for k, v in sessions.items()} == {"0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b": 2}
+    assert _started(taplog, "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b")["source"] == "client:codex"
