@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, typed_payloads
 
 __all__ = ["reassemble", "summarize"]
 
@@ -37,12 +37,7 @@ def reassemble(events: Iterable[SseEvent]) -> Reassembled:
     """Rebuild the non-streaming message; ``complete`` means `message_stop` arrived."""
     state = _State()
     result = Reassembled(body=None, complete=False, error=None)
-    for event in events:
-        data = load_object(event.data)
-        if data is None:
-            result.unparsed += 1
-            continue
-        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+    for kind, data in typed_payloads(events, result):
         if kind == "message_stop":
             result.complete = True
         elif kind == "error":

@@ -15,7 +15,7 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, typed_payloads
 
 __all__ = ["reassemble", "summarize"]
 
@@ -79,12 +79,7 @@ def reassemble(events: Iterable[SseEvent]) -> Reassembled:
     """Rebuild the response; ``complete`` means a completed/incomplete/failed event arrived."""
     state = _State()
     result = Reassembled(body=None, complete=False, error=None)
-    for event in events:
-        data = load_object(event.data)
-        if data is None:
-            result.unparsed += 1
-            continue
-        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+    for kind, data in typed_payloads(events, result):
         if kind == "error":
             result.error = data
         elif kind in _TERMINAL and isinstance(data.get("response"), dict):

@@ -17,6 +17,7 @@ Contracts:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "dig",
     "load_object",
     "parse_block",
+    "typed_payloads",
 ]
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -168,6 +170,19 @@ def load_object(data: str) -> dict | None:
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def typed_payloads(events: Iterable[SseEvent], result: Reassembled) -> Iterator[tuple[Any, dict]]:
+    """Each event's JSON object with its type (its `type` field, else the SSE event name).
+
+    Events whose data is not a JSON object are counted in `result.unparsed` and skipped.
+    """
+    for event in events:
+        data = load_object(event.data)
+        if data is None:
+            result.unparsed += 1
+            continue
+        yield (data.get("type") if isinstance(data.get("type"), str) else event.event), data
 
 
 def dig(obj: Any, *path: str | int) -> Any:
