@@ -24,6 +24,7 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         settings.data_dir,
         fsync=settings.fsync,
         high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
+        session_idle_seconds=settings.session_idle_minutes * 60,
     )
     recorder.start()
     app[RECORDER] = recorder

@@ -59,7 +59,9 @@ async def _send(response: web.StreamResponse, chunk: bytes) -> None:
         raise _ClientGone from exc
 
 
-def _answer(upstream: aiohttp.ClientResponse, headers: CIMultiDict[str]) -> web.StreamResponse:
+def _client_response(
+    upstream: aiohttp.ClientResponse, headers: CIMultiDict[str]
+) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     if "content-length" in headers:
         response.content_length = int(headers["content-length"])
@@ -72,14 +74,29 @@ def _cut_off(request: web.Request) -> None:
         request.transport.close()
 
 
+@dataclass
+class _Answer:
+    """What goes back to the client, and whether it is in the log yet."""
+
+    status: int | None = None
+    headers: CIMultiDict[str] = field(default_factory=CIMultiDict)
+    response: web.StreamResponse | None = None
+    recorded: bool = False
+
+    def finish(
+        self, request: web.Request, exchange: Exchange, outcome: str, error: str | None = None
+    ) -> None:
+        """Record the answer once, with the first outcome that applies."""
+        if not self.recorded:
+            self.recorded = True
+            _record_answer(request, exchange, self.status, self.headers, outcome, error)
+
+
 async def forward(
     request: web.Request, exchange: Exchange, body: bytes, headers: CIMultiDict[str]
 ) -> web.StreamResponse:
     app = request.app
-    status: int | None = None
-    answer_headers: CIMultiDict[str] = CIMultiDict()
-    response: web.StreamResponse | None = None
-    outcome, error = "ok", None
+    answer = _Answer()
     try:
         async with app[POOL].request(
             request.method,
@@ -88,41 +105,43 @@ async def forward(
             headers=headers,
             allow_redirects=False,
         ) as upstream:
-            status, answer_headers = upstream.status, response_headers(upstream)
-            response = _answer(upstream, answer_headers)
-            await response.prepare(request)
+            answer.status, answer.headers = upstream.status, response_headers(upstream)
+            answer.response = _client_response(upstream, answer.headers)
+            await answer.response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 exchange.keep(chunk)
-                await _send(response, chunk)
-            await response.write_eof()
-            outcome = "ok" if status < 400 else "upstream_error"
+                await _send(answer.response, chunk)
+            # Recorded before the client's response ends, so the agent's next call
+            # (carrying tool results, naming this answer) always finds it logged.
+            answer.finish(request, exchange, "ok" if answer.status < 400 else "upstream_error")
+            await answer.response.write_eof()
     except asyncio.CancelledError:
-        outcome = "shutdown" if app[LIFECYCLE].stopping else "client_disconnected"
+        stopping = app[LIFECYCLE].stopping
+        answer.finish(request, exchange, "shutdown" if stopping else "client_disconnected")
         raise
     except _ClientGone:
-        outcome = "client_disconnected"
+        answer.finish(request, exchange, "client_disconnected")
     except (aiohttp.ClientError, TimeoutError) as exc:
-        failure = classify(exc)
-        outcome, error = failure.outcome, failure.message
-        if response is None:
-            status, answer_headers, response = _failure_answer(exchange, failure)
-        else:
-            _cut_off(request)
+        if not answer.recorded:
+            failure = classify(exc)
+            if answer.response is None:
+                _failure_answer(answer, exchange, failure)
+            else:
+                _cut_off(request)
+            answer.finish(request, exchange, failure.outcome, failure.message)
     finally:
-        _record_answer(request, exchange, status, answer_headers, outcome, error)
-    return response
+        answer.finish(request, exchange, "proxy_error", "taplog failed on this call")
+    return answer.response
 
 
-def _failure_answer(
-    exchange: Exchange, failure: UpstreamFailure
-) -> tuple[int, CIMultiDict[str], web.Response]:
+def _failure_answer(answer: _Answer, exchange: Exchange, failure: UpstreamFailure) -> None:
     """taplog's own error answer when the vendor gave none; recorded like any other."""
-    response = errors.error_response(
+    answer.response = errors.error_response(
         exchange.route.provider, failure.status, failure.message, failure.outcome
     )
-    exchange.chunks.append((exchange.elapsed_ms(), response.body))
-    headers = CIMultiDict({"content-type": "application/json"})
-    return failure.status, headers, response
+    answer.status = failure.status
+    answer.headers = CIMultiDict({"content-type": "application/json"})
+    exchange.chunks.append((exchange.elapsed_ms(), answer.response.body))
 
 
 def _record_answer(

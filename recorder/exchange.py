@@ -9,17 +9,20 @@ event loop.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from recorder import prices
 from recorder.bodies import encode_body
-from recorder.events import LLM_REQUEST, LLM_RESPONSE, Event, make_event
+from recorder.events import ERROR, LLM_REQUEST, LLM_RESPONSE, Event, make_event
 from recorder.secrets import scrub
 from recorder.wire import api_module
 from recorder.wire.sse import SseSplitter, parse_block
 from recorder.writer import SessionState
+
+log = logging.getLogger("taplog.recorder")
 
 Chunk = tuple[float, bytes]  # (milliseconds since the call started, bytes)
 
@@ -70,7 +73,10 @@ class LlmRequest:
         raw = scrub(self.body, self.secrets)
         # Scrubbing changed the bytes: the parsed copy no longer describes them.
         self.event.update(encode_body(raw, self.parsed) if raw is self.body else encode_body(raw))
-        return (self.event,)
+        module, body = api_module(self.api), self.event.get("body")
+        if module is None or not isinstance(body, dict):
+            return (self.event,)
+        return [self.event, *_tool_events(self.event, state, module, body)]
 
 
 @dataclass(slots=True)
@@ -123,9 +129,12 @@ class LlmResponse:
             raw = scrub(b"".join(chunk for _, chunk in self.chunks), self.secrets)
             self.event.update(encode_body(raw))
         body = self.event.get("body")
-        if module is not None and isinstance(body, dict) and self.status == 200:
-            self.event.update(self._summary(module, body))
-        return (self.event,)
+        if module is None or not isinstance(body, dict) or self.status != 200:
+            return (self.event,)
+        self.event.update(self._summary(module, body))
+        if self.outcome != "ok":  # the client never got the whole answer: no tool will run
+            return (self.event,)
+        return [self.event, *_tool_events(self.event, state, module, body)]
 
     def _stream_fields(self, module: Any) -> dict[str, Any]:
         splitter = SseSplitter(max_event_bytes=1 << 62)
@@ -167,6 +176,18 @@ class LlmResponse:
                 summary.cache_write_tokens,
             ),
         }
+
+
+def _tool_events(parent: Event, state: SessionState, module: Any, body: dict) -> list[Event]:
+    """Tool events of a request or answer; an unreadable body is reported, never fatal."""
+    try:
+        if parent["type"] == LLM_REQUEST:
+            return state.tools.results(parent, module.tool_results(body))
+        return state.tools.asked(parent, module.tool_calls(body), module.NORMAL_STOPS)
+    except Exception as exc:
+        log.exception("cannot extract tool events from %s", parent["id"])
+        reason = f"tool events not extracted from {parent['type']} {parent['id']}: {exc!r}"
+        return [make_event(ERROR, parent["session"], parent["exchange"], reason=reason)]
 
 
 def _sse_entry(offset_ms: float, raw: bytes) -> dict[str, Any]:

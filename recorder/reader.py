@@ -61,3 +61,15 @@ def read_session(data_dir: Path, session: str) -> list[Event]:
 def read_all(data_dir: Path) -> dict[str, list[Event]]:
     """Every session's events, by session id."""
     return {path.stem: list(read_events(path)) for path in session_files(data_dir)}
+
+
+def tool_events(path: Path) -> Iterator[Event]:
+    """The tool events of a session file, skipping everything else unparsed.
+
+    Used to restore pairing state after a restart: lines that do not verify
+    are left for the writer's repair and the full readers to report.
+    """
+    with open(path, "rb") as log_file:
+        for line in log_file:
+            if b'"type":"tool.' in line and verify_line(line):
+                yield orjson.loads(line)

@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 from recorder.events import ERROR, Event, make_event
 from recorder.logfile import DamagedLog, SessionFile
+from recorder.reader import tool_events
+from recorder.toolevents import ToolLedger
 
 log = logging.getLogger("taplog.recorder")
 
@@ -37,7 +39,16 @@ FSYNC_INTERVAL = 0.1
 class SessionState:
     """What the writer remembers about a session between records."""
 
-    data: dict[str, Any] = field(default_factory=dict)
+    tools: ToolLedger = field(default_factory=ToolLedger)
+    last_seen: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def restored(cls, path: Path) -> SessionState:
+        """The state an earlier process left in the session's log, if any."""
+        state = cls()
+        if path.exists():
+            state.tools.restore(tool_events(path))
+        return state
 
 
 class Record(Protocol):
@@ -85,6 +96,7 @@ class Recorder:
         high_water_bytes: int = 256 * 1024 * 1024,
         max_open_files: int = 256,
         retry_seconds: float = 1.0,
+        session_idle_seconds: float = 3600.0,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
@@ -94,6 +106,7 @@ class Recorder:
         self.high_water_bytes = high_water_bytes
         self._max_open = max_open_files
         self._retry_seconds = retry_seconds
+        self._idle_seconds = session_idle_seconds
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._queued_bytes = 0
@@ -167,6 +180,7 @@ class Recorder:
                     barriers.append(item)
                 else:
                     pending.extend(self._build(item))
+            pending.extend(self._expire_idle())
             if pending:
                 pending = self._write(pending)
             self._sync(force=closing or self.fsync == "always")
@@ -185,9 +199,22 @@ class Recorder:
             return self._retry_seconds
         if closing:
             return 0.0
+        deadlines = [
+            s.last_seen + self._idle_seconds for s in self._states.values() if s.tools.pending
+        ]
         if self.fsync == "interval" and any(f.dirty for f in self._files.values()):
-            return max(0.0, self._last_sync + FSYNC_INTERVAL - time.monotonic())
-        return None
+            deadlines.append(self._last_sync + FSYNC_INTERVAL)
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _expire_idle(self) -> list[Event]:
+        """Close the tool calls of sessions idle for longer than the idle timeout."""
+        now = time.monotonic()
+        return [
+            event
+            for session, state in self._states.items()
+            if state.tools.pending and now - state.last_seen >= self._idle_seconds
+            for event in state.tools.expire(session)
+        ]
 
     def _take(self, timeout: float | None) -> list[Any]:
         """Block for the first item (up to `timeout`), then drain what is there."""
@@ -202,7 +229,11 @@ class Recorder:
         return items
 
     def _build(self, record: Record) -> list[Event]:
-        state = self._states.setdefault(record.session, SessionState())
+        state = self._states.get(record.session)
+        if state is None:
+            state = SessionState.restored(self.sessions_dir / f"{record.session}.jsonl")
+            self._states[record.session] = state
+        state.last_seen = time.monotonic()
         try:
             events = list(record.events(state))
         except Exception as exc:  # a bug in one record must not stop the log

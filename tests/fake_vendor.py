@@ -25,6 +25,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !inband_error     HTTP 200 stream, two events, then the vendor's in-band error event
     !thinking         Anthropic thinking block / Responses reasoning item (Chat: ignored)
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
+    !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
 
 Everything but `!plan` comes from the last user message that has text (the one
 that started the current turn), so a tool loop keeps the settings of its turn.
@@ -182,6 +183,11 @@ class Answer:
     reasoning: int
     first: str  # first user text, remembered for Responses chains
     turn: int
+    normal_stop: bool = False  # !normal_stop: claim a normal end despite tool calls
+
+    def stop(self, tools: str, normal: str) -> str:
+        """The finish/stop reason: `tools` when the answer asks for tools."""
+        return tools if self.calls and not self.normal_stop else normal
 
     def ident(self, tag: str, length: int, hexa: bool = False) -> str:
         return _ident(self.seed, tag, length, hexa)
@@ -226,6 +232,7 @@ def build_answer(
         reasoning,
         first,
         tr.turns,
+        "normal_stop" in d,
     )
 
 
@@ -349,7 +356,7 @@ class Chat(OpenAI):
             "index": 0,
             "message": message,
             "logprobs": None,
-            "finish_reason": "tool_calls" if a.calls else "stop",
+            "finish_reason": a.stop("tool_calls", "stop"),
         }
         return {
             **self._head(a, body, "chat.completion"),
@@ -388,7 +395,7 @@ class Chat(OpenAI):
                 chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
                 for piece in _split(call.arguments, a.parts)
             ]
-        out.append(chunk({}, "tool_calls" if a.calls else "stop"))
+        out.append(chunk({}, a.stop("tool_calls", "stop")))
         if with_usage:
             out.append(_data({**head, "choices": [], "usage": self._usage(a)}))
         return [*out, b"data: [DONE]\n\n"]
@@ -720,7 +727,7 @@ class Anthropic:
         }
 
     def render(self, a: Answer, body: Json) -> Json:
-        stop = "tool_use" if a.calls else "end_turn"
+        stop = a.stop("tool_use", "end_turn")
         return self._message(a, body, self._blocks(a), stop, a.output)
 
     def events(self, a: Answer, body: Json) -> list[bytes]:
@@ -773,7 +780,7 @@ class Anthropic:
         del usage["cache_creation"], usage["service_tier"]
         add(
             "message_delta",
-            delta={"stop_reason": "tool_use" if a.calls else "end_turn", "stop_sequence": None},
+            delta={"stop_reason": a.stop("tool_use", "end_turn"), "stop_sequence": None},
             usage=usage,
         )
         add("message_stop")

@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 import orjson
 
 from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, typed_payloads
+from .tools import ToolCall, ToolResult
 
-__all__ = ["reassemble", "summarize"]
+__all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
+
+NORMAL_STOPS = frozenset({"end_turn", "stop_sequence"})
+_SERVER_TOOL_USES = frozenset({"server_tool_use", "mcp_tool_use"})
 
 # delta type -> (block field, block type if the block never started)
 _TEXT_DELTAS = {
@@ -168,3 +172,55 @@ def summarize(body: dict) -> Summary:
         cache_write_tokens=write,
         reasoning_tokens=as_int(dig(usage, "output_tokens_details", "thinking_tokens")),
     )
+
+
+def tool_calls(body: dict) -> list[ToolCall]:
+    """`tool_use` blocks, and server tools paired with their results from the same answer."""
+    content = [b for b in body.get("content") or [] if isinstance(b, dict)]
+    server_results = {
+        b["tool_use_id"]: b
+        for b in content
+        if isinstance(b.get("tool_use_id"), str) and b.get("type") != "tool_result"
+    }
+    calls = []
+    for block in content:
+        call_id, kind = block.get("id"), block.get("type")
+        if not isinstance(call_id, str):
+            continue
+        if kind == "tool_use":
+            raw = block.get("input_raw")
+            error = "arguments are not valid JSON" if isinstance(raw, str) else None
+            arguments = None if error else block.get("input", {})
+            calls.append(ToolCall(call_id, as_str(block.get("name")), arguments, raw, error))
+        elif kind in _SERVER_TOOL_USES:
+            result = server_results.get(call_id, {})
+            calls.append(
+                ToolCall(
+                    call_id,
+                    as_str(block.get("name")),
+                    block.get("input"),
+                    server=True,
+                    result=result.get("content"),
+                    is_error=_server_tool_failed(result),
+                )
+            )
+    return calls
+
+
+def _server_tool_failed(result: dict) -> bool:
+    content = result.get("content")
+    failed = isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+    return failed or result.get("is_error") is True
+
+
+def tool_results(body: dict) -> list[ToolResult]:
+    """`tool_result` blocks of the request's user messages, in transcript order."""
+    return [
+        ToolResult(block["tool_use_id"], block.get("content"), block.get("is_error") is True)
+        for message in body.get("messages") or []
+        if isinstance(message, dict) and message.get("role") == "user"
+        for block in (message["content"] if isinstance(message.get("content"), list) else [])
+        if isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and isinstance(block.get("tool_use_id"), str)
+    ]

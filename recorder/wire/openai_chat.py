@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+from .tools import ToolCall, ToolResult, call_from_string
 
-__all__ = ["reassemble", "summarize"]
+__all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
+
+NORMAL_STOPS = frozenset({"stop"})
 
 _TOP_KEYS = ("id", "created", "model", "system_fingerprint", "service_tier")
 
@@ -199,3 +202,33 @@ def summarize(body: dict) -> Summary:
         cache_write_tokens=as_int(dig(usage, "prompt_tokens_details", "cache_write_tokens")),
         reasoning_tokens=as_int(dig(usage, "completion_tokens_details", "reasoning_tokens")),
     )
+
+
+def tool_calls(body: dict) -> list[ToolCall]:
+    """The function calls an answer asks for, over all choices."""
+    calls = []
+    for choice in _list(body.get("choices")):
+        for call in _list(dig(choice, "message", "tool_calls")):
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                calls.append(
+                    call_from_string(
+                        call["id"], as_str(function.get("name")), function.get("arguments")
+                    )
+                )
+    return calls
+
+
+def tool_results(body: dict) -> list[ToolResult]:
+    """The `role: tool` messages of a request, in transcript order."""
+    return [
+        ToolResult(message["tool_call_id"], message.get("content"))
+        for message in _list(body.get("messages"))
+        if isinstance(message, dict)
+        and message.get("role") == "tool"
+        and isinstance(message.get("tool_call_id"), str)
+    ]
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []

@@ -16,8 +16,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, typed_payloads
+from .tools import ToolCall, ToolResult, call_from_string
 
-__all__ = ["reassemble", "summarize"]
+__all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
+
+# Responses has no stop reason that could contradict a tool call.
+NORMAL_STOPS: frozenset[str] = frozenset()
+# Items the client executes: type -> the field holding what the model asked for.
+_CLIENT_CALLS = {
+    "function_call": "arguments",
+    "custom_tool_call": "input",
+    "computer_call": "action",
+    "local_shell_call": "action",
+    "shell_call": "action",
+    "apply_patch_call": "operation",
+}
+_CLIENT_OUTPUTS = frozenset(f"{kind}_output" for kind in _CLIENT_CALLS)
+# Hosted tools run by OpenAI; the item carries the call and its outcome together.
+_HOSTED_RESULT_FIELDS = ("output", "outputs", "results", "result")
+_HOSTED_NOT_ARGUMENTS = frozenset({"id", "type", "status", "error", *_HOSTED_RESULT_FIELDS})
 
 _LIFECYCLE = {"response.created", "response.queued", "response.in_progress"}
 _TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
@@ -180,3 +197,48 @@ def summarize(body: dict) -> Summary:
         cache_write_tokens=as_int(dig(usage, "input_tokens_details", "cache_write_tokens")),
         reasoning_tokens=as_int(dig(usage, "output_tokens_details", "reasoning_tokens")),
     )
+
+
+def tool_calls(body: dict) -> list[ToolCall]:
+    """Tool-call output items: client-executed ones, and hosted ones with their outcome."""
+    calls = []
+    for item in body.get("output") or []:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if not isinstance(kind, str) or not kind.endswith("_call"):
+            continue
+        if kind in _CLIENT_CALLS and isinstance(item.get("call_id"), str):
+            name = as_str(item.get("name")) or kind.removesuffix("_call")
+            asked = item.get(_CLIENT_CALLS[kind])
+            if kind == "function_call":
+                calls.append(call_from_string(item["call_id"], name, asked))
+            else:
+                raw = asked if isinstance(asked, str) else None
+                calls.append(ToolCall(item["call_id"], name, asked, raw))
+        elif kind not in _CLIENT_CALLS and isinstance(item.get("id"), str):
+            calls.append(_hosted_call(kind, item))
+    return calls
+
+
+def _hosted_call(kind: str, item: dict) -> ToolCall:
+    arguments = {k: v for k, v in item.items() if k not in _HOSTED_NOT_ARGUMENTS}
+    result = next((item[f] for f in _HOSTED_RESULT_FIELDS if item.get(f) is not None), None)
+    return ToolCall(
+        item["id"],
+        as_str(item.get("name")) or kind.removesuffix("_call"),
+        arguments,
+        server=True,
+        result=result if result is not None else item.get("status"),
+        is_error=item.get("status") == "failed" or item.get("error") is not None,
+    )
+
+
+def tool_results(body: dict) -> list[ToolResult]:
+    """Tool outputs among the request's input items, in order."""
+    items = body.get("input")
+    return [
+        ToolResult(item["call_id"], item.get("output"))
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict)
+        and item.get("type") in _CLIENT_OUTPUTS
+        and isinstance(item.get("call_id"), str)
+    ]

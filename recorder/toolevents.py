@@ -1,0 +1,166 @@
+"""PreToolUse / PostToolUse: pairing a session's tool calls with their results.
+
+A model answer that asks for tools gives one `tool.pre` per call. A later
+request that carries a call's result gives its `tool.post`, once: clients
+resend the whole transcript every turn, so only the first sighting counts.
+`duration_ms` runs from the answer that asked to the request that answered,
+the agent's own tool time. Server-side tools ran at the vendor: their pre and
+post come from the same answer, marked `server`.
+
+Anomalies are flagged, never dropped, so a query can find them:
+- `orphan_result`: a result for a call this session never saw asked for;
+- `unanswered`: a call still without a result when the session went idle;
+- `finish_mismatch`: an answer asks for tools but its stop reason says it
+  ended normally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from recorder.events import TOOL_POST, TOOL_PRE, Event, make_event, now_ts
+from recorder.wire.tools import ToolCall, ToolResult
+
+ORPHAN_RESULT = "orphan_result"
+UNANSWERED = "unanswered"
+FINISH_MISMATCH = "finish_mismatch"
+
+
+@dataclass(slots=True)
+class _Asked:
+    name: str | None
+    at: float  # epoch seconds of the answer that asked
+    exchange: str | None
+
+
+def epoch(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
+def _event(kind: str, parent: Event, **payload: Any) -> Event:
+    event = make_event(kind, parent["session"], parent["exchange"], **payload)
+    event["ts"] = parent["ts"]  # when the call happened, not when it was written
+    return event
+
+
+@dataclass
+class ToolLedger:
+    """One session's open tool calls and the calls whose results were seen."""
+
+    pending: dict[str, _Asked] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+
+    def asked(
+        self, answer: Event, calls: list[ToolCall], normal_stops: frozenset[str]
+    ) -> list[Event]:
+        """Events for the tool calls in a model answer (`answer` is its llm.response)."""
+        mismatch = bool(calls) and answer.get("finish_reason") in normal_stops
+        events = []
+        for call in calls:
+            events.append(
+                _event(
+                    TOOL_PRE,
+                    answer,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    arguments_raw=call.arguments_raw,
+                    arguments_error=call.arguments_error,
+                    model=answer.get("model"),
+                    server=call.server,
+                    flags=[FINISH_MISMATCH] if mismatch and not call.server else [],
+                )
+            )
+            if call.server:
+                self.answered.add(call.call_id)
+                events.append(
+                    _post(answer, call.call_id, call.name, call.result, call.is_error, server=True)
+                )
+            elif call.call_id not in self.answered:
+                self.pending[call.call_id] = _Asked(
+                    call.name, epoch(answer["ts"]), answer["exchange"]
+                )
+        return events
+
+    def results(self, request: Event, results: Iterable[ToolResult]) -> list[Event]:
+        """Events for results a request carries for the first time in this session."""
+        events = []
+        for result in results:
+            if result.call_id in self.answered:
+                continue
+            self.answered.add(result.call_id)
+            asked = self.pending.pop(result.call_id, None)
+            if asked is None:
+                flags = [ORPHAN_RESULT]
+                events.append(
+                    _post(
+                        request, result.call_id, None, result.result, result.is_error, flags=flags
+                    )
+                )
+                continue
+            duration = round((epoch(request["ts"]) - asked.at) * 1000, 3)
+            events.append(
+                _post(
+                    request,
+                    result.call_id,
+                    asked.name,
+                    result.result,
+                    result.is_error,
+                    duration_ms=duration,
+                )
+            )
+        return events
+
+    def expire(self, session: str) -> list[Event]:
+        """`unanswered` events for every call still open; the session went idle."""
+        events = [
+            _post(
+                {"session": session, "exchange": asked.exchange, "ts": now_ts()},
+                call_id,
+                asked.name,
+                None,
+                None,
+                flags=[UNANSWERED],
+            )
+            for call_id, asked in self.pending.items()
+        ]
+        self.answered.update(self.pending)
+        self.pending.clear()
+        return events
+
+    def restore(self, events: Iterable[Event]) -> None:
+        """Pick up where an earlier process left off, from the session's own log."""
+        for event in events:
+            if event["type"] == TOOL_PRE and not event.get("server"):
+                asked = _Asked(event.get("name"), epoch(event["ts"]), event.get("exchange"))
+                self.pending[event["call_id"]] = asked
+            elif event["type"] == TOOL_POST:
+                self.pending.pop(event["call_id"], None)
+                self.answered.add(event["call_id"])
+
+
+def _post(
+    parent: Event,
+    call_id: str,
+    name: str | None,
+    result: Any,
+    is_error: bool | None,
+    *,
+    duration_ms: float | None = None,
+    server: bool = False,
+    flags: list[str] | None = None,
+) -> Event:
+    return _event(
+        TOOL_POST,
+        parent,
+        call_id=call_id,
+        name=name,
+        result=result,
+        is_error=is_error,
+        duration_ms=duration_ms,
+        server=server,
+        flags=flags or [],
+    )
