@@ -40,6 +40,7 @@ class Exchange:
     secrets: tuple[bytes, ...]
     started: float = field(default_factory=time.perf_counter)
     chunks: list[Chunk] = field(default_factory=list)
+    delivered: int = 0  # chunks fully handed to the client
     ttfb_ms: float | None = None
 
     def elapsed_ms(self) -> float:
@@ -111,6 +112,7 @@ async def forward(
             async for chunk in upstream.content.iter_any():
                 exchange.keep(chunk)
                 await _send(answer.response, chunk)
+                exchange.delivered += 1
             # Recorded before the client's response ends, so the agent's next call
             # (carrying tool results, naming this answer) always finds it logged.
             answer.finish(request, exchange, "ok" if answer.status < 400 else "upstream_error")
@@ -161,6 +163,7 @@ def _record_answer(
         status=status,
         headers=safe_headers(headers.items()),
         chunks=exchange.chunks,
+        delivered_chunks=exchange.delivered,
         outcome=outcome,
         latency_ms=exchange.elapsed_ms(),
         ttfb_ms=exchange.ttfb_ms,

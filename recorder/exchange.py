@@ -94,6 +94,7 @@ class LlmResponse:
     latency_ms: float
     ttfb_ms: float | None
     error: str | None = None
+    delivered_chunks: int | None = None  # None: all of them
     secrets: tuple[bytes, ...] = ()
     event: Event = field(init=False)
 
@@ -125,6 +126,8 @@ class LlmResponse:
         self.event["stream"] = self.streamed
         if self.streamed:
             self.event.update(self._stream_fields(module))
+            if self._closed_after_the_end():
+                self.event["outcome"] = "ok"
         else:
             raw = scrub(b"".join(chunk for _, chunk in self.chunks), self.secrets)
             self.event.update(encode_body(raw))
@@ -132,9 +135,17 @@ class LlmResponse:
         if module is None or not isinstance(body, dict) or self.status != 200:
             return (self.event,)
         self.event.update(self._summary(module, body))
-        if self.outcome != "ok":  # the client never got the whole answer: no tool will run
+        if self.event["outcome"] != "ok":  # the client never got the whole answer: no tool runs
             return (self.event,)
         return [self.event, *_tool_events(self.event, state, module, body)]
+
+    def _closed_after_the_end(self) -> bool:
+        """The client left after receiving the whole stream, as SDKs do at the end marker."""
+        return (
+            self.outcome in ("client_disconnected", "shutdown")
+            and self.event.get("stream_complete") is True
+            and self.delivered_chunks == len(self.chunks)
+        )
 
     def _stream_fields(self, module: Any) -> dict[str, Any]:
         splitter = SseSplitter(max_event_bytes=1 << 62)

@@ -26,6 +26,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !thinking         Anthropic thinking block / Responses reasoning item (Chat: ignored)
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
     !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
+    !linger=S         stream: wait S seconds after the last event before ending the body
 
 Everything but `!plan` comes from the last user message that has text (the one
 that started the current turn), so a tool loop keeps the settings of its turn.
@@ -979,6 +980,7 @@ class FakeVendor:
                 )
             if cut < len(events):
                 return _hang_up(request, resp)
+            await asyncio.sleep(_num(d, "linger"))
             if packer:
                 await resp.write(packer.flush())
             await resp.write_eof()

@@ -198,3 +198,16 @@ def test_a_failing_disk_refuses_new_calls_before_the_vendor_and_recovers(oai, fa
         "llm.response",
     ]
     _assert_still_serving(taplog)
+
+
+def test_a_client_that_leaves_at_the_end_marker_got_the_whole_answer(oai, fake, taplog):
+    """SDKs stop reading at `[DONE]` / `message_stop` and close, often before the vendor's EOF."""
+    with oai.chat.completions.stream(
+        model="gpt-4.1",
+        messages=[{"role": "user", "content": "bye !plan=get_weather !linger=2"}],
+        tools=[{"type": "function", "function": {"name": "get_weather"}}],
+    ) as stream:
+        assert stream.get_final_completion().choices[0].finish_reason == "tool_calls"
+    response = _last_response(taplog)
+    assert response["outcome"] == "ok" and response["stream_complete"] is True
+    assert [e["name"] for e in taplog.events("tool.pre")] == ["get_weather"]

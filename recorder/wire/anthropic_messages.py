@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, typed_payloads
+from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, typed_payloads
 from .tools import ToolCall, ToolResult
 
 __all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
@@ -176,7 +176,7 @@ def summarize(body: dict) -> Summary:
 
 def tool_calls(body: dict) -> list[ToolCall]:
     """`tool_use` blocks, and server tools paired with their results from the same answer."""
-    content = [b for b in body.get("content") or [] if isinstance(b, dict)]
+    content = [b for b in as_list(body.get("content")) if isinstance(b, dict)]
     server_results = {
         b["tool_use_id"]: b
         for b in content
@@ -217,9 +217,9 @@ def tool_results(body: dict) -> list[ToolResult]:
     """`tool_result` blocks of the request's user messages, in transcript order."""
     return [
         ToolResult(block["tool_use_id"], block.get("content"), block.get("is_error") is True)
-        for message in body.get("messages") or []
+        for message in as_list(body.get("messages"))
         if isinstance(message, dict) and message.get("role") == "user"
-        for block in (message["content"] if isinstance(message.get("content"), list) else [])
+        for block in as_list(message.get("content"))
         if isinstance(block, dict)
         and block.get("type") == "tool_result"
         and isinstance(block.get("tool_use_id"), str)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, load_object
+from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, load_object
 from .tools import ToolCall, ToolResult, call_from_string
 
 __all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
@@ -207,8 +207,8 @@ def summarize(body: dict) -> Summary:
 def tool_calls(body: dict) -> list[ToolCall]:
     """The function calls an answer asks for, over all choices."""
     calls = []
-    for choice in _list(body.get("choices")):
-        for call in _list(dig(choice, "message", "tool_calls")):
+    for choice in as_list(body.get("choices")):
+        for call in as_list(dig(choice, "message", "tool_calls")):
             if isinstance(call, dict) and isinstance(call.get("id"), str):
                 function = call.get("function") if isinstance(call.get("function"), dict) else {}
                 calls.append(
@@ -223,12 +223,8 @@ def tool_results(body: dict) -> list[ToolResult]:
     """The `role: tool` messages of a request, in transcript order."""
     return [
         ToolResult(message["tool_call_id"], message.get("content"))
-        for message in _list(body.get("messages"))
+        for message in as_list(body.get("messages"))
         if isinstance(message, dict)
         and message.get("role") == "tool"
         and isinstance(message.get("tool_call_id"), str)
     ]
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []

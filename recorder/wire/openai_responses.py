@@ -15,7 +15,7 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_str, dig, typed_payloads
+from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, typed_payloads
 from .tools import ToolCall, ToolResult, call_from_string
 
 __all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
@@ -202,7 +202,7 @@ def summarize(body: dict) -> Summary:
 def tool_calls(body: dict) -> list[ToolCall]:
     """Tool-call output items: client-executed ones, and hosted ones with their outcome."""
     calls = []
-    for item in body.get("output") or []:
+    for item in as_list(body.get("output")):
         kind = item.get("type") if isinstance(item, dict) else None
         if not isinstance(kind, str) or not kind.endswith("_call"):
             continue
@@ -234,10 +234,9 @@ def _hosted_call(kind: str, item: dict) -> ToolCall:
 
 def tool_results(body: dict) -> list[ToolResult]:
     """Tool outputs among the request's input items, in order."""
-    items = body.get("input")
     return [
         ToolResult(item["call_id"], item.get("output"))
-        for item in (items if isinstance(items, list) else [])
+        for item in as_list(body.get("input"))
         if isinstance(item, dict)
         and item.get("type") in _CLIENT_OUTPUTS
         and isinstance(item.get("call_id"), str)

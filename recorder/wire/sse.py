@@ -30,6 +30,7 @@ __all__ = [
     "SseTooLarge",
     "Summary",
     "as_int",
+    "as_list",
     "as_str",
     "dig",
     "load_object",
@@ -183,6 +184,11 @@ def typed_payloads(events: Iterable[SseEvent], result: Reassembled) -> Iterator[
             result.unparsed += 1
             continue
         yield (data.get("type") if isinstance(data.get("type"), str) else event.event), data
+
+
+def as_list(value: Any) -> list:
+    """`value` if it is a list, else an empty one: odd bodies never raise."""
+    return value if isinstance(value, list) else []
 
 
 def dig(obj: Any, *path: str | int) -> Any:
