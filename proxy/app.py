@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from aiohttp import web
 
@@ -14,6 +16,8 @@ from proxy.upstream import open_pool
 from recorder.lock import DataDirLock
 from recorder.sessions import SessionResolver
 from recorder.writer import Recorder
+
+log = logging.getLogger("taplog")
 
 
 async def _recorder(app: web.Application) -> AsyncIterator[None]:
@@ -41,6 +45,29 @@ async def _pool(app: web.Application) -> AsyncIterator[None]:
     await app[POOL].close()
 
 
+async def _compactor(app: web.Application) -> AsyncIterator[None]:
+    """Compact idle sessions in the background, off the event loop."""
+    idle = app[SETTINGS].compact_after_minutes * 60
+    task = asyncio.create_task(_compact_forever(app[SETTINGS].data_dir, idle)) if idle else None
+    yield
+    if task is not None:
+        task.cancel()
+
+
+async def _compact_forever(data_dir: Path, idle_seconds: float) -> None:
+    from recorder.compaction import compact  # DuckDB loads only when needed
+
+    while True:
+        await asyncio.sleep(min(60.0, idle_seconds))
+        try:
+            done = await asyncio.to_thread(compact, data_dir, idle_seconds)
+        except Exception:
+            log.exception("compaction failed; the JSONL logs are untouched")
+            continue
+        if done:
+            log.info("compacted %d idle sessions", len(done))
+
+
 async def _mark_stopping(app: web.Application) -> None:
     app[LIFECYCLE].stopping = True
 
@@ -63,6 +90,7 @@ def create_app(settings: Settings) -> web.Application:
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
+    app.cleanup_ctx.append(_compactor)
     app.on_shutdown.append(_mark_stopping)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

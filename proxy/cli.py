@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from proxy.cli_logs import COMMANDS
 from proxy.config import FSYNC_CHOICES, SETTINGS, ConfigError, env_name, flag_name, load
 from recorder import __version__
 from recorder.lock import DataDirBusy
@@ -64,3 +65,7 @@ def serve(config: Path | None, **flags: Any) -> None:
         asyncio.run(run(settings))
     except (ServeError, DataDirBusy) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+for command in COMMANDS:
+    main.add_command(command)

@@ -35,6 +35,11 @@ def _positive(value: float) -> None:
         raise ValueError("must be greater than 0")
 
 
+def _not_negative(value: float) -> None:
+    if value < 0:
+        raise ValueError("must be 0 or more")
+
+
 def _fsync(value: str) -> None:
     if value not in FSYNC_CHOICES:
         raise ValueError(f"must be one of {', '.join(FSYNC_CHOICES)}")
@@ -97,6 +102,11 @@ class Settings:
     )
     session_idle_minutes: float = setting(
         60.0, "Idle time after which a stateless chat starts a new session.", _positive
+    )
+    compact_after_minutes: float = setting(
+        60.0,
+        "Copy sessions idle this long into Parquet for fast queries (0: never).",
+        _not_negative,
     )
 
     @property

@@ -1,0 +1,77 @@
+"""Query results as text: table, CSV, JSON or JSON Lines.
+
+Recorded content is attacker-controlled (prompts, tool output), so every
+cell printed for a terminal has its control characters made visible: a
+recorded escape sequence can never move the cursor or rewrite the screen.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+FORMATS = ("table", "csv", "json", "jsonl")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def safe_text(value: str) -> str:
+    """`value` with control characters shown as escapes (`\\x1b`, `\\n`)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
+
+
+def cell(value: Any, width: int | None = None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        text = value.isoformat(sep=" ", timespec="milliseconds")
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, list | dict):
+        text = orjson.dumps(value, default=str).decode()
+    else:
+        text = str(value)
+    text = safe_text(text)
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], max_width: int = 60) -> str:
+    cells = [[cell(v, max_width) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True))  # noqa: E731
+    rule = "  ".join("-" * w for w in widths)
+    body = [line(r).rstrip() for r in cells]
+    footer = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
+    return "\n".join([line(list(columns)).rstrip(), rule, *body, footer])
+
+
+def render(
+    columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str
+) -> str:
+    """Rows in one of FORMATS; `types` (SQL type names) mark the JSON columns."""
+    if fmt == "table":
+        return table(columns, rows)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[cell(v) for v in row] for row in rows])
+        return out.getvalue().rstrip("\n")
+    is_json = [kind == "JSON" for kind in types]
+    records = [
+        {
+            c: orjson.loads(v) if j and v is not None else v
+            for c, j, v in zip(columns, is_json, row, strict=True)
+        }
+        for row in rows
+    ]
+    if fmt == "json":
+        return orjson.dumps(records, option=orjson.OPT_INDENT_2, default=str).decode()
+    return "\n".join(orjson.dumps(r, default=str).decode() for r in records)

@@ -1,0 +1,139 @@
+"""`taplog sessions` and `taplog show`: the views, read for people.
+
+Both are plain queries over the same views as `taplog sql`, with every value
+passed as a parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import orjson
+
+from recorder.tables import cell, safe_text
+
+SESSION_COLUMNS = (
+    "session, started_at, last_at, calls, models, input_tokens, output_tokens, cost_usd, "
+    "tool_calls, tool_errors, failovers, failed_calls"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    limit: int = 20
+    since: datetime | None = None
+    model: str | None = None
+    failing: bool = False
+
+
+def list_sessions(
+    con: duckdb.DuckDBPyConnection, wanted: SessionFilter
+) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
+    """Recent sessions, newest first: (columns, types, rows)."""
+    where, params = ["true"], []
+    if wanted.since is not None:
+        where.append("last_at >= ?")
+        params.append(wanted.since)
+    if wanted.model is not None:
+        where.append("list_contains(models, ?)")
+        params.append(wanted.model)
+    if wanted.failing:
+        where.append("(tool_errors > 0 OR failed_calls > 0)")
+    sql = (
+        f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
+        "ORDER BY last_at DESC LIMIT ?"
+    )
+    relation = con.sql(sql, params=[*params, wanted.limit])
+    return relation.columns, [str(t) for t in relation.types], relation.fetchall()
+
+
+class UnknownSession(LookupError):
+    pass
+
+
+def _clip(value: Any, width: int | None) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return cell(text, width)
+
+
+def _when(value: datetime) -> str:
+    return value.strftime("%H:%M:%S.%f")[:-3]
+
+
+def _money(value: float | None) -> str:
+    return "$?" if value is None else f"${value:.6f}"
+
+
+def show_session(con: duckdb.DuckDBPyConnection, session: str, width: int | None = 100) -> str:
+    """A readable timeline of one session: calls, tool runs, failovers, a summary."""
+    cursor = con.execute("SELECT * FROM sessions WHERE session = ?", [session])
+    summary = cursor.fetchone()
+    if summary is None:
+        raise UnknownSession(f"no session {session!r} in this data dir")
+    info = dict(zip([d[0] for d in cursor.description], summary, strict=True))
+    lines = [
+        f"session {safe_text(session)}  started {info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
+        f"  ({safe_text(info['source'] or '?')}, {safe_text(info['user_agent'] or '?')})"
+    ]
+    timeline = _calls(con, session) + _tools(con, session, width) + _failovers(con, session)
+    for at, line in sorted(timeline, key=lambda entry: entry[0]):  # stable: keeps log order
+        lines.append(f"{_when(at)}  {line}")
+    seconds = (info["last_at"] - info["started_at"]).total_seconds()
+    lines.append(
+        f"{info['calls']} calls · {info['tool_calls']} tool calls ({info['tool_errors']} failed) · "
+        f"{info['input_tokens'] or 0} in / {info['output_tokens'] or 0} out tokens · "
+        f"{_money(info['cost_usd'])} · {info['failovers']} failovers · {seconds:.2f} s"
+    )
+    return "\n".join(lines)
+
+
+def _calls(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datetime, str]]:
+    rows = con.execute(
+        "SELECT started_at, api, coalesce(response_model, request_model), status, outcome, "
+        "input_tokens, output_tokens, latency_ms, cost_usd, finish_reason "
+        "FROM llm_calls WHERE session = ? ORDER BY started_at",
+        [session],
+    ).fetchall()
+    return [
+        (
+            at,
+            f"call  {api} {cell(model)}  {status or '-'} {outcome}  "
+            f"{tokens_in or 0}→{tokens_out or 0} tok  {latency or 0:.1f} ms  {_money(cost)}"
+            + (f"  {cell(finish)}" if finish else ""),
+        )
+        for at, api, model, status, outcome, tokens_in, tokens_out, latency, cost, finish in rows
+    ]
+
+
+def _tools(
+    con: duckdb.DuckDBPyConnection, session: str, width: int | None
+) -> list[tuple[datetime, str]]:
+    rows = con.execute(
+        "SELECT coalesce(asked_at, answered_at), tool_name, arguments, result, is_error, "
+        "duration_ms, server, flags FROM tool_calls WHERE session = ? ORDER BY seq",
+        [session],
+    ).fetchall()
+    lines = []
+    for at, name, arguments, result, is_error, duration, server, flags in rows:
+        outcome = "ERROR " if is_error else ""
+        took = "" if duration is None else f"  {duration:.1f} ms"
+        marks = "".join(f"  [{cell(f)}]" for f in flags) + ("  [server]" if server else "")
+        args = _clip(orjson.loads(arguments) if arguments else None, width)
+        shown = _clip(orjson.loads(result) if result else None, width)
+        lines.append((at, f"  tool {cell(name)} {args} → {outcome}{shown}{took}{marks}"))
+    return lines
+
+
+def _failovers(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datetime, str]]:
+    rows = con.execute(
+        "SELECT ts, from_provider, from_model, to_provider, to_model, reason FROM events "
+        "WHERE session = ? AND type = 'failover'",
+        [session],
+    ).fetchall()
+    return [
+        (at, f"  failover {cell(fp)}:{cell(fm)} → {cell(tp)}:{cell(tm)} ({cell(reason)})")
+        for at, fp, fm, tp, tm, reason in rows
+    ]

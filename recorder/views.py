@@ -1,0 +1,176 @@
+"""The SQL of the query views, over a typed `events` relation.
+
+Column names follow the OpenTelemetry GenAI conventions where one exists
+(PROTOCOLS.md §8), without the `gen_ai.` prefix and with `_` for `.`:
+`provider_name`, `request_model`, `response_model`, `response_id`,
+`input_tokens`, `output_tokens`, `cache_read_input_tokens`,
+`cache_creation_input_tokens`, `reasoning_output_tokens`, `tool_name`,
+`call_id`. `session` is `gen_ai.conversation.id`.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+# Event fields with a column of their own in `events` (JSON path -> SQL type).
+_TYPED = {
+    "v": "INTEGER",
+    "seq": "BIGINT",
+    "ts": "VARCHAR",
+    "session": "VARCHAR",
+    "type": "VARCHAR",
+    "id": "VARCHAR",
+    "exchange": "VARCHAR",
+    "api": "VARCHAR",
+    "provider": "VARCHAR",
+    "model": "VARCHAR",
+    "method": "VARCHAR",
+    "path": "VARCHAR",
+    "stream": "BOOLEAN",
+    "attempt": "INTEGER",
+    "status": "INTEGER",
+    "outcome": "VARCHAR",
+    "error": "VARCHAR",
+    "latency_ms": "DOUBLE",
+    "ttfb_ms": "DOUBLE",
+    "response_id": "VARCHAR",
+    "finish_reason": "VARCHAR",
+    "usage": {
+        "input_tokens": "BIGINT",
+        "output_tokens": "BIGINT",
+        "cached_tokens": "BIGINT",
+        "cache_write_tokens": "BIGINT",
+        "reasoning_tokens": "BIGINT",
+    },
+    "cost_usd": "DOUBLE",
+    "call_id": "VARCHAR",
+    "name": "VARCHAR",
+    "is_error": "BOOLEAN",
+    "duration_ms": "DOUBLE",
+    "server": "BOOLEAN",
+    "flags": ["VARCHAR"],
+    "source": "VARCHAR",
+    "user_agent": "VARCHAR",
+    "reason": "VARCHAR",
+    "from_provider": "VARCHAR",
+    "from_model": "VARCHAR",
+    "to_provider": "VARCHAR",
+    "to_model": "VARCHAR",
+}
+_USAGE = _TYPED["usage"]
+_SCALARS = [name for name in _TYPED if name not in ("ts", "usage")]
+
+EVENT_COLUMNS = ", ".join(["ts", *_SCALARS, *_USAGE, "data"])
+
+_TYPED_COLUMNS = ", ".join(
+    [
+        "strptime(t.ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS ts",
+        *(f"t.{name} AS {name}" for name in _SCALARS),
+        *(f"t.usage.{name} AS {name}" for name in _USAGE),
+        "json AS data",
+    ]
+)
+_STRUCTURE = orjson.dumps(_TYPED).decode()
+
+
+def typed_events(lines: str) -> str:
+    """SELECT the columns of `events` from a relation of one JSON event per row (`json`).
+
+    Rows that are not valid JSON (a torn last line being written) are skipped.
+    """
+    return (
+        f"SELECT {_TYPED_COLUMNS} FROM (SELECT json_transform(json, '{_STRUCTURE}') AS t, json "
+        f"FROM {lines} WHERE json_valid(json))"
+    )
+
+
+LLM_CALLS = """
+WITH requests AS (
+    SELECT * FROM events WHERE type = 'llm.request'
+    QUALIFY row_number() OVER (PARTITION BY session, exchange ORDER BY seq) = 1
+), answers AS (
+    SELECT * FROM events WHERE type = 'llm.response'
+    QUALIFY row_number() OVER (PARTITION BY session, exchange ORDER BY seq DESC) = 1
+), tries AS (
+    SELECT session, exchange,
+           count(*) FILTER (WHERE type = 'llm.request') AS attempts,
+           count(*) FILTER (WHERE type = 'failover') AS failovers
+    FROM events WHERE type IN ('llm.request', 'failover') GROUP BY ALL
+)
+SELECT
+    q.session, q.exchange, q.ts AS started_at, a.ts AS ended_at,
+    q.api, q.provider AS provider_name, q.model AS request_model, a.model AS response_model,
+    q.stream, a.status, a.outcome, a.error, a.latency_ms, a.ttfb_ms,
+    a.input_tokens, a.output_tokens,
+    a.cached_tokens AS cache_read_input_tokens,
+    a.cache_write_tokens AS cache_creation_input_tokens,
+    a.reasoning_tokens AS reasoning_output_tokens,
+    a.cost_usd, a.finish_reason, a.response_id,
+    t.attempts, t.failovers,
+    q.data -> 'body' AS request_body, a.data -> 'body' AS response_body
+FROM requests q
+LEFT JOIN answers a USING (session, exchange)
+LEFT JOIN tries t USING (session, exchange)
+"""
+
+TOOL_CALLS = """
+WITH asked AS (
+    SELECT * FROM events WHERE type = 'tool.pre'
+    QUALIFY row_number() OVER (PARTITION BY session, call_id ORDER BY seq) = 1
+), answered AS (
+    SELECT * FROM events WHERE type = 'tool.post'
+    QUALIFY row_number() OVER (PARTITION BY session, call_id ORDER BY seq) = 1
+)
+SELECT
+    coalesce(p.session, r.session) AS session,
+    coalesce(p.call_id, r.call_id) AS call_id,
+    coalesce(p.seq, r.seq) AS seq,
+    coalesce(p.name, r.name) AS tool_name,
+    coalesce(p.server, r.server) AS server,
+    p.data -> 'arguments' AS arguments,
+    r.data -> 'result' AS result,
+    r.is_error,
+    p.ts AS asked_at, r.ts AS answered_at, r.duration_ms,
+    p.model, p.exchange AS asked_in, r.exchange AS answered_in,
+    list_distinct(list_concat(coalesce(p.flags, []), coalesce(r.flags, []))) AS flags
+FROM asked p FULL OUTER JOIN answered r ON p.session = r.session AND p.call_id = r.call_id
+"""
+
+SESSIONS = """
+WITH spans AS (
+    SELECT session, min(ts) AS started_at, max(ts) AS last_at, count(*) AS events
+    FROM events GROUP BY session
+), calls AS (
+    SELECT session, count(*) AS calls,
+           list(DISTINCT coalesce(response_model, request_model) ORDER BY 1)
+               FILTER (WHERE coalesce(response_model, request_model) IS NOT NULL) AS models,
+           list(DISTINCT provider_name ORDER BY 1) AS providers,
+           sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+           -- a session with any priced-but-unknown call has no honest total
+           CASE WHEN bool_or(input_tokens IS NOT NULL AND cost_usd IS NULL) THEN NULL
+                -- summed exactly, so the total does not depend on the order rows are read
+                ELSE coalesce(sum(cost_usd::DECIMAL(18, 12)), 0)::DOUBLE END AS cost_usd,
+           sum(failovers) AS failovers,
+           count(*) FILTER (WHERE outcome <> 'ok') AS failed_calls
+    FROM llm_calls GROUP BY session
+), tools AS (
+    SELECT session, count(*) AS tool_calls, count(*) FILTER (WHERE is_error) AS tool_errors
+    FROM tool_calls GROUP BY session
+), origin AS (
+    SELECT session, arg_min(source, seq) AS source, arg_min(user_agent, seq) AS user_agent
+    FROM events WHERE type = 'session.started' GROUP BY session
+)
+SELECT
+    s.session, s.started_at, s.last_at, s.events,
+    coalesce(c.calls, 0) AS calls, c.models, c.providers,
+    c.input_tokens, c.output_tokens, c.cost_usd,
+    coalesce(t.tool_calls, 0) AS tool_calls, coalesce(t.tool_errors, 0) AS tool_errors,
+    coalesce(c.failovers, 0) AS failovers, coalesce(c.failed_calls, 0) AS failed_calls,
+    o.source, o.user_agent
+FROM spans s
+LEFT JOIN calls c USING (session)
+LEFT JOIN tools t USING (session)
+LEFT JOIN origin o USING (session)
+"""
+
+VIEWS = {"llm_calls": LLM_CALLS, "tool_calls": TOOL_CALLS, "sessions": SESSIONS}
