@@ -48,6 +48,11 @@ class Context:
     renames: Renames
     dropped: list[str] = field(default_factory=list)
 
+    def drop(self, what: str) -> None:
+        """Record a drop once: a long transcript repeats the same kind of block many times."""
+        if what not in self.dropped:
+            self.dropped.append(what)
+
     def result(self, body: dict) -> Translated:
         return Translated(body, self.dropped, self.renames.names, self.renames.ids)
 

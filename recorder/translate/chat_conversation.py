@@ -53,13 +53,15 @@ def conversation(messages: list, ctx: Context, allow_prefill: bool) -> tuple[lis
 
 
 def _add(turns: list[dict], role: str, blocks: list[dict]) -> None:
-    """Append, merging into the previous message of the same role (Anthropic alternates)."""
+    """Append, merging into the previous message of the same role."""
     if not blocks:
         return
     if turns and turns[-1]["role"] == role:
         turns[-1]["content"].extend(blocks)
     else:
         turns.append({"role": role, "content": blocks})
+    if role == "user":  # tool results lead their user message (5.8.12); the sort is stable
+        turns[-1]["content"].sort(key=lambda block: block["type"] != "tool_result")
 
 
 def _system_text(content: Any, where: str) -> str:

@@ -212,7 +212,7 @@ def _thinking(body: dict, out: dict, style: ThinkingStyle, explicit: bool, ctx: 
     effort = body.get("reasoning_effort")
     if effort in (None, "none"):
         return False
-    if effort not in _BUDGETS:
+    if not isinstance(effort, str) or effort not in _BUDGETS:
         ctx.dropped.append(f"reasoning_effort ({effort!r} is not a known effort)")
         return False
     if dig(out, "tool_choice", "type") in ("any", "tool"):

@@ -24,6 +24,7 @@ __all__ = [
     "message_response_id",
     "messages_usage",
     "stop_reason",
+    "translated_stop_reason",
 ]
 
 _FINISH_FROM_STOP = {
@@ -53,6 +54,20 @@ def finish_reason(stop: Any) -> str:
 def stop_reason(finish: Any) -> str:
     """OpenAI ``finish_reason`` -> Anthropic ``stop_reason``; unknown or missing -> end_turn."""
     return _STOP_FROM_FINISH.get(finish, "end_turn") if isinstance(finish, str) else "end_turn"
+
+
+def translated_stop_reason(finish: Any, *, refused: bool, called: bool) -> str:
+    """The stop_reason of a translated OpenAI answer, given what reached the client.
+
+    An OpenAI refusal ends with ``stop``; Anthropic calls that ``refusal``. A ``tool_calls``
+    finish whose calls were all left out (arguments not an object) is no tool turn.
+    """
+    stop = stop_reason(finish)
+    if refused and stop == "end_turn":
+        return "refusal"
+    if stop == "tool_use" and not called:
+        return "end_turn"
+    return stop
 
 
 def chat_response_id(message_id: Any) -> str:

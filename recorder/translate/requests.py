@@ -1,0 +1,29 @@
+"""Request translation, both directions: the entry points the proxy calls.
+
+* `chat_to_messages` - an OpenAI Chat request for an Anthropic upstream (5.2);
+* `messages_to_chat` - an Anthropic request for an OpenAI upstream (5.3);
+* `thinking_conflict` / `disable_thinking` - the pass-through repair an Anthropic request
+  needs when its last tool turn was served by the OpenAI fallback (5.8.8).
+
+Each translation returns `Translated`: the body to send, what was dropped on purpose (to
+log), and the tool names and ids it had to rename (``wire -> client``), which the answer and
+stream translators take to give the client its own names back. Each raises `Untranslatable`
+when the target cannot serve the request; taplog then does not fail over.
+"""
+
+from __future__ import annotations
+
+from .base import Translated, Untranslatable
+from .chat_request import ThinkingStyle, chat_to_messages
+from .messages_request import messages_to_chat
+from .thinking import disable_thinking, thinking_conflict
+
+__all__ = [
+    "ThinkingStyle",
+    "Translated",
+    "Untranslatable",
+    "chat_to_messages",
+    "disable_thinking",
+    "messages_to_chat",
+    "thinking_conflict",
+]
