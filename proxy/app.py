@@ -9,9 +9,20 @@ from pathlib import Path
 
 from aiohttp import web
 
+from proxy.breaker import Breakers
 from proxy.config import Settings
+from proxy.fallbacks import Fallbacks, load_fallbacks
 from proxy.handler import proxy_call
-from proxy.state import LIFECYCLE, POOL, RECORDER, RESOLVER, SETTINGS, Lifecycle
+from proxy.state import (
+    BREAKERS,
+    FALLBACKS,
+    LIFECYCLE,
+    POOL,
+    RECORDER,
+    RESOLVER,
+    SETTINGS,
+    Lifecycle,
+)
 from proxy.upstream import open_pool
 from recorder.lock import DataDirLock
 from recorder.sessions import SessionResolver
@@ -83,9 +94,13 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response(health, status=200 if health["accepting"] else 503)
 
 
-def create_app(settings: Settings) -> web.Application:
+def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Application:
     app = web.Application(client_max_size=settings.max_body_bytes)
     app[SETTINGS] = settings
+    app[FALLBACKS] = fallbacks or load_fallbacks(
+        settings.openai_base, settings.anthropic_base, {}, ()
+    )
+    app[BREAKERS] = Breakers()
     app[LIFECYCLE] = Lifecycle()
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
     app.cleanup_ctx.append(_recorder)

@@ -12,7 +12,16 @@ from typing import Any
 import click
 
 from proxy.cli_logs import COMMANDS
-from proxy.config import FSYNC_CHOICES, SETTINGS, ConfigError, env_name, flag_name, load
+from proxy.config import (
+    FSYNC_CHOICES,
+    SETTINGS,
+    ConfigError,
+    config_file,
+    env_name,
+    flag_name,
+    load,
+)
+from proxy.fallbacks import load_fallbacks
 from recorder import __version__
 from recorder.lock import DataDirBusy
 
@@ -33,6 +42,13 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+config_option = click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="TOML file of settings (see config/taplog.example.toml). [$TAPLOG_CONFIG]",
+)
+
+
 @click.group()
 @click.version_option(__version__, prog_name="taplog")
 def main() -> None:
@@ -41,30 +57,65 @@ def main() -> None:
 
 @main.command()
 @settings_options
+@config_option
 @click.option(
-    "--config",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="TOML file of settings (see config/taplog.example.toml). [$TAPLOG_CONFIG]",
+    "--fallback",
+    "fallback_rules",
+    multiple=True,
+    metavar="MODEL=PROVIDER:MODEL[,…]",
+    help="Fail over calls for MODEL (a name or glob) to these targets, in order; repeatable. "
+    "Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY.",
 )
-def serve(config: Path | None, **flags: Any) -> None:
+def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) -> None:
     """Run the proxy; point OPENAI_BASE_URL / ANTHROPIC_BASE_URL at it.
 
-    Example: taplog serve --port 8787 --data-dir ./taplog-data
+    Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
     """
     from proxy.server import ServeError
     from proxy.server import serve as run
 
     try:
-        settings = load(flags, os.environ, config)
+        settings, fallbacks = _load(config, flags, fallback_rules)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        asyncio.run(run(settings))
+        asyncio.run(run(settings, fallbacks))
     except (ServeError, DataDirBusy) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@main.command("check-config")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+def check_config(file: Path) -> None:
+    """Check a config file without starting anything; names the first bad key.
+
+    Example: taplog check-config config/taplog.example.toml
+    """
+    try:
+        _, fallbacks = _load(file, {}, ())
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{file}: ok")
+    for rule in fallbacks.rules:
+        click.echo(
+            f"  {rule.model} → {', '.join(str(t) for t in rule.targets)} (retries {rule.retries})"
+        )
+    for provider in fallbacks.providers.values():
+        if provider.api_key() is None and any(
+            t.provider is provider for rule in fallbacks.rules for t in rule.targets
+        ):
+            unset = f"${provider.api_key_env} is not set"
+            click.echo(f"  warning: {unset}; {provider.name} cannot serve fallbacks")
+
+
+def _load(config: Path | None, flags: dict[str, Any], rules: tuple[str, ...]) -> tuple[Any, Any]:
+    path, from_file = config_file(config, os.environ)
+    settings = load(flags, os.environ, path)
+    fallbacks = load_fallbacks(settings.openai_base, settings.anthropic_base, from_file, rules)
+    return settings, fallbacks
 
 
 for command in COMMANDS:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 FSYNC_CHOICES = ("always", "interval", "never")
+FAILOVER_TABLES = frozenset({"providers", "fallback"})  # read by proxy.fallbacks
 
 
 class ConfigError(ValueError):
@@ -148,17 +149,22 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - set(SETTINGS))
+    unknown = sorted(set(data) - set(SETTINGS) - FAILOVER_TABLES)
     if unknown:
         raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r}")
     return data
 
 
-def load(flags: Mapping[str, Any], env: Mapping[str, str], config: Path | None) -> Settings:
-    """Merge flags > environment > config file > defaults, checking each value."""
+def config_file(config: Path | None, env: Mapping[str, str]) -> tuple[Path | None, dict[str, Any]]:
+    """The config file named by `--config` or `TAPLOG_CONFIG`, and its contents."""
     if config is None and env.get("TAPLOG_CONFIG"):
         config = Path(env["TAPLOG_CONFIG"])
-    from_file = read_config_file(config) if config is not None else {}
+    return config, (read_config_file(config) if config is not None else {})
+
+
+def load(flags: Mapping[str, Any], env: Mapping[str, str], config: Path | None) -> Settings:
+    """Merge flags > environment > config file > defaults, checking each value."""
+    config, from_file = config_file(config, env)
     values: dict[str, Any] = {}
     for name in SETTINGS:
         if flags.get(name) is not None:

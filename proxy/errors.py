@@ -35,3 +35,20 @@ def error_response(provider: str, status: int, message: str, code: str) -> web.R
         content_type="application/json",
         headers={"x-taplog-error": code},
     )
+
+
+def stream_error_event(provider: str, message: str) -> bytes:
+    """An in-band error event that ends a broken stream in the client's own format."""
+    message = f"taplog: {message}"
+    if provider == "anthropic":
+        error = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+    error = {
+        "error": {
+            "message": message,
+            "type": "server_error",
+            "param": None,
+            "code": "stream_interrupted",
+        }
+    }
+    return b"data: " + orjson.dumps(error) + b"\n\n"

@@ -15,9 +15,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy import errors, routing
+from proxy.failover import Call as FailoverCall
+from proxy.failover import serve_with_fallbacks
+from proxy.fallbacks import Rule
 from proxy.forward import Exchange, forward
 from proxy.routing import PASSTHROUGH, RouteError
-from proxy.state import RECORDER, RESOLVER, SETTINGS
+from proxy.state import FALLBACKS, RECORDER, RESOLVER, SETTINGS
 from proxy.upstream import request_headers
 from recorder import __version__
 from recorder.bodies import parse_json
@@ -26,6 +29,8 @@ from recorder.exchange import LlmRequest
 from recorder.secrets import api_key, fingerprint, redact_url, safe_headers, secret_values
 from recorder.sessions import Call, InvalidSessionId, Resolution
 from recorder.writer import EventRecord
+
+FAILOVER_APIS = frozenset({"openai.chat", "anthropic.messages"})
 
 
 def _is_json(request: web.Request) -> bool:
@@ -64,9 +69,13 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
 
     exchange = Exchange(route, resolution.session, new_id("ex"), secret_values(headers))
-    upstream_headers = request_headers(request.headers)
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
+    rule = _fallback_rule(app, route.api, parsed)
+    if rule is not None:
+        call = FailoverCall(exchange, parsed, body, request.headers, key_fp, rule)
+        return await serve_with_fallbacks(request, call)
+    upstream_headers = request_headers(request.headers)
     recorder.record(
         LlmRequest(
             session=resolution.session,
@@ -84,6 +93,13 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         )
     )
     return await forward(request, exchange, body, upstream_headers)
+
+
+def _fallback_rule(app: web.Application, api: str, parsed: object) -> Rule | None:
+    """The fallback rule of an LLM call whose model has one, else None (plain forwarding)."""
+    if api not in FAILOVER_APIS or not isinstance(parsed, dict):
+        return None
+    return app[FALLBACKS].rule_for(parsed.get("model"))
 
 
 def _session_started(resolution: Resolution, api: str, headers: dict[str, str]) -> dict:

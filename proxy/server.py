@@ -11,6 +11,7 @@ from aiohttp import web
 
 from proxy.app import create_app
 from proxy.config import Settings
+from proxy.fallbacks import Fallbacks
 from proxy.state import LIFECYCLE
 from recorder import __version__
 
@@ -33,8 +34,8 @@ def banner(settings: Settings, port: int) -> str:
     )
 
 
-async def serve(settings: Settings) -> None:
-    app = create_app(settings)
+async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
+    app = create_app(settings, fallbacks)
     runner = web.AppRunner(
         app, handler_cancellation=True, shutdown_timeout=settings.shutdown_grace, access_log=None
     )

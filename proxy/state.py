@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
+from proxy.breaker import Breakers
 from proxy.config import Settings
+from proxy.fallbacks import Fallbacks
 from recorder.sessions import SessionResolver
 from recorder.writer import Recorder
 
@@ -24,3 +26,5 @@ RECORDER = web.AppKey("recorder", Recorder)
 RESOLVER = web.AppKey("resolver", SessionResolver)
 POOL = web.AppKey("pool", aiohttp.ClientSession)
 LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
+FALLBACKS = web.AppKey("fallbacks", Fallbacks)
+BREAKERS = web.AppKey("breakers", Breakers)

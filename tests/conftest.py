@@ -20,6 +20,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.config import Settings
+from proxy.fallbacks import Fallbacks
 from proxy.state import RECORDER
 from recorder.events import Event
 from recorder.reader import read_all
@@ -86,9 +87,11 @@ def fake(servers: ServerThread) -> FakeVendor:
     return vendor
 
 
-def start_taplog(servers: ServerThread, data_dir: Path, **overrides: Any) -> Taplog:
+def start_taplog(
+    servers: ServerThread, data_dir: Path, fallbacks: Fallbacks | None = None, **overrides: Any
+) -> Taplog:
     settings = Settings(data_dir=data_dir, **overrides)
-    app = create_app(settings)
+    app = create_app(settings, fallbacks)
     url = servers.serve(app, handler_cancellation=True, shutdown_timeout=5)
     return Taplog(url, data_dir, app, servers)
 

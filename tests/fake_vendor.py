@@ -811,6 +811,11 @@ class FakeVendor:
         self.requests: list[Received] = []
         self.sent: list[bytes] = []
         self.active = 0  # requests still being answered (or hung), to see upstream closes
+        # Server-side faults, as directives ({"status": "503"}): `down` applies to every
+        # model request, `next_faults` to the next ones, one each. The prompt cannot
+        # carry them, since a failover sends the same prompt to the other vendor.
+        self.down: dict[str, str] = {}
+        self.next_faults: list[dict[str, str]] = []
 
     def app(self) -> web.Application:
         """One app serving both vendors; a fresh app keeps Responses chains of its own."""
@@ -884,6 +889,9 @@ class FakeVendor:
                 return await fail(400, problem)
             tr = api.transcript(body)
             d.update(parse_directives(tr.users[-1] if tr.users else ""))
+            d.update(self.down)
+            if self.next_faults:
+                d.update(self.next_faults.pop(0))
             if "hang" in d and await _until_gone(request):
                 return web.Response(status=499)  # nobody left to read it
             await asyncio.sleep(_num(d, "ttfb"))

@@ -1,0 +1,151 @@
+"""One try of a client call against one target: what is sent, and what came back means.
+
+A target speaks the client's own wire format (the original provider, or another
+model or provider of the same kind) or the other one, in which case the body is
+translated (recorder.translate). Whatever came back is judged once, here:
+
+    answer                                   verdict
+    ───────────────────────────────────────  ────────────────────────────────
+    2xx (a stream whose first event is fine)  ok: relay it to the client
+    connection error, timeout                 retry, then fail over
+    408, 409, 5xx, 529                        retry, then fail over
+    429 rate limit                            retry after `retry-after` if it fits, else fail over
+    429 spend limit / insufficient_quota      final
+    400, 401, 403, 404, 413, 422, other 4xx   final: never tried again on any target
+    2xx stream whose first event is an error  retry, then fail over
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from proxy.fallbacks import Target
+from proxy.upstream import request_headers
+from recorder import __version__
+from recorder.translate.requests import Translated, chat_to_messages, messages_to_chat
+
+OK, RETRY, FINAL = "ok", "retry", "final"
+ANTHROPIC_VERSION = "2023-06-01"
+_RETRYABLE = frozenset({408, 409, 429, 529})
+_WIRE = {"openai": "openai.chat", "anthropic": "anthropic.messages"}
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    target: Target
+    api: str  # the upstream API: openai.chat or anthropic.messages
+    url: str
+    headers: CIMultiDict[str]
+    body: bytes
+    parsed: dict[str, Any]
+    translation: Translated | None  # None: the client's own format
+
+    @property
+    def stream(self) -> bool:
+        return self.parsed.get("stream") is True
+
+
+def _url(target: Target) -> str:
+    base = target.provider.base_url.rstrip("/")
+    return (
+        f"{base}/v1/messages" if target.provider.type == "anthropic" else f"{base}/chat/completions"
+    )
+
+
+def _own_headers(target: Target, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """Headers for a provider other than the client's: its own key, from the environment."""
+    key = target.provider.api_key() or ""
+    headers = CIMultiDict(
+        {"content-type": "application/json", "accept": client.get("accept", "application/json")}
+    )
+    headers["user-agent"] = f"{client.get('user-agent', 'unknown')} taplog/{__version__}"
+    if target.provider.type == "anthropic":
+        headers["x-api-key"] = key
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+    else:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+def plan(
+    target: Target,
+    client_provider: str,
+    client_api: str,
+    parsed: dict[str, Any],
+    raw: bytes,
+    client_headers: CIMultiDictProxy[str],
+    client_url: str,
+) -> Attempt:
+    """The request for `target`; raises Untranslatable when it cannot take the call."""
+    api = _WIRE[target.provider.type]
+    same_provider = target.provider.name == client_provider
+    if api != client_api:
+        convert = chat_to_messages if client_api == "openai.chat" else messages_to_chat
+        translation = convert(parsed, model=target.model)
+        body = orjson.dumps(translation.body)
+        headers = _own_headers(target, client_headers)
+        return Attempt(target, api, _url(target), headers, body, translation.body, translation)
+    headers = (
+        request_headers(client_headers) if same_provider else _own_headers(target, client_headers)
+    )
+    if same_provider and parsed.get("model") == target.model:
+        return Attempt(target, api, client_url, headers, raw, parsed, None)  # the call as sent
+    changed = {**parsed, "model": target.model}
+    url = client_url if same_provider else _url(target)
+    return Attempt(target, api, url, headers, orjson.dumps(changed), changed, None)
+
+
+def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | None:
+    """Seconds the vendor asked to wait (`retry-after-ms`, `retry-after` seconds or date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _spend_limit(body: Any) -> bool:
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return (
+        error.get("code") == "insufficient_quota"
+        or error.get("type") == "insufficient_quota"
+        or (isinstance(error.get("details"), dict) and bool(error["details"].get("error_code")))
+    )
+
+
+def verdict(status: int, body: Any) -> str:
+    """What an HTTP answer means for this call (see the module table)."""
+    if status < 400:
+        return OK
+    if status == 429 and _spend_limit(body):
+        return FINAL
+    if status in _RETRYABLE or status >= 500:
+        return RETRY
+    return FINAL
+
+
+def first_event_is_error(api: str, event: str | None, data: str) -> bool:
+    """A 200 stream that opens with an error: the vendor failed before answering."""
+    if api == "anthropic.messages":
+        return event == "error"
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(chunk, dict) and "error" in chunk

@@ -1,0 +1,162 @@
+"""Failover configuration: named providers and fallback rules, checked at start.
+
+    [providers.openrouter]            # openai and anthropic exist already
+    type = "openai"                   # "openai" (any OpenAI-compatible server) or "anthropic"
+    base_url = "https://openrouter.ai/api/v1"
+    api_key_env = "OPENROUTER_API_KEY"
+
+    [[fallback]]
+    model = "gpt-*"                   # requested model: exact name or glob
+    to = ["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-6"]
+    retries = 2                       # per target, for retryable failures
+    ttfb_timeout = 60                 # seconds to the first byte of the answer
+    idle_timeout = 60                 # seconds between stream events
+    midstream = "error"               # a stream broken after bytes reached the client
+
+On the command line, `--fallback 'gpt-*=anthropic:claude-sonnet-4-6'` adds a
+rule with the defaults. Keys are never in the file: a provider names the
+environment variable that holds its key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from proxy.config import ConfigError
+
+PROVIDER_TYPES = ("openai", "anthropic")
+MIDSTREAM = ("error",)
+_RULE_DEFAULTS = {"retries": 2, "ttfb_timeout": 60.0, "idle_timeout": 60.0, "midstream": "error"}
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    name: str
+    type: str  # openai | anthropic: the wire format it speaks
+    base_url: str
+    api_key_env: str
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) or None
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    provider: Provider
+    model: str
+
+    def __str__(self) -> str:
+        return f"{self.provider.name}:{self.model}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    model: str
+    targets: tuple[Target, ...]
+    retries: int = 2
+    ttfb_timeout: float = 60.0
+    idle_timeout: float = 60.0
+    midstream: str = "error"
+
+    def matches(self, model: str) -> bool:
+        return fnmatch.fnmatchcase(model, self.model)
+
+
+@dataclass(frozen=True, slots=True)
+class Fallbacks:
+    providers: Mapping[str, Provider]
+    rules: tuple[Rule, ...] = field(default=())
+
+    def rule_for(self, model: Any) -> Rule | None:
+        """The first rule whose pattern matches the requested model."""
+        if not isinstance(model, str):
+            return None
+        return next((rule for rule in self.rules if rule.matches(model)), None)
+
+
+def _check_url(where: str, url: Any) -> str:
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: must be an http(s) URL")
+    if parts.username or parts.password:
+        raise ConfigError(f"{where}: must not carry credentials; use api_key_env")
+    return url
+
+
+def _provider(name: str, table: Any) -> Provider:
+    where = f"providers.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    unknown = sorted(set(table) - {"type", "base_url", "api_key_env"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}")
+    kind = table.get("type")
+    if kind not in PROVIDER_TYPES:
+        raise ConfigError(f"{where}.type: must be one of {', '.join(PROVIDER_TYPES)}")
+    env = table.get("api_key_env")
+    if not isinstance(env, str) or not env.isidentifier():
+        raise ConfigError(f"{where}.api_key_env: the name of an environment variable")
+    return Provider(name, kind, _check_url(f"{where}.base_url", table.get("base_url")), env)
+
+
+def _target(where: str, text: Any, providers: Mapping[str, Provider]) -> Target:
+    name, colon, model = text.partition(":") if isinstance(text, str) else ("", "", "")
+    if not colon or not model:
+        raise ConfigError(f"{where}: write targets as 'provider:model', got {text!r}")
+    if name not in providers:
+        raise ConfigError(f"{where}: unknown provider {name!r} (known: {', '.join(providers)})")
+    return Target(providers[name], model)
+
+
+def _rule(where: str, table: dict[str, Any], providers: Mapping[str, Provider]) -> Rule:
+    unknown = sorted(set(table) - {"model", "to", *_RULE_DEFAULTS})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}")
+    model, targets = table.get("model"), table.get("to")
+    if not isinstance(model, str) or not model:
+        raise ConfigError(f"{where}.model: a model name or glob such as 'gpt-*'")
+    if not isinstance(targets, list) or not targets:
+        raise ConfigError(f"{where}.to: a list of 'provider:model' targets")
+    values = {**_RULE_DEFAULTS, **{k: table[k] for k in _RULE_DEFAULTS if k in table}}
+    if not isinstance(values["retries"], int) or not 0 <= values["retries"] <= 10:
+        raise ConfigError(f"{where}.retries: a whole number from 0 to 10")
+    for key in ("ttfb_timeout", "idle_timeout"):
+        if not isinstance(values[key], int | float) or values[key] <= 0:
+            raise ConfigError(f"{where}.{key}: seconds, greater than 0")
+    if values["midstream"] not in MIDSTREAM:
+        raise ConfigError(f"{where}.midstream: must be one of {', '.join(MIDSTREAM)}")
+    chain = tuple(_target(f"{where}.to[{i}]", t, providers) for i, t in enumerate(targets))
+    return Rule(model, chain, **values)
+
+
+def parse_cli_rule(text: str) -> dict[str, Any]:
+    """`MODEL=PROVIDER:MODEL[,PROVIDER:MODEL…]` as a rule table."""
+    model, equals, targets = text.partition("=")
+    if not equals or not model or not targets:
+        raise ConfigError(f"--fallback: write 'MODEL=PROVIDER:MODEL[,…]', got {text!r}")
+    return {"model": model, "to": targets.split(",")}
+
+
+def load_fallbacks(
+    openai_base: str, anthropic_base: str, file: Mapping[str, Any], cli_rules: tuple[str, ...]
+) -> Fallbacks:
+    """Providers and rules from the config file and `--fallback` flags, all checked."""
+    providers = {
+        "openai": Provider("openai", "openai", openai_base, "OPENAI_API_KEY"),
+        "anthropic": Provider("anthropic", "anthropic", anthropic_base, "ANTHROPIC_API_KEY"),
+    }
+    tables = file.get("providers", {})
+    if not isinstance(tables, dict):
+        raise ConfigError("providers: must be a table of provider tables")
+    providers.update({name: _provider(name, table) for name, table in tables.items()})
+    rule_tables = file.get("fallback", [])
+    if not isinstance(rule_tables, list) or not all(isinstance(t, dict) for t in rule_tables):
+        raise ConfigError("fallback: must be an array of tables ([[fallback]])")
+    rules = [_rule(f"fallback[{i}]", t, providers) for i, t in enumerate(rule_tables)]
+    rules += [_rule(f"--fallback {r!r}", parse_cli_rule(r), providers) for r in cli_rules]
+    return Fallbacks(providers, tuple(rules))

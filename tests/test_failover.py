@@ -1,0 +1,195 @@
+"""Failover with the official SDKs: one vendor down, the other serves, the agent never notices."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+from proxy.fallbacks import load_fallbacks
+from proxy.state import BREAKERS
+from recorder.bodies import decode_body
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
+from tests.fake_vendor import FakeVendor
+from tests.test_tool_events import anthropic_agent, chat_agent
+
+OPENAI_FALLBACK_KEY = "sk-fallback-openai-0123456789"
+ANTHROPIC_FALLBACK_KEY = "sk-ant-fallback-0123456789"
+RULES = {
+    "fallback": [
+        {
+            "model": "gpt-*",
+            "to": ["anthropic:claude-sonnet-4-6"],
+            "retries": 2,
+            "ttfb_timeout": 1.0,
+            "idle_timeout": 1.0,
+        },
+        {
+            "model": "claude-*",
+            "to": ["openai:gpt-4.1"],
+            "retries": 1,
+            "ttfb_timeout": 1.0,
+            "idle_timeout": 1.0,
+        },
+    ]
+}
+
+
+class Vendors:
+    def __init__(self, servers):
+        self.openai, self.anthropic = FakeVendor(), FakeVendor()
+        self.openai.url = servers.serve(self.openai.app(), handler_cancellation=True)
+        self.anthropic.url = servers.serve(self.anthropic.app(), handler_cancellation=True)
+
+
+@pytest.fixture
+def vendors(servers, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
+    return Vendors(servers)
+
+
+@pytest.fixture
+def proxy(servers, vendors, tmp_path):
+    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
+    fallbacks = load_fallbacks(openai_base, anthropic_base, RULES, ())
+    return start_taplog(
+        servers,
+        tmp_path / "data",
+        fallbacks,
+        openai_base=openai_base,
+        anthropic_base=anthropic_base,
+    )
+
+
+@pytest.fixture
+def oai(proxy):
+    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+
+@pytest.fixture
+def ant(proxy):
+    return anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+
+
+def _model_requests(fake):
+    return [r for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages")]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(vendors, proxy, oai, stream):
+    vendors.openai.down = {"status": "503"}
+    chat_agent(oai, stream)
+
+    served = _model_requests(vendors.anthropic)
+    assert len(served) == 8  # every call of the loop, served by Anthropic
+    assert all(r.headers["x-api-key"] == ANTHROPIC_FALLBACK_KEY for r in served)
+    assert all(r.headers["anthropic-version"] == "2023-06-01" for r in served)
+
+    def served_all(sessions):
+        answers = [e for evs in sessions.values() for e in evs if e["type"] == "llm.response"]
+        return sum(a["outcome"] == "ok" for a in answers) == 8
+
+    (events,) = proxy.wait_for(served_all).values()
+    originals = [e for e in events if e["type"] == "llm.request" and e["api"] == "openai.chat"]
+    assert len({e["exchange"] for e in originals}) == 8  # what the client sent, every time
+    failovers = [e for e in events if e["type"] == "failover"]
+    assert failovers and all(
+        (f["from_provider"], f["to_provider"], f["to_model"])
+        == ("openai", "anthropic", "claude-sonnet-4-6")
+        for f in failovers
+    )
+    translated = [e for e in events if e["type"] == "llm.request" and e.get("translated_from")]
+    assert [decode_body(e) for e in translated] == [r.body for r in served]  # recorded as sent
+    pres = [e for e in events if e["type"] == "tool.pre"]
+    posts = [e for e in events if e["type"] == "tool.post"]
+    assert [p["name"] for p in pres] == ["get_weather", "get_time", "read_file"]
+    assert sorted(p["call_id"] for p in posts) == sorted(p["call_id"] for p in pres)
+    assert all(p["flags"] == [] for p in posts)
+
+
+def test_breaker_sends_calls_straight_to_the_fallback_and_back(vendors, proxy, oai):
+    vendors.openai.down = {"status": "500"}
+
+    def ask(text):
+        return (
+            oai.chat.completions.create(
+                model="gpt-4.1", messages=[{"role": "user", "content": text}]
+            )
+            .choices[0]
+            .message.content
+        )
+
+    assert ask("one") == "Echo: one"
+    tried_primary = len(_model_requests(vendors.openai))
+    assert tried_primary == 3  # one try and two retries, then the breaker is open
+    assert ask("two") == "Echo: two"
+    assert len(_model_requests(vendors.openai)) == tried_primary  # skipped while open
+
+    vendors.openai.down = {}
+    proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
+    assert ask("three") == "Echo: three"  # the probe goes to the recovered primary
+    assert len(_model_requests(vendors.openai)) == tried_primary + 1
+    assert len(_model_requests(vendors.anthropic)) == 2
+
+
+def test_anthropic_agent_fails_over_to_openai(vendors, proxy, ant):
+    vendors.anthropic.down = {"status": "529"}
+    anthropic_agent(ant, stream=True)
+    served = _model_requests(vendors.openai)
+    assert len(served) == 8
+    assert all(r.headers["authorization"] == f"Bearer {OPENAI_FALLBACK_KEY}" for r in served)
+
+
+def test_errors_that_no_vendor_can_fix_are_not_failed_over(vendors, proxy, oai):
+    vendors.openai.next_faults = [{"status": "400"}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "x"}])
+    assert "fake" in caught.value.message
+    assert _model_requests(vendors.anthropic) == []
+    assert len(_model_requests(vendors.openai)) == 1
+
+
+def test_a_rate_limit_with_a_short_retry_after_is_retried_on_the_same_vendor(vendors, proxy, oai):
+    vendors.openai.next_faults = [{"status": "429", "retry_after": "0"}]
+    answer = oai.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "x"}]
+    )
+    assert answer.model == "gpt-4.1"
+    assert len(_model_requests(vendors.openai)) == 2 and _model_requests(vendors.anthropic) == []
+
+
+def test_an_error_event_opening_a_stream_fails_over(vendors, proxy, oai):
+    vendors.openai.down = {"inband_error": "", "cut": "0"}
+    with oai.chat.completions.stream(
+        model="gpt-4.1", messages=[{"role": "user", "content": "hello"}]
+    ) as stream:
+        assert stream.get_final_completion().choices[0].message.content == "Echo: hello"
+    assert len(_model_requests(vendors.anthropic)) == 1
+
+
+def test_untranslatable_requests_get_the_original_error(vendors, proxy, oai):
+    vendors.openai.down = {"status": "503"}
+    with pytest.raises(openai.InternalServerError) as caught:
+        oai.chat.completions.create(
+            model="gpt-4.1", n=2, messages=[{"role": "user", "content": "x"}]
+        )
+    assert "fake" in caught.value.message  # the vendor's own error, not a translation failure
+    assert _model_requests(vendors.anthropic) == []
+    failover = proxy.events("failover")
+    assert len(failover) == 1 and failover[0]["reason"].startswith("not translatable")
+
+
+def test_a_stream_broken_after_bytes_reached_the_client_ends_with_an_error_event(
+    vendors, proxy, oai
+):
+    vendors.openai.down = {"status": "503"}
+    vendors.anthropic.down = {"cut": "4", "events": "10"}
+    stream = oai.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "long"}], stream=True
+    )
+    with pytest.raises(openai.APIError, match=r"ended before its end marker|broke off"):
+        for _ in stream:
+            pass
+    answers = [e for e in proxy.events("llm.response") if e["provider"] == "anthropic"]
+    assert answers[-1]["outcome"] == "upstream_cut"
