@@ -38,7 +38,8 @@ class Exchange:
     session: str
     id: str
     secrets: tuple[bytes, ...]
-    started: float = field(default_factory=time.perf_counter)
+    received: float  # perf_counter() when the client's request arrived
+    started: float = field(default_factory=time.perf_counter)  # the upstream call started
     chunks: list[Chunk] = field(default_factory=list)
     delivered: int = 0  # chunks fully handed to the client
     ttfb_ms: float | None = None
@@ -98,6 +99,7 @@ async def forward(
 ) -> web.StreamResponse:
     app = request.app
     answer = _Answer()
+    exchange.started = time.perf_counter()
     try:
         async with app[POOL].request(
             request.method,
@@ -166,6 +168,7 @@ def _record_answer(
         delivered_chunks=exchange.delivered,
         outcome=outcome,
         latency_ms=exchange.elapsed_ms(),
+        overhead_ms=(exchange.started - exchange.received) * 1000,
         ttfb_ms=exchange.ttfb_ms,
         error=error,
         secrets=exchange.secrets,

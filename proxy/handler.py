@@ -12,6 +12,8 @@ Order matters and is part of the contract:
 
 from __future__ import annotations
 
+import time
+
 from aiohttp import web
 
 from proxy import errors, routing
@@ -43,6 +45,7 @@ def _retry_count(headers: dict[str, str]) -> int:
 
 
 async def proxy_call(request: web.Request) -> web.StreamResponse:
+    received = time.perf_counter()
     app = request.app
     settings, recorder = app[SETTINGS], app[RECORDER]
     try:
@@ -68,7 +71,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     except InvalidSessionId as exc:
         return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
 
-    exchange = Exchange(route, resolution.session, new_id("ex"), secret_values(headers))
+    exchange = Exchange(route, resolution.session, new_id("ex"), secret_values(headers), received)
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
     rule = _fallback_rule(app, route.api, parsed)

@@ -95,6 +95,7 @@ class LlmResponse:
     ttfb_ms: float | None
     error: str | None = None
     delivered_chunks: int | None = None  # None: all of them
+    overhead_ms: float | None = None  # taplog's own time before the vendor was called
     secrets: tuple[bytes, ...] = ()
     event: Event = field(init=False)
 
@@ -110,6 +111,7 @@ class LlmResponse:
             error=self.error,
             latency_ms=round(self.latency_ms, 3),
             ttfb_ms=None if self.ttfb_ms is None else round(self.ttfb_ms, 3),
+            overhead_ms=None if self.overhead_ms is None else round(self.overhead_ms, 3),
             headers=self.headers,
         )
 
