@@ -41,7 +41,7 @@ from proxy.attempts import (
 from proxy.fallbacks import Rule, Target
 from proxy.forward import Exchange, _ClientGone, _cut_off, _send
 from proxy.state import BREAKERS, FALLBACKS, LIFECYCLE, POOL, RECORDER
-from proxy.upstream import classify, request_headers, response_headers
+from proxy.upstream import BrokenStream, classify, request_headers, response_headers
 from recorder.bodies import parse_json
 from recorder.events import FAILOVER, make_event
 from recorder.exchange import LlmRequest, LlmResponse
@@ -49,6 +49,7 @@ from recorder.secrets import fingerprint, safe_headers
 from recorder.translate.answers import chat_answer_to_messages, messages_answer_to_chat
 from recorder.translate.requests import Untranslatable
 from recorder.translate.streams import AnthropicToChatStream, ChatToAnthropicStream
+from recorder.wire import api_module
 from recorder.wire.sse import SseSplitter, parse_block
 from recorder.writer import EventRecord
 
@@ -183,7 +184,7 @@ async def _try_once(
                 attempt_try.keep(body)
                 outcome = verdict(status, parse_json(body))
             else:
-                outcome = await _first_event(upstream, attempt_try)
+                outcome = await _answer_start(upstream, attempt_try)
     except (aiohttp.ClientError, TimeoutError) as exc:
         failure = classify(exc)
         call.last_reason = failure.message
@@ -211,9 +212,11 @@ async def _try_once(
     return None, outcome, retry_after(headers)
 
 
-async def _first_event(upstream: aiohttp.ClientResponse, attempt_try: _Try) -> str:
-    """Read a stream up to its first event: an error there means the vendor failed."""
+async def _answer_start(upstream: aiohttp.ClientResponse, attempt_try: _Try) -> str:
+    """Read a stream up to its first event (an error there means the vendor failed), or a
+    whole non-stream body (a cut body is a failure that another target can still fix)."""
     if not attempt_try.attempt.stream:
+        attempt_try.keep(await upstream.read())
         return OK
     splitter = SseSplitter()
     async for chunk in upstream.content.iter_any():
@@ -226,6 +229,71 @@ async def _first_event(upstream: aiohttp.ClientResponse, attempt_try: _Try) -> s
     return RETRY  # the stream ended before its first event
 
 
+class _Relayed:
+    """A vendor stream passed on as it came, watched for its end marker or an error."""
+
+    def __init__(self, api: str, streamed: bool) -> None:
+        self.api = api
+        self.splitter = SseSplitter() if streamed else None
+        self.finished = not streamed  # a whole body is complete by HTTP framing
+        self.error: bool = False
+
+    def convert(self, chunk: bytes) -> bytes:
+        if self.splitter is not None:
+            for block in self.splitter.feed(chunk):
+                event = parse_block(block)
+                if event is None:
+                    continue
+                self.finished = self.finished or api_module(self.api).is_end(event)
+                self.error = self.error or first_event_is_error(self.api, event.event, event.data)
+        return chunk
+
+
+class _Translated:
+    """A vendor stream translated event by event into the client's API."""
+
+    def __init__(self, call: Call, attempt: Attempt) -> None:
+        names = attempt.translation.tool_names if attempt.translation else None
+        self.splitter = SseSplitter()
+        if call.api == "openai.chat":
+            options = call.parsed.get("stream_options")
+            usage = isinstance(options, dict) and options.get("include_usage") is True
+            created = int(time.time())
+            self.translator: Any = AnthropicToChatStream(
+                include_usage=usage, created=created, tool_names=names
+            )
+        else:
+            self.translator = ChatToAnthropicStream(model=attempt.target.model, tool_names=names)
+
+    @property
+    def finished(self) -> bool:
+        return self.translator.finished
+
+    @property
+    def error(self) -> bool:
+        return self.translator.error is not None
+
+    def convert(self, chunk: bytes) -> bytes:
+        out: list[bytes] = []
+        for block in self.splitter.feed(chunk):
+            event = parse_block(block)
+            if event is None:
+                continue
+            if isinstance(self.translator, ChatToAnthropicStream) and event.data.startswith(
+                "[DONE]"
+            ):
+                out.extend(self.translator.feed(None))
+                continue
+            data = parse_json(event.data.encode())
+            if not isinstance(data, dict):
+                raise BrokenStream("the vendor sent a malformed event")
+            if isinstance(self.translator, AnthropicToChatStream):
+                out.extend(self.translator.feed(event.event, data))
+            else:
+                out.extend(self.translator.feed(data))
+        return b"".join(out)
+
+
 async def _relay(
     request: web.Request,
     call: Call,
@@ -235,42 +303,40 @@ async def _relay(
 ) -> web.StreamResponse:
     """Send a good answer to the client: as it came, or translated into the client's API."""
     attempt = attempt_try.attempt
-    translator = _translator(call, attempt)
-    if translator is None and attempt.translation is not None:
-        return await _relay_translated_body(request, call, attempt_try, upstream, headers)
-    if translator is not None:
+    if attempt.translation is not None and not attempt.stream:
+        return _relay_translated_body(request, call, attempt_try, upstream, headers)
+    if attempt.translation is not None:
+        stream: _Relayed | _Translated = _Translated(call, attempt)
         sent_headers = CIMultiDict(
             {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
         )
     else:
+        stream = _Relayed(attempt.api, attempt.stream)
         sent_headers = CIMultiDict(headers)
         sent_headers.popall("content-length", None)
     response = web.StreamResponse(status=upstream.status, headers=sent_headers)
     outcome, error = "ok", None
     try:
         await response.prepare(request)
-        splitter = SseSplitter() if translator is not None else None
         pending = [chunk for _, chunk in attempt_try.chunks]
         async for chunk in _chunks(upstream, attempt_try, pending):
-            await _send(response, _convert(splitter, translator, chunk) if splitter else chunk)
-        complete = translator.finished if translator is not None else True
-        if not complete:
-            outcome, error = "upstream_cut", "the translated stream ended before its end marker"
-            await _send(response, errors.stream_error_event(call.exchange.route.provider, error))
-            _cut_off(request)
-        else:
-            await response.write_eof()
+            await _send(response, stream.convert(chunk))
+        if not stream.finished:
+            raise BrokenStream("the stream ended before its end marker")
+        await response.write_eof()
     except asyncio.CancelledError:
         outcome = "shutdown" if request.app[LIFECYCLE].stopping else "client_disconnected"
         raise
     except _ClientGone:
         outcome = "client_disconnected"
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         failure = classify(exc)
-        outcome, error = failure.outcome, failure.message
-        await _send_quietly(
-            response, errors.stream_error_event(call.exchange.route.provider, error)
-        )
+        outcome = failure.outcome
+        error = str(exc) if isinstance(exc, BrokenStream) else failure.message
+        if not stream.error:  # the vendor's own error event already told the client
+            await _send_quietly(
+                response, errors.stream_error_event(call.exchange.route.provider, error)
+            )
         _cut_off(request)
     finally:
         upstream.close()
@@ -286,45 +352,15 @@ async def _chunks(upstream: aiohttp.ClientResponse, attempt_try: _Try, pending: 
         yield chunk
 
 
-def _translator(
-    call: Call, attempt: Attempt
-) -> AnthropicToChatStream | ChatToAnthropicStream | None:
-    if attempt.translation is None or not attempt.stream:
-        return None
-    names = attempt.translation.tool_names
-    if call.api == "openai.chat":
-        options = call.parsed.get("stream_options")
-        usage = isinstance(options, dict) and options.get("include_usage") is True
-        return AnthropicToChatStream(
-            include_usage=usage, created=int(time.time()), tool_names=names
-        )
-    return ChatToAnthropicStream(model=attempt.target.model, tool_names=names)
-
-
-def _convert(splitter: SseSplitter, translator: Any, chunk: bytes) -> bytes:
-    out: list[bytes] = []
-    for block in splitter.feed(chunk):
-        event = parse_block(block)
-        if event is None:
-            continue
-        data = parse_json(event.data.encode())
-        if isinstance(translator, AnthropicToChatStream):
-            if isinstance(data, dict):
-                out.extend(translator.feed(event.event, data))
-        else:
-            out.extend(translator.feed(data if isinstance(data, dict) else None))
-    return b"".join(out)
-
-
-async def _relay_translated_body(
+def _relay_translated_body(
     request: web.Request,
     call: Call,
     attempt_try: _Try,
     upstream: aiohttp.ClientResponse,
     headers: CIMultiDict[str],
 ) -> web.Response:
-    body = await upstream.read()
-    attempt_try.keep(body)
+    """A whole answer translated into the client's API."""
+    body = b"".join(chunk for _, chunk in attempt_try.chunks)  # read whole by _answer_start
     upstream.release()
     answer = parse_json(body)
     names = attempt_try.attempt.translation.tool_names

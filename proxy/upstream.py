@@ -8,6 +8,7 @@ proxy does next:
     TimeoutError (connect, silent vendor)    504  outcome "timeout"     cut the client off
     ClientConnectorError, disconnects, OS    502  "unreachable"         cut the client off
     ClientPayloadError (broken body)         502  "upstream_cut"        cut the client off
+    BrokenStream (malformed, no end marker)  -                          cut the client off
 
 "Cut the client off" closes the client connection without a clean end, so the
 client sees the same truncation taplog saw and never mistakes it for a
@@ -88,6 +89,10 @@ def response_headers(upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
     )
 
 
+class BrokenStream(Exception):
+    """The vendor's stream cannot go on: malformed, or over without its end marker."""
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamFailure:
     outcome: str  # timeout, unreachable, upstream_cut
@@ -99,6 +104,6 @@ def classify(exc: BaseException) -> UpstreamFailure:
     """What an upstream exception means for the call (see the module table)."""
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return UpstreamFailure("timeout", 504, "the vendor did not answer in time")
-    if isinstance(exc, aiohttp.ClientPayloadError):
+    if isinstance(exc, aiohttp.ClientPayloadError | BrokenStream):
         return UpstreamFailure("upstream_cut", 502, "the vendor's answer broke off")
     return UpstreamFailure("unreachable", 502, "cannot reach the vendor")

@@ -27,6 +27,10 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
     !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
     !linger=S         stream: wait S seconds after the last event before ending the body
+    !reset            close the connection before answering anything
+    !error_first      HTTP 200 stream whose only event is the vendor's in-band error
+    !malformed=N      stream: event N is not valid JSON
+    !no_end           stream: leave out the end marker ([DONE] / message_stop / response.completed)
 
 Everything but `!plan` comes from the last user message that has text (the one
 that started the current turn), so a tool loop keeps the settings of its turn.
@@ -892,6 +896,8 @@ class FakeVendor:
             d.update(self.down)
             if self.next_faults:
                 d.update(self.next_faults.pop(0))
+            if "reset" in d:  # the connection dies before any answer
+                return _hang_up(request, web.StreamResponse())
             if "hang" in d and await _until_gone(request):
                 return web.Response(status=499)  # nobody left to read it
             await asyncio.sleep(_num(d, "ttfb"))
@@ -912,6 +918,8 @@ class FakeVendor:
             events = api.events(answer, body)
             if "inband_error" in d:
                 events = [*events[:2], api.inband_error(answer, 2)]
+            if "error_first" in d:  # a 200 stream whose very first event is an error
+                events = [api.inband_error(answer, 0)]
             return await self._stream(request, index, events, reply, d)
 
         async def counted(request: web.Request) -> web.StreamResponse:
@@ -972,6 +980,8 @@ class FakeVendor:
         if packer:
             resp.headers["Content-Encoding"] = "gzip"
         # A cut never reaches the terminal event, however large N is.
+        if "no_end" in d:  # a clean end of the body, but without the end marker
+            events = events[:-1]
         cut = min(int(_num(d, "cut")), len(events) - 1) if "cut" in d else len(events)
         written = bytearray()
         try:
@@ -979,6 +989,8 @@ class FakeVendor:
             for i, event in enumerate(events[:cut]):
                 if i:
                     await asyncio.sleep(_num(d, "delay"))
+                if "malformed" in d and i == int(_num(d, "malformed")):
+                    event = b"data: {not json\n\n"
                 # Recorded first: the client may act on the event before write() returns.
                 written += event
                 self.sent[index] = bytes(written)

@@ -18,7 +18,7 @@ import orjson
 from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, typed_payloads
 from .tools import ToolCall, ToolResult
 
-__all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
+__all__ = ["NORMAL_STOPS", "is_end", "reassemble", "summarize", "tool_calls", "tool_results"]
 
 NORMAL_STOPS = frozenset({"end_turn", "stop_sequence"})
 _SERVER_TOOL_USES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -224,3 +224,8 @@ def tool_results(body: dict) -> list[ToolResult]:
         and block.get("type") == "tool_result"
         and isinstance(block.get("tool_use_id"), str)
     ]
+
+
+def is_end(event: SseEvent) -> bool:
+    """The stream's end marker, `message_stop`."""
+    return event.event == "message_stop"

@@ -17,7 +17,7 @@ from typing import Any
 from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, load_object
 from .tools import ToolCall, ToolResult, call_from_string
 
-__all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
+__all__ = ["NORMAL_STOPS", "is_end", "reassemble", "summarize", "tool_calls", "tool_results"]
 
 NORMAL_STOPS = frozenset({"stop"})
 
@@ -228,3 +228,8 @@ def tool_results(body: dict) -> list[ToolResult]:
         and message.get("role") == "tool"
         and isinstance(message.get("tool_call_id"), str)
     ]
+
+
+def is_end(event: SseEvent) -> bool:
+    """The stream's end marker, `data: [DONE]`."""
+    return event.data.startswith("[DONE]")

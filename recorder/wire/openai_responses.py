@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, typed_payloads
 from .tools import ToolCall, ToolResult, call_from_string
 
-__all__ = ["NORMAL_STOPS", "reassemble", "summarize", "tool_calls", "tool_results"]
+__all__ = ["NORMAL_STOPS", "is_end", "reassemble", "summarize", "tool_calls", "tool_results"]
 
 # Responses has no stop reason that could contradict a tool call.
 NORMAL_STOPS: frozenset[str] = frozenset()
@@ -238,6 +238,12 @@ def tool_results(body: dict) -> list[ToolResult]:
         ToolResult(item["call_id"], item.get("output"))
         for item in as_list(body.get("input"))
         if isinstance(item, dict)
-        and item.get("type") in _CLIENT_OUTPUTS
+        and isinstance(item.get("type"), str)
+        and item["type"] in _CLIENT_OUTPUTS
         and isinstance(item.get("call_id"), str)
     ]
+
+
+def is_end(event: SseEvent) -> bool:
+    """A terminal event: completed, incomplete or failed."""
+    return event.event in _TERMINAL

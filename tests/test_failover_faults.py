@@ -1,0 +1,147 @@
+"""Every vendor fault, through both SDKs, stream and non-stream.
+
+Before the first byte reaches the client a fault moves the call along its
+chain, and the client gets the fallback's complete answer; after that, the
+client's stream ends with an error in its own format, never looking complete.
+Attempt counts are taken at the fake vendors.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anthropic
+import openai
+import pytest
+
+from proxy.fallbacks import load_fallbacks
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
+from tests.test_failover import Vendors, _model_requests
+
+TIMEOUT = 0.4
+LIMITS = {"retries": 1, "ttfb_timeout": TIMEOUT, "idle_timeout": TIMEOUT}
+RULES = {
+    "fallback": [
+        {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS},
+        {"model": "claude-*", "to": ["openai:gpt-4.1"], **LIMITS},
+    ]
+}
+
+
+@pytest.fixture
+def vendors(servers, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-openai-0123456789")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fallback-0123456789")
+    return Vendors(servers)
+
+
+@pytest.fixture
+def proxy(servers, vendors, tmp_path):
+    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
+    fallbacks = load_fallbacks(openai_base, anthropic_base, RULES, ())
+    return start_taplog(
+        servers,
+        tmp_path / "data",
+        fallbacks,
+        openai_base=openai_base,
+        anthropic_base=anthropic_base,
+    )
+
+
+def ask_openai(proxy, stream: bool) -> str:
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    messages = [{"role": "user", "content": "tell me !events=4"}]
+    if stream:
+        with client.chat.completions.stream(model="gpt-4.1", messages=messages) as answer:
+            return answer.get_final_completion().choices[0].message.content
+    return (
+        client.chat.completions.create(model="gpt-4.1", messages=messages)
+        .choices[0]
+        .message.content
+    )
+
+
+def ask_anthropic(proxy, stream: bool) -> str:
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    kwargs = dict(
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "tell me !events=4"}],
+    )
+    if stream:
+        with client.messages.stream(**kwargs) as answer:
+            return answer.get_final_message().content[0].text
+    return client.messages.create(**kwargs).content[0].text
+
+
+CLIENTS = {
+    "openai": (ask_openai, "openai", "anthropic"),
+    "anthropic": (ask_anthropic, "anthropic", "openai"),
+}
+
+# fault -> tries the broken vendor gets (retries: 1), or None where only streams apply
+BEFORE_FIRST_BYTE = {
+    "status=500": 2,
+    "status=503": 2,
+    "status=529": 2,
+    "status=429 retry_after=30": 1,  # too long to wait: straight to the fallback
+    "reset": 2,
+    "hang": 2,
+    "ttfb=2": 2,
+    "cut=0": 2,
+    "error_first": 2,
+}
+
+
+def _directives(text: str) -> dict[str, str]:
+    return dict([*part.split("="), ""][:2] for part in text.split())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("fault", sorted(BEFORE_FIRST_BYTE))
+def test_faults_before_the_first_byte_are_served_by_the_fallback(
+    vendors, proxy, client, stream, fault
+):
+    ask, own, other = CLIENTS[client]
+    if fault == "error_first" and not stream:
+        pytest.skip("an in-band error exists only in streams")
+    broken, healthy = getattr(vendors, own), getattr(vendors, other)
+    broken.down = _directives(fault)
+    started = time.monotonic()
+    assert ask(proxy, stream) == "Echo: tell me"
+    assert len(_model_requests(broken)) == BEFORE_FIRST_BYTE[fault]
+    assert len(_model_requests(healthy)) == 1
+    assert time.monotonic() - started < 2 * (TIMEOUT + 0.5) + 1  # within the budget
+    failovers = proxy.events("failover")
+    assert [(f["from_provider"], f["to_provider"]) for f in failovers] == [(own, other)]
+
+
+AFTER_FIRST_BYTE = ["cut=3", "delay=2", "no_end", "inband_error", "malformed=2"]
+
+
+@pytest.mark.parametrize("translated", [False, True], ids=["own-vendor", "translated"])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("fault", AFTER_FIRST_BYTE)
+def test_a_stream_broken_after_the_first_byte_never_looks_complete(
+    vendors, proxy, client, fault, translated
+):
+    ask, own, other = CLIENTS[client]
+    if translated:
+        getattr(vendors, own).down = {"status": "503"}
+        getattr(vendors, other).down = _directives(fault)
+    else:
+        getattr(vendors, own).down = _directives(fault)
+    if fault.startswith("malformed") and not translated:
+        pytest.skip("passed through as it came: the client's own SDK reads the vendor's bytes")
+    if fault == "no_end" and translated and client == "anthropic":
+        # OpenAI's usage chunk (asked for by taplog) already closes the translated message:
+        # the answer is whole, with its stop reason and usage, so it is delivered as such.
+        assert ask(proxy, stream=True) == "Echo: tell me"
+        return
+    with pytest.raises((openai.APIError, anthropic.APIError, ValueError)):
+        ask(proxy, stream=True)
+    served_by = other if translated else own
+    answers = [e for e in proxy.events("llm.response") if e["provider"] == served_by]
+    assert answers[-1]["outcome"] in ("upstream_cut", "timeout", "ok")
+    assert answers[-1]["stream_complete"] is False
