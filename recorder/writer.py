@@ -10,6 +10,13 @@ mark or the disk fails, and the proxy then refuses *new* calls with a 503
 before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
 space returns.
+
+Observers see what was recorded: `Recorder(..., observers=[fn])` (or
+`observe(fn)`) calls each `fn(event)` on the writer thread with every event
+once it is written, in log order, so metrics and call logs agree with the
+log and cost the event loop nothing. An observer must be quick and must not
+block; one that raises is logged and skipped, never allowed to stop the log.
+The writer's own counters (`stats`) are plain numbers, read at scrape time.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +40,27 @@ log = logging.getLogger("taplog.recorder")
 
 FSYNC_POLICIES = ("always", "interval", "never")
 FSYNC_INTERVAL = 0.1
+SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+Observer = Callable[[Event], None]
+
+
+@dataclass
+class WriterStats:
+    """Counters of the writer thread: written there, read anywhere (single ints, no lock)."""
+
+    events_written: int = 0
+    bytes_written: int = 0
+    write_errors: int = 0  # failed appends and syncs (each is retried)
+    observer_errors: int = 0
+    sync_seconds: float = 0.0  # total time in fsync passes
+    # fsync passes by duration: one count per SYNC_BUCKETS bound, then one for longer
+    sync_counts: list[int] = field(default_factory=lambda: [0] * (len(SYNC_BUCKETS) + 1))
+
+    def synced(self, seconds: float) -> None:
+        slot = next((i for i, bound in enumerate(SYNC_BUCKETS) if seconds <= bound), -1)
+        self.sync_counts[slot] += 1
+        self.sync_seconds += seconds
 
 
 @dataclass
@@ -97,6 +125,7 @@ class Recorder:
         max_open_files: int = 256,
         retry_seconds: float = 1.0,
         session_idle_seconds: float = 3600.0,
+        observers: Iterable[Observer] = (),
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
@@ -116,6 +145,8 @@ class Recorder:
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
         self._states: dict[str, SessionState] = {}
         self._last_sync = time.monotonic()
+        self._observers: list[Observer] = list(observers)
+        self.stats = WriterStats()
         self._thread = threading.Thread(target=self._run, name="taplog-writer", daemon=True)
 
     # -- event-loop side ---------------------------------------------------
@@ -124,6 +155,10 @@ class Recorder:
         for folder in (self.sessions_dir, self.quarantine_dir):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._thread.start()
+
+    def observe(self, observer: Observer) -> None:
+        """Call `observer(event)` on the writer thread for every event written from now on."""
+        self._observers.append(observer)
 
     def record(self, record: Record) -> None:
         """Queue a record for writing. Never blocks, never drops."""
@@ -251,16 +286,32 @@ class Recorder:
             by_session.setdefault(event["session"], []).append(event)
         for session, events in list(by_session.items()):
             try:
-                self._file(session).append(events)
+                session_file = self._file(session)
+                before = session_file.size
+                session_file.append(events)
             except OSError as exc:
+                self.stats.write_errors += 1
                 self._error = f"cannot write session logs: {exc.strerror or exc}"
                 log.error("recorder: %s (will retry)", self._error)
                 return [e for e in pending if e["session"] in by_session]
             del by_session[session]
+            self.stats.events_written += len(events)
+            self.stats.bytes_written += session_file.size - before
+            self._notify(events)
         if self._error is not None:
             log.warning("recorder: writing again after: %s", self._error)
             self._error = None
         return []
+
+    def _notify(self, events: list[Event]) -> None:
+        for observer in self._observers:
+            for event in events:
+                try:
+                    observer(event)
+                except Exception:
+                    self.stats.observer_errors += 1
+                    if self.stats.observer_errors == 1:  # once: an observer bug must not flood
+                        log.exception("recorder: an observer failed on a %s event", event["type"])
 
     def _file(self, session: str) -> SessionFile:
         session_file = self._files.get(session)
@@ -286,10 +337,14 @@ class Recorder:
         now = time.monotonic()
         if not force and self.fsync == "interval" and now - self._last_sync < FSYNC_INTERVAL:
             return
+        dirty = [f for f in self._files.values() if f.dirty]
         try:
-            for session_file in self._files.values():
+            for session_file in dirty:
                 session_file.sync()
         except OSError as exc:
+            self.stats.write_errors += 1
             self._error = f"cannot sync session logs: {exc.strerror or exc}"
             log.error("recorder: %s", self._error)
+        if dirty:
+            self.stats.synced(time.monotonic() - now)
         self._last_sync = now
