@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -13,15 +12,16 @@ import click
 
 from proxy.cli_logs import COMMANDS
 from proxy.config import (
-    FSYNC_CHOICES,
     SETTINGS,
     ConfigError,
+    choices,
     config_file,
     env_name,
     flag_name,
     load,
 )
 from proxy.fallbacks import load_fallbacks
+from proxy.logs import configure_logging
 from recorder import __version__
 from recorder.lock import DataDirBusy
 
@@ -36,7 +36,8 @@ _CLICK_TYPES: dict[str, Any] = {
 def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """A flag for every setting, generated from its one declaration."""
     for name, declared in reversed(SETTINGS.items()):
-        kind = click.Choice(FSYNC_CHOICES) if name == "fsync" else _CLICK_TYPES[declared.type]
+        allowed = choices(name)
+        kind = click.Choice(allowed) if allowed else _CLICK_TYPES[declared.type]
         help_text = f"{declared.metadata['help']} [default: {declared.default}; ${env_name(name)}]"
         command = click.option(flag_name(name), name, type=kind, help=help_text)(command)
     return command
@@ -78,9 +79,7 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
         settings, fallbacks = _load(config, flags, fallback_rules)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_format, settings.log_level)
     try:
         asyncio.run(run(settings, fallbacks))
     except (ServeError, DataDirBusy) as exc:

@@ -19,6 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 FSYNC_CHOICES = ("always", "interval", "never")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 FAILOVER_TABLES = frozenset({"providers", "fallback"})  # read by proxy.fallbacks
 
 
@@ -41,9 +43,15 @@ def _not_negative(value: float) -> None:
         raise ValueError("must be 0 or more")
 
 
-def _fsync(value: str) -> None:
-    if value not in FSYNC_CHOICES:
-        raise ValueError(f"must be one of {', '.join(FSYNC_CHOICES)}")
+@dataclass(frozen=True)
+class OneOf:
+    """A check that also tells the CLI which values to offer."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: str) -> None:
+        if value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}")
 
 
 def _base_url(value: str) -> None:
@@ -88,7 +96,7 @@ class Settings:
         "interval",
         "When logs reach the disk: always (every batch), interval (at most 100 ms "
         "of loss), never (left to the OS).",
-        _fsync,
+        OneOf(FSYNC_CHOICES),
     )
     max_body_mb: float = setting(64.0, "Largest request body accepted, in MiB.", _positive)
     connect_timeout: float = setting(10.0, "Seconds to connect to a vendor.", _positive)
@@ -109,6 +117,17 @@ class Settings:
         "Copy sessions idle this long into Parquet for fast queries (0: never).",
         _not_negative,
     )
+    log_format: str = setting(
+        "text",
+        "Format of taplog's own log lines on stderr (one per call, never headers or "
+        "bodies): text or json.",
+        OneOf(LOG_FORMATS),
+    )
+    log_level: str = setting(
+        "info",
+        "Least severe log lines shown: debug, info (one line per call), warning, error.",
+        OneOf(LOG_LEVELS),
+    )
 
     @property
     def max_body_bytes(self) -> int:
@@ -116,6 +135,12 @@ class Settings:
 
 
 SETTINGS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def choices(name: str) -> tuple[str, ...] | None:
+    """The values a setting accepts, when they are a fixed list."""
+    check = SETTINGS[name].metadata["check"]
+    return check.choices if isinstance(check, OneOf) else None
 
 
 def flag_name(name: str) -> str:

@@ -4,8 +4,8 @@ in flight finish within the grace period, flush the logs, exit 0."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
-import sys
 
 from aiohttp import web
 
@@ -14,6 +14,8 @@ from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
 from proxy.state import LIFECYCLE
 from recorder import __version__
+
+log = logging.getLogger("taplog")
 
 
 class ServeError(RuntimeError):
@@ -54,7 +56,7 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
             loop.add_signal_handler(signum, stop.set)
         print(banner(settings, runner.addresses[0][1]), flush=True)
         await stop.wait()
-        print("taplog: stopping; finishing calls in flight", file=sys.stderr, flush=True)
+        log.info("stopping; finishing calls in flight")
         app[LIFECYCLE].stopping = True
     finally:
         await runner.cleanup()
