@@ -1,9 +1,21 @@
-"""The aiohttp application: routes, lifetimes of the recorder and the upstream pool."""
+"""The aiohttp application: routes, lifetimes of the recorder and the upstream pool.
+
+taplog's own endpoints, beside the proxied API paths:
+
+    GET /healthz   200 {"status": "ok"} while the process serves
+    GET /readyz    200 when it can record; 503 with the reason when it cannot
+                   (writer failing, queue over its high-water mark, data dir
+                   not writable, shutting down)
+    GET /metrics   Prometheus text format (proxy.metrics)
+
+None of them reveals configuration, keys, paths or upstream URLs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +25,9 @@ from proxy.breaker import Breakers
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks, load_fallbacks
 from proxy.handler import proxy_call
+from proxy.labels import Bounded
+from proxy.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
+from proxy.observe import Observer
 from proxy.state import (
     BREAKERS,
     FALLBACKS,
@@ -30,6 +45,9 @@ from recorder.writer import Recorder
 
 log = logging.getLogger("taplog")
 
+METRICS = web.AppKey("metrics", Metrics)
+DISK_CHECK_SECONDS = 2.0
+
 
 async def _recorder(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
@@ -40,9 +58,11 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         fsync=settings.fsync,
         high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
         session_idle_seconds=settings.session_idle_minutes * 60,
+        observers=[Observer(app[METRICS])],
     )
     recorder.start()
     app[RECORDER] = recorder
+    app[METRICS].recorder = recorder
     try:
         yield
     finally:
@@ -89,17 +109,65 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Ready to record: the disk works and the recorder queue has room."""
-    health = request.app[RECORDER].health()
-    return web.json_response(health, status=200 if health["accepting"] else 503)
+    """Ready to record: not stopping, the writer healthy, its queue below the mark, the
+    data dir writable. The disk check runs off the loop and gives up after a while."""
+    recorder = request.app[RECORDER]
+    health = recorder.health()
+    reason = health["reason"]
+    if request.app[LIFECYCLE].stopping:
+        reason = "shutting down"
+    elif reason is None:
+        reason = await _disk_problem(recorder.sessions_dir)
+    body = {
+        "ready": reason is None,
+        "accepting": health["accepting"],
+        "reason": reason,
+        "queued_records": health["queued_records"],
+        "queued_bytes": health["queued_bytes"],
+    }
+    return web.json_response(body, status=200 if reason is None else 503)
+
+
+async def _disk_problem(folder: Path) -> str | None:
+    try:
+        async with asyncio.timeout(DISK_CHECK_SECONDS):
+            return await asyncio.to_thread(_probe_writable, folder)
+    except TimeoutError:
+        return f"cannot write to the data dir: no answer within {DISK_CHECK_SECONDS:g} s"
+
+
+def _probe_writable(folder: Path) -> str | None:
+    """Create and drop a nameless file where session logs go (works as root, unlike access)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as exc:
+        return f"cannot write to the data dir: {exc.strerror or type(exc).__name__}"
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format; rendered off the loop from a copy of the breaker states."""
+    app_metrics = request.app[METRICS]
+    app_metrics.breaker_states = request.app[BREAKERS].states()
+    body = await asyncio.to_thread(app_metrics.render)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+def _bounded_labels(fallbacks: Fallbacks) -> Bounded:
+    models = {rule.model for rule in fallbacks.rules}
+    models |= {target.model for rule in fallbacks.rules for target in rule.targets}
+    return Bounded(fallbacks.providers, models)
 
 
 def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Application:
-    app = web.Application(client_max_size=settings.max_body_bytes)
-    app[SETTINGS] = settings
-    app[FALLBACKS] = fallbacks or load_fallbacks(
-        settings.openai_base, settings.anthropic_base, {}, ()
+    fallbacks = fallbacks or load_fallbacks(settings.openai_base, settings.anthropic_base, {}, ())
+    app_metrics = Metrics(_bounded_labels(fallbacks), settings.session_idle_minutes * 60)
+    app = web.Application(
+        client_max_size=settings.max_body_bytes, middlewares=[call_tracker(app_metrics)]
     )
+    app[SETTINGS] = settings
+    app[FALLBACKS] = fallbacks
+    app[METRICS] = app_metrics
     app[BREAKERS] = Breakers()
     app[LIFECYCLE] = Lifecycle()
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
@@ -107,7 +175,9 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_compactor)
     app.on_shutdown.append(_mark_stopping)
+    app.on_response_prepare.append(stream_tracker(app_metrics))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/{tail:.*}", proxy_call)
     return app
