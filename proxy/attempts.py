@@ -81,13 +81,14 @@ def plan(
     raw: bytes,
     client_headers: CIMultiDictProxy[str],
     client_url: str,
+    allow_prefill: bool = False,
 ) -> Attempt:
     """The request for `target`; raises Untranslatable when it cannot take the call."""
     api = _WIRE[target.provider.type]
     same_provider = target.provider.name == client_provider
     if api != client_api:
         convert = chat_to_messages if client_api == "openai.chat" else messages_to_chat
-        translation = convert(parsed, model=target.model)
+        translation = convert(parsed, model=target.model, allow_prefill=allow_prefill)
         body = orjson.dumps(translation.body)
         headers = _own_headers(target, client_headers)
         return Attempt(target, api, _url(target), headers, body, translation.body, translation)

@@ -39,6 +39,7 @@ class Call:
     attempts: int = 0
     primary_error: tuple[int, CIMultiDict[str], bytes] | None = None
     last_reason: str = ""
+    chain: list[Target] = field(default_factory=list)  # the targets, the client's own first
 
     @property
     def api(self) -> str:

@@ -41,8 +41,8 @@ from proxy.call_log import (
     switch,
 )
 from proxy.fallbacks import Target
-from proxy.relay import relay
-from proxy.state import BREAKERS, FALLBACKS, POOL
+from proxy.relay import open_upstream, relay
+from proxy.state import BREAKERS, FALLBACKS
 from proxy.upstream import classify, response_headers
 from recorder.bodies import parse_json
 from recorder.events import FAILOVER
@@ -56,7 +56,7 @@ async def serve_with_fallbacks(request: web.Request, call: Call) -> web.StreamRe
     route = call.exchange.route
     fallbacks, breakers = request.app[FALLBACKS], request.app[BREAKERS]
     primary = Target(fallbacks.providers[route.provider], str(call.parsed.get("model")))
-    chain = [primary, *call.rule.targets]
+    chain = call.chain = [primary, *call.rule.targets]
     usable = [t for t in chain if breakers[str(t)].allows()] or [primary]
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         record_original(request, call)
@@ -131,14 +131,7 @@ async def _try_once(
     upstream: aiohttp.ClientResponse | None = None
     try:
         async with asyncio.timeout(call.rule.ttfb_timeout):
-            upstream = await request.app[POOL].request(
-                "POST",
-                attempt.url,
-                data=attempt.body,
-                headers=attempt.headers,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(sock_read=call.rule.idle_timeout),
-            )
+            upstream = await open_upstream(request, call, attempt)
             status = upstream.status
             if status >= 400:
                 body = await upstream.read()

@@ -11,7 +11,8 @@
     retries = 2                       # per target, for retryable failures
     ttfb_timeout = 60                 # seconds to the first byte of the answer
     idle_timeout = 60                 # seconds between stream events
-    midstream = "error"               # a stream broken after bytes reached the client
+    midstream = "continue"            # a stream broken after bytes reached the client:
+                                      # "continue" it on the next target, or end it with "error"
 
 On the command line, `--fallback 'gpt-*=anthropic:claude-sonnet-4-6'` adds a
 rule with the defaults. Keys are never in the file: a provider names the
@@ -30,8 +31,13 @@ from urllib.parse import urlsplit
 from proxy.config import ConfigError
 
 PROVIDER_TYPES = ("openai", "anthropic")
-MIDSTREAM = ("error",)
-_RULE_DEFAULTS = {"retries": 2, "ttfb_timeout": 60.0, "idle_timeout": 60.0, "midstream": "error"}
+MIDSTREAM = ("continue", "error")
+_RULE_DEFAULTS = {
+    "retries": 2,
+    "ttfb_timeout": 60.0,
+    "idle_timeout": 60.0,
+    "midstream": "continue",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +67,7 @@ class Rule:
     retries: int = 2
     ttfb_timeout: float = 60.0
     idle_timeout: float = 60.0
-    midstream: str = "error"
+    midstream: str = "continue"
 
     def matches(self, model: str) -> bool:
         return fnmatch.fnmatchcase(model, self.model)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -21,36 +22,53 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy import errors
-from proxy.attempts import Attempt, first_event_is_error
-from proxy.call_log import Call, Try, record_response
+from proxy.attempts import Attempt, first_event_is_error, plan
+from proxy.call_log import Call, Try, record_event, record_request, record_response, switch
+from proxy.continuation import (
+    ClientView,
+    Splice,
+    client_view,
+    continuation_request,
+    end_marker,
+    supports_prefill,
+)
+from proxy.fallbacks import Target
 from proxy.forward import _ClientGone, _cut_off, _send
-from proxy.state import LIFECYCLE
-from proxy.upstream import BrokenStream, classify
+from proxy.state import BREAKERS, LIFECYCLE, POOL
+from proxy.upstream import BrokenStream, classify, response_headers
 from recorder.bodies import parse_json
+from recorder.events import FAILOVER
 from recorder.translate.answers import chat_answer_to_messages, messages_answer_to_chat
+from recorder.translate.requests import Untranslatable
 from recorder.translate.streams import AnthropicToChatStream, ChatToAnthropicStream
 from recorder.wire import api_module
 from recorder.wire.sse import SseSplitter, parse_block
 
 
 class Relayed:
-    """A vendor stream passed on as it came, watched for its end marker or an error."""
+    """A vendor stream passed on as it came, event by event, watched for its end marker.
+
+    A vendor's error event is held back (BrokenStream): the call may still be
+    continued elsewhere, and otherwise the client gets taplog's error event.
+    """
 
     def __init__(self, api: str, streamed: bool) -> None:
         self.api = api
         self.splitter = SseSplitter() if streamed else None
         self.finished = not streamed  # a whole body is complete by HTTP framing
-        self.error: bool = False
 
     def convert(self, chunk: bytes) -> bytes:
-        if self.splitter is not None:
-            for block in self.splitter.feed(chunk):
-                event = parse_block(block)
-                if event is None:
-                    continue
+        if self.splitter is None:
+            return chunk
+        out = []
+        for block in self.splitter.feed(chunk):
+            event = parse_block(block)
+            if event is not None:
+                if first_event_is_error(self.api, event.event, event.data):
+                    raise BrokenStream(f"the vendor sent an error mid-stream: {event.data[:300]}")
                 self.finished = self.finished or api_module(self.api).is_end(event)
-                self.error = self.error or first_event_is_error(self.api, event.event, event.data)
-        return chunk
+            out.append(block)
+        return b"".join(out)
 
 
 class Translated:
@@ -73,10 +91,6 @@ class Translated:
     def finished(self) -> bool:
         return self.translator.finished
 
-    @property
-    def error(self) -> bool:
-        return self.translator.error is not None
-
     def convert(self, chunk: bytes) -> bytes:
         out: list[bytes] = []
         for block in self.splitter.feed(chunk):
@@ -92,9 +106,12 @@ class Translated:
             if not isinstance(data, dict):
                 raise BrokenStream("the vendor sent a malformed event")
             if isinstance(self.translator, AnthropicToChatStream):
-                out.extend(self.translator.feed(event.event, data))
+                translated = self.translator.feed(event.event, data)
             else:
-                out.extend(self.translator.feed(data))
+                translated = self.translator.feed(data)
+            if self.translator.error is not None:
+                raise BrokenStream(f"the vendor sent an error mid-stream: {event.data[:300]}")
+            out.extend(translated)
         return b"".join(out)
 
 
@@ -119,12 +136,11 @@ async def relay(
         sent_headers = CIMultiDict(headers)
         sent_headers.popall("content-length", None)
     response = web.StreamResponse(status=upstream.status, headers=sent_headers)
-    outcome, error = "ok", None
+    outcome, error, sent = "ok", None, bytearray()
     try:
         await response.prepare(request)
         pending = [chunk for _, chunk in attempt_try.chunks]
-        async for chunk in _chunks(upstream, attempt_try, pending):
-            await _send(response, stream.convert(chunk))
+        await _pipe(response, _chunks(upstream, attempt_try, pending), stream.convert, sent)
         if not stream.finished:
             raise BrokenStream("the stream ended before its end marker")
         await response.write_eof()
@@ -137,15 +153,185 @@ async def relay(
         failure = classify(exc)
         outcome = failure.outcome
         error = str(exc) if isinstance(exc, BrokenStream) else failure.message
-        if not stream.error:  # the vendor's own error event already told the client
-            await _send_quietly(
-                response, errors.stream_error_event(call.exchange.route.provider, error)
-            )
-        _cut_off(request)
-    finally:
         upstream.close()
         record_response(request, call, attempt_try, upstream.status, headers, outcome, error)
+        outcome = "recorded"
+        await _end_broken_stream(request, call, attempt, response, bytes(sent), error)
+    finally:
+        upstream.close()
+        if outcome != "recorded":
+            record_response(request, call, attempt_try, upstream.status, headers, outcome, error)
     return response
+
+
+async def _pipe(
+    response: web.StreamResponse,
+    chunks: AsyncIterator[bytes],
+    convert: Callable[[bytes], bytes],
+    sent: bytearray,
+) -> None:
+    """Convert and send every chunk, keeping a copy of what the client received."""
+    async for chunk in chunks:
+        out = convert(chunk)
+        if out:
+            await _send(response, out)
+            sent += out
+
+
+async def _end_broken_stream(
+    request: web.Request,
+    call: Call,
+    broken: Attempt,
+    response: web.StreamResponse,
+    sent: bytes,
+    error: str,
+) -> None:
+    """Continue the answer elsewhere if the rule says so; else end it with an error event."""
+    if call.rule.midstream == "continue" and await continue_elsewhere(
+        request, call, broken, response, sent, error
+    ):
+        return
+    await _send_quietly(response, errors.stream_error_event(call.exchange.route.provider, error))
+    _cut_off(request)
+
+
+async def continue_elsewhere(
+    request: web.Request,
+    call: Call,
+    broken: Attempt,
+    response: web.StreamResponse,
+    sent: bytes,
+    error: str,
+) -> bool:
+    """Ask the next targets to continue the client's partial answer; True once one did."""
+    view = client_view(call.api, sent)
+    if view.ended:  # the whole answer is there; only its end marker was lost
+        await _send(response, end_marker(call.api))
+        await response.write_eof()
+        return True
+    if not view.continuable:
+        return False
+    breakers = request.app[BREAKERS]
+    for target in call.chain:
+        if target == broken.target or not breakers[str(target)].allows():
+            continue
+        prefill_first = supports_prefill(target.provider.type, target.model)
+        for prefill in (True, False) if prefill_first else (False,):
+            result = await _continue_on(request, call, broken, target, view, prefill, error)
+            if result is not None:
+                return await _splice(request, call, response, view, *result)
+    return False
+
+
+async def _continue_on(
+    request: web.Request,
+    call: Call,
+    broken: Attempt,
+    target: Target,
+    view: ClientView,
+    prefill: bool,
+    error: str,
+) -> tuple[Try, aiohttp.ClientResponse] | None:
+    """Open the continuation on `target`: its response when it answered 2xx, else None."""
+    body = continuation_request(call.api, call.parsed, view.text, prefill)
+    route = call.exchange.route
+    try:
+        attempt = plan(
+            target,
+            route.provider,
+            call.api,
+            body,
+            orjson.dumps(body),
+            call.headers,
+            route.upstream_url,
+            prefill,
+        )
+    except Untranslatable:
+        return None
+    reason = f"continuing a broken stream ({error})" + (" with a prefill" if prefill else "")
+    record_event(
+        request,
+        call,
+        FAILOVER,
+        **switch(broken.target, target),
+        reason=reason,
+        attempt=call.attempts + 1,
+    )
+    call.attempts += 1
+    attempt_try = Try(attempt, call.attempts)
+    record_request(request, call, attempt_try)
+    try:
+        upstream = await open_upstream(request, call, attempt)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        failure = classify(exc)
+        record_response(
+            request, call, attempt_try, None, CIMultiDict(), failure.outcome, failure.message
+        )
+        return None
+    if upstream.status >= 400:  # a refused prefill among others: never shown to the client
+        attempt_try.keep(await upstream.read())
+        upstream.release()
+        record_response(
+            request,
+            call,
+            attempt_try,
+            upstream.status,
+            response_headers(upstream),
+            "upstream_error",
+            f"HTTP {upstream.status}",
+        )
+        return None
+    return attempt_try, upstream
+
+
+async def _splice(
+    request: web.Request,
+    call: Call,
+    response: web.StreamResponse,
+    view: ClientView,
+    attempt_try: Try,
+    upstream: aiohttp.ClientResponse,
+) -> bool:
+    """Stream the continuation into the client's open stream."""
+    attempt = attempt_try.attempt
+    stream = Translated(call, attempt) if attempt.translation else Relayed(attempt.api, True)
+    splice = Splice(call.api, view)
+    outcome, error = "ok", None
+    try:
+        chunks = _chunks(upstream, attempt_try, [])
+        await _pipe(
+            response, chunks, lambda chunk: splice.convert(stream.convert(chunk)), bytearray()
+        )
+        if not stream.finished:
+            raise BrokenStream("the continuation ended before its end marker")
+        await response.write_eof()
+        return True
+    except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
+        outcome, error = classify(exc).outcome, str(exc) or classify(exc).message
+        return False
+    except _ClientGone:
+        outcome = "client_disconnected"
+        return True
+    finally:
+        upstream.close()
+        record_response(
+            request, call, attempt_try, upstream.status, response_headers(upstream), outcome, error
+        )
+
+
+async def open_upstream(
+    request: web.Request, call: Call, attempt: Attempt
+) -> aiohttp.ClientResponse:
+    """Send one try upstream and wait for its headers, within the rule's timeouts."""
+    async with asyncio.timeout(call.rule.ttfb_timeout):
+        return await request.app[POOL].request(
+            "POST",
+            attempt.url,
+            data=attempt.body,
+            headers=attempt.headers,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(sock_read=call.rule.idle_timeout),
+        )
 
 
 async def _chunks(upstream: aiohttp.ClientResponse, attempt_try: Try, pending: list[bytes]):

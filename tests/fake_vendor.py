@@ -29,6 +29,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !linger=S         stream: wait S seconds after the last event before ending the body
     !reset            close the connection before answering anything
     !error_first      HTTP 200 stream whose only event is the vendor's in-band error
+    !reject_prefill   400 for a request whose last message is the assistant's (a prefill)
     !malformed=N      stream: event N is not valid JSON
     !no_end           stream: leave out the end marker ([DONE] / message_stop / response.completed)
 
@@ -896,6 +897,8 @@ class FakeVendor:
             d.update(self.down)
             if self.next_faults:
                 d.update(self.next_faults.pop(0))
+            if "reject_prefill" in d and _ends_with_assistant(body):
+                return await fail(400, "This model does not support assistant prefill (fake).")
             if "reset" in d:  # the connection dies before any answer
                 return _hang_up(request, web.StreamResponse())
             if "hang" in d and await _until_gone(request):
@@ -1007,6 +1010,11 @@ class FakeVendor:
         except ConnectionError:  # the client left; nothing more to do
             pass
         return resp
+
+
+def _ends_with_assistant(body: Json) -> bool:
+    messages = body.get("messages")
+    return isinstance(messages, list) and bool(messages) and messages[-1].get("role") == "assistant"
 
 
 def _hang_up(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:

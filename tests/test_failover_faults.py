@@ -12,14 +12,16 @@ import time
 
 import anthropic
 import openai
+import orjson
 import pytest
 
+from proxy.continuation import INSTRUCTION
 from proxy.fallbacks import load_fallbacks
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
 from tests.test_failover import Vendors, _model_requests
 
 TIMEOUT = 0.4
-LIMITS = {"retries": 1, "ttfb_timeout": TIMEOUT, "idle_timeout": TIMEOUT}
+LIMITS = {"retries": 1, "ttfb_timeout": TIMEOUT, "idle_timeout": TIMEOUT, "midstream": "error"}
 RULES = {
     "fallback": [
         {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS},
@@ -145,3 +147,69 @@ def test_a_stream_broken_after_the_first_byte_never_looks_complete(
     answers = [e for e in proxy.events("llm.response") if e["provider"] == served_by]
     assert answers[-1]["outcome"] in ("upstream_cut", "timeout", "ok")
     assert answers[-1]["stream_complete"] is False
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("fault", ["cut=3", "delay=2", "no_end", "inband_error"])
+def test_a_broken_stream_is_continued_on_the_fallback(servers, vendors, tmp_path, client, fault):
+    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
+    rules = {"fallback": [{**rule, "midstream": "continue"} for rule in RULES["fallback"]]}
+    fallbacks = load_fallbacks(openai_base, anthropic_base, rules, ())
+    proxy = start_taplog(
+        servers,
+        tmp_path / "data",
+        fallbacks,
+        openai_base=openai_base,
+        anthropic_base=anthropic_base,
+    )
+    ask, own, other = CLIENTS[client]
+    getattr(vendors, own).down = _directives(fault)
+
+    text = ask(proxy, stream=True)
+
+    if fault == "no_end":
+        assert text == "Echo: tell me"  # only the end marker was missing: nothing to ask
+        return
+    (request,) = _model_requests(getattr(vendors, other))
+    messages = orjson.loads(request.body)["messages"]
+    if messages[-1]["role"] == "user" and len(messages) == 1:
+        assert text == "Echo: tell me"  # no text had reached the client: asked again, whole
+    else:
+        assert [m["role"] for m in messages[-2:]] == ["assistant", "user"]  # an instruction
+        continuation = "Echo: " + INSTRUCTION
+        assert text.endswith(continuation)
+        partial = text.removesuffix(continuation)
+        assert partial and "Echo: tell me".startswith(partial)  # what the client had, kept
+    (failover,) = proxy.events("failover")
+    assert failover["reason"].startswith("continuing a broken stream")
+
+
+def test_a_refused_prefill_is_retried_as_an_instruction_and_never_shown(servers, vendors, tmp_path):
+    base = vendors.anthropic.url
+    rules = {
+        "fallback": [
+            {
+                "model": "claude-sonnet-4-6",
+                "to": ["anthropic:claude-haiku-4-5"],
+                **LIMITS,
+                "midstream": "continue",
+            }
+        ]
+    }
+    fallbacks = load_fallbacks(f"{vendors.openai.url}/v1", base, rules, ())
+    proxy = start_taplog(servers, tmp_path / "data", fallbacks, anthropic_base=base)
+    vendors.anthropic.next_faults = [{"cut": "5"}, {"reject_prefill": ""}]
+
+    text = ask_anthropic(proxy, stream=True)
+
+    assert text.endswith("Echo: " + INSTRUCTION)
+    sent = [orjson.loads(r.body) for r in _model_requests(vendors.anthropic)]
+    assert [s["model"] for s in sent] == [
+        "claude-sonnet-4-6",
+        "claude-haiku-4-5",
+        "claude-haiku-4-5",
+    ]
+    assert sent[1]["messages"][-1]["role"] == "assistant"  # the prefill, refused
+    assert sent[2]["messages"][-1]["role"] == "user"  # then the instruction
+    statuses = [e["status"] for e in proxy.events("llm.response")]
+    assert statuses == [200, 400, 200]
