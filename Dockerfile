@@ -1,0 +1,27 @@
+# taplog serve in a container: session logs on the /data volume, API, health
+# and metrics on port 8787. No keys are baked in: agents send their own, and
+# fallback keys come from the environment at run time (docker run -e ...).
+#
+#   docker build -t taplog .
+#   docker run -d -p 127.0.0.1:8787:8787 -v taplog-data:/data taplog
+
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY . .
+# The install of .ci/run (a venv, pip install of this project), without the test extra.
+RUN python3 -m venv /opt/taplog && /opt/taplog/bin/pip install --no-cache-dir .
+
+FROM python:3.11-slim
+ENV PATH=/opt/taplog/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY --from=build /opt/taplog /opt/taplog
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home taplog \
+    && mkdir /data && chown taplog:taplog /data && chmod 700 /data
+USER taplog
+WORKDIR /data
+VOLUME ["/data"]
+EXPOSE 8787
+# slim has no curl: ask /healthz with Python (TAPLOG_PORT if the port was changed).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('TAPLOG_PORT', '8787') + '/healthz', timeout=4)"]
+ENTRYPOINT ["taplog"]
+CMD ["serve", "--host", "0.0.0.0", "--data-dir", "/data"]
