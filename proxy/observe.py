@@ -7,7 +7,8 @@ events count on their own; a few need what came before in their exchange:
 - an `llm.request` with `attempt` > 1 is a retry unless a `failover` event
   just moved the call to another target;
 - a `failover` is counted with the reason class of the answer that caused it
-  (the last `llm.response` of the exchange), not its free text;
+  (the last `llm.response` of the exchange), not its free text (except for
+  `untranslatable` and `midstream`, a broken stream continued elsewhere);
 - a request recorded with `sent: false` means an open circuit sent the call
   straight to a fallback: the next request of the exchange is a failover with
   reason `circuit_open`.
@@ -46,19 +47,21 @@ class _Exchange:
     outcome: str | None = None
 
 
-def failover_reason(event: Event, last: _Exchange | None) -> str:
-    """A bounded reason class for a failover event."""
-    if str(event.get("reason", "")).startswith("not translatable"):
+def failover_reason(reason: str, status: object, outcome: object) -> str:
+    """A bounded reason class for a failover, from the answer that caused it."""
+    if reason.startswith("not translatable"):
         return "untranslatable"
-    if last is None or last.outcome is None:
+    if reason.startswith("continuing a broken stream"):
+        return "midstream"
+    if outcome in FAILURE_OUTCOMES:
+        return str(outcome)
+    if outcome is None:
         return "other"
-    if last.outcome in FAILURE_OUTCOMES:
-        return last.outcome
-    if last.status == 429:
+    if status == 429:
         return "rate_limited"
-    if isinstance(last.status, int) and last.status >= 500:
+    if isinstance(status, int) and status >= 500:
         return "server_error"
-    if last.status == 200:
+    if status == 200:
         return "stream_error"  # an error event opened a 200 stream
     return "other"
 
@@ -79,11 +82,10 @@ class Observer:
         elif kind == LLM_RESPONSE:
             self._response(event)
         elif kind == FAILOVER:
-            state = self._exchange(event.get("exchange"))
-            reason = failover_reason(event, state)
+            state = self._exchange(event.get("exchange")) or _Exchange()
+            reason = failover_reason(str(event.get("reason", "")), state.status, state.outcome)
             self.metrics.failover(event.get("from_provider"), event.get("to_provider"), reason)
-            if state is not None:
-                state.switched = True
+            state.switched = True
         elif kind in (TOOL_PRE, TOOL_POST):
             self.metrics.tool(event)
         elif kind == SESSION_STARTED:

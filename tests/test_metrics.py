@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.labels import MAX_TOOLS, OTHER, Bounded
+from proxy.observe import failover_reason
 from proxy.state import BREAKERS
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 from tests.test_failover import proxy, vendors  # noqa: F401  (fixtures)
@@ -283,3 +284,21 @@ def test_an_anthropic_client_served_by_openai_is_counted_per_try(vendors, proxy)
     assert metrics.value("taplog_failovers_total", **moved) == 1
     served = dict(api="openai.chat", provider="openai", model="gpt-4.1", outcome="ok")
     assert metrics.value("taplog_calls_total", **served) == 1
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "outcome", "expected"),
+    [
+        ("HTTP 503", 503, "upstream_error", "server_error"),
+        ("HTTP 529", 529, "upstream_error", "server_error"),
+        ("HTTP 429", 429, "upstream_error", "rate_limited"),
+        ("error event at the start of the stream", 200, "upstream_error", "stream_error"),
+        ("the vendor did not answer in time", None, "timeout", "timeout"),
+        ("cannot reach the vendor", None, "unreachable", "unreachable"),
+        ("not translatable: n > 1", None, None, "untranslatable"),
+        ("continuing a broken stream (cut)", 200, "upstream_cut", "midstream"),
+        ("something new", None, None, "other"),
+    ],
+)
+def test_failover_reasons_are_classes_not_free_text(reason, status, outcome, expected):
+    assert failover_reason(reason, status, outcome) == expected
