@@ -1,16 +1,20 @@
-"""Compaction: idle sessions copied into Parquet for fast queries.
+"""Compaction: idle sessions copied into Parquet segments for fast queries.
 
-The JSONL log stays the source of truth. `compacted/manifest.json` records,
-per session, the size of the log when it was compacted; a session is read
-from its Parquet file only while the log still has that size, so a session
-that grows again is read from its log until it is compacted anew, and no
-event is ever counted twice.
+The JSONL logs stay the source of truth. Each compaction run writes the
+sessions it takes into one new segment file, `compacted/segment-….parquet`,
+and `compacted/manifest.json` records, per session, its segment and the size
+of its log at that moment. A session is read from its segment only while its
+log still has that size: one that grows again is read from its log until it
+is compacted anew, and no event is ever counted twice. Segments are few and
+large (queries open a handful of files, not one per session): once there are
+more than `MAX_SEGMENTS`, the live rows of all of them are merged into one.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -20,6 +24,9 @@ from recorder.views import typed_events
 
 COMPACTED_DIR = "compacted"
 MANIFEST = "manifest.json"
+MAX_SEGMENTS = 16
+
+Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": file name}
 
 
 def sql_list(paths: list[str]) -> str:
@@ -27,52 +34,94 @@ def sql_list(paths: list[str]) -> str:
     return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
-def _manifest(data_dir: Path) -> dict[str, dict[str, int]]:
+def _read_manifest(folder: Path) -> Manifest:
     try:
-        return orjson.loads((data_dir / COMPACTED_DIR / MANIFEST).read_bytes())
+        return orjson.loads((folder / MANIFEST).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return {}
 
 
+def _write_manifest(folder: Path, manifest: Manifest) -> None:
+    partial = folder / (MANIFEST + ".partial")
+    partial.write_bytes(orjson.dumps(manifest))
+    os.replace(partial, folder / MANIFEST)
+
+
 def compacted_sessions(data_dir: Path, logs: dict[str, Path]) -> dict[str, Path]:
-    """Sessions whose Parquet file matches their log: session -> Parquet path."""
-    manifest = _manifest(data_dir)
+    """Sessions whose segment matches their log: session -> segment path."""
+    folder = data_dir / COMPACTED_DIR
     found = {}
-    for session, log in logs.items():
-        parquet = data_dir / COMPACTED_DIR / f"{session}.parquet"
-        entry = manifest.get(session)
-        if entry and entry.get("size") == log.stat().st_size and parquet.exists():
-            found[session] = parquet
+    for session, entry in _read_manifest(folder).items():
+        log = logs.get(session)
+        segment = folder / str(entry.get("segment"))
+        if log is not None and entry.get("size") == log.stat().st_size and segment.exists():
+            found[session] = segment
     return found
+
+
+def _new_segment(folder: Path) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return folder / f"segment-{stamp}-{os.urandom(3).hex()}.parquet"
+
+
+def _copy(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
+    partial = target.with_suffix(".partial")
+    con.execute(f"COPY ({source}) TO {sql_list([str(partial)])[1:-1]} (FORMAT parquet)")
+    os.chmod(partial, 0o600)  # as private as the logs it copies
+    os.replace(partial, target)
 
 
 def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
     """Compact every session whose log changed since and is idle this long."""
     folder = data_dir / COMPACTED_DIR
     folder.mkdir(exist_ok=True, mode=0o700)
-    manifest = _manifest(data_dir)
-    done = []
+    manifest = _read_manifest(folder)
+    due: dict[str, tuple[Path, int]] = {}
+    for log in sorted((data_dir / "sessions").glob("*.jsonl")):
+        stat = log.stat()
+        idle = time.time() - stat.st_mtime >= idle_seconds
+        if idle and manifest.get(log.stem, {}).get("size") != stat.st_size:
+            due[log.stem] = (log, stat.st_size)
+    if not due:
+        return []
     con = duckdb.connect()
     try:
-        for log in sorted((data_dir / "sessions").glob("*.jsonl")):
-            stat = log.stat()
-            if time.time() - stat.st_mtime < idle_seconds:
-                continue
-            if manifest.get(log.stem, {}).get("size") == stat.st_size:
-                continue
-            target = folder / f"{log.stem}.parquet"
-            partial = target.with_suffix(".parquet.partial")
-            source = typed_events(
-                f"read_ndjson_objects({sql_list([str(log)])}, ignore_errors = true)"
-            )
-            con.execute(f"COPY ({source}) TO {sql_list([str(partial)])[1:-1]} (FORMAT parquet)")
-            os.replace(partial, target)
-            manifest[log.stem] = {"size": stat.st_size}
-            done.append(log.stem)
+        segment = _new_segment(folder)
+        logs = sql_list([str(log) for log, _ in due.values()])
+        _copy(con, typed_events(f"read_ndjson_objects({logs}, ignore_errors = true)"), segment)
+        manifest.update(
+            {s: {"size": size, "segment": segment.name} for s, (_, size) in due.items()}
+        )
+        if len({entry["segment"] for entry in manifest.values()}) > MAX_SEGMENTS:
+            _merge(con, folder, manifest)
     finally:
         con.close()
-    if done:
-        partial_manifest = folder / (MANIFEST + ".partial")
-        partial_manifest.write_bytes(orjson.dumps(manifest))
-        os.replace(partial_manifest, folder / MANIFEST)
-    return done
+    _write_manifest(folder, manifest)
+    _drop_unused(folder, manifest)
+    return sorted(due)
+
+
+def _merge(con: duckdb.DuckDBPyConnection, folder: Path, manifest: Manifest) -> None:
+    """Rewrite the live rows of every segment into one."""
+    pairs = [(str(folder / str(e["segment"])), s) for s, e in manifest.items()]
+    con.execute(
+        "CREATE TEMP TABLE live AS SELECT unnest(?) AS filename, unnest(?) AS session",
+        [[p[0] for p in pairs], [p[1] for p in pairs]],
+    )
+    segments = sql_list(sorted({p[0] for p in pairs}))
+    merged = _new_segment(folder)
+    _copy(
+        con,
+        f"SELECT * EXCLUDE (filename) FROM read_parquet({segments}, filename = true) "
+        "SEMI JOIN live USING (filename, session)",
+        merged,
+    )
+    for entry in manifest.values():
+        entry["segment"] = merged.name
+
+
+def _drop_unused(folder: Path, manifest: Manifest) -> None:
+    used = {entry["segment"] for entry in manifest.values()}
+    for segment in folder.glob("segment-*.parquet"):
+        if segment.name not in used:
+            segment.unlink(missing_ok=True)

@@ -37,10 +37,10 @@ class QueryError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Sources:
-    """Which file each session is read from."""
+    """Where each session is read from: its log, or its compacted segment."""
 
     jsonl: list[str]
-    parquet: list[str]
+    compacted: dict[str, str]  # session -> segment path
 
 
 def sources(data_dir: Path) -> Sources:
@@ -48,15 +48,19 @@ def sources(data_dir: Path) -> Sources:
     compacted = compacted_sessions(data_dir, logs)
     return Sources(
         jsonl=[str(p) for s, p in sorted(logs.items()) if s not in compacted],
-        parquet=[str(compacted[s]) for s in sorted(compacted)],
+        compacted={s: str(p) for s, p in compacted.items()},
     )
 
 
 def _events_sql(found: Sources) -> str:
     parts = []
-    if found.parquet:
+    if found.compacted:
         columns = EVENT_COLUMNS.replace("data", "data::JSON AS data")
-        parts.append(f"SELECT {columns} FROM read_parquet({sql_list(found.parquet)})")
+        segments = sql_list(sorted(set(found.compacted.values())))
+        parts.append(
+            f"SELECT {columns} FROM read_parquet({segments}, filename = true) "
+            "SEMI JOIN compacted_sessions USING (filename, session)"
+        )
     if found.jsonl:
         parts.append(
             typed_events(f"read_ndjson_objects({sql_list(found.jsonl)}, ignore_errors = true)")
@@ -72,7 +76,13 @@ def connect(data_dir: Path, writable: tuple[Path, ...] = ()) -> duckdb.DuckDBPyC
     con = duckdb.connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     )
-    con.execute("CREATE VIEW events AS " + _events_sql(sources(data_dir)))
+    found = sources(data_dir)
+    con.execute(
+        "CREATE TEMP TABLE compacted_sessions AS "
+        "SELECT unnest(?::VARCHAR[]) AS session, unnest(?::VARCHAR[]) AS filename",
+        [list(found.compacted), list(found.compacted.values())],
+    )
+    con.execute("CREATE VIEW events AS " + _events_sql(found))
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     readable = [f"{data_dir / 'sessions'}/", f"{data_dir / COMPACTED_DIR}/"]

@@ -232,7 +232,7 @@ def test_compaction_twice_gives_the_same_answers_and_never_double_counts(recorde
     assert compact(data_dir) == []  # nothing changed since
     twice = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
     assert before == once == twice
-    assert len(list((data_dir / "compacted").glob("*.parquet"))) == 4
+    assert len(list((data_dir / "compacted").glob("segment-*.parquet"))) == 1  # one run, one file
 
     # A compacted session that grows again is read from its log, once.
     session = before[4][0][0]
@@ -244,6 +244,28 @@ def test_compaction_twice_gives_the_same_answers_and_never_double_counts(recorde
     assert total == sum(n for _, n in before[0]) + 1
     assert compact(data_dir) == [session]
     assert query(connect(data_dir), "SELECT count(*) FROM events").fetchall()[0][0] == total
+    assert len(list((data_dir / "compacted").glob("segment-*.parquet"))) == 2
+
+
+def test_many_segments_are_merged_into_one(recorded, monkeypatch):
+    import recorder.compaction
+
+    monkeypatch.setattr(recorder.compaction, "MAX_SEGMENTS", 2)
+    data_dir = recorded.data_dir
+    before = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
+    sessions = sorted(p.stem for p in (data_dir / "sessions").glob("*.jsonl"))
+    recorder_ = Recorder(data_dir)
+    recorder_.start()
+    for session in sessions:  # each session changes, then is compacted on its own
+        compact(data_dir)
+        recorder_.record(EventRecord(make_event(ERROR, session, None, reason="more")))
+        recorder_.flush()
+    recorder_.close()
+    compact(data_dir)
+    segments = list((data_dir / "compacted").glob("segment-*.parquet"))
+    assert len(segments) <= 2
+    after = query(connect(data_dir), "SELECT count(*) FROM events").fetchall()[0][0]
+    assert after == sum(n for _, n in before[0]) + len(sessions)
 
 
 def test_serve_compacts_idle_sessions_by_itself(servers, fake, tmp_path):
