@@ -60,6 +60,10 @@ async def serve_with_fallbacks(request: web.Request, call: Call) -> web.StreamRe
     usable = [t for t in chain if breakers[str(t)].allows()] or [primary]
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         record_original(request, call)
+        reason = f"circuit open for {primary}"
+        record_event(
+            request, call, FAILOVER, **switch(primary, usable[0]), reason=reason, attempt=1
+        )
     previous: Target | None = None
     for target in usable:
         try:

@@ -9,9 +9,8 @@ events count on their own; a few need what came before in their exchange:
 - a `failover` is counted with the reason class of the answer that caused it
   (the last `llm.response` of the exchange), not its free text (except for
   `untranslatable` and `midstream`, a broken stream continued elsewhere);
-- a request recorded with `sent: false` means an open circuit sent the call
-  straight to a fallback: the next request of the exchange is a failover with
-  reason `circuit_open`.
+- a request recorded with `sent: false` (the client's call, which an open
+  circuit sent straight to a fallback) went to no vendor: it is not a try.
 
 That memory is per exchange and bounded (least recently used goes first).
 """
@@ -42,7 +41,6 @@ FAILURE_OUTCOMES = frozenset({"timeout", "unreachable", "upstream_cut"})
 class _Exchange:
     model: str | None = None  # the model asked of the try in flight
     switched: bool = False  # a failover event came after the last request
-    skipped_from: str | None = None  # provider an open circuit skipped
     status: int | None = None  # of the last answer
     outcome: str | None = None
 
@@ -53,6 +51,8 @@ def failover_reason(reason: str, status: object, outcome: object) -> str:
         return "untranslatable"
     if reason.startswith("continuing a broken stream"):
         return "midstream"
+    if reason.startswith("circuit open"):
+        return "circuit_open"
     if outcome in FAILURE_OUTCOMES:
         return str(outcome)
     if outcome is None:
@@ -110,12 +110,8 @@ class Observer:
         if state is None:
             return
         if event.get("sent") is False:
-            state.skipped_from = event.get("provider")
             return
-        if state.skipped_from is not None:
-            self.metrics.failover(state.skipped_from, event.get("provider"), "circuit_open")
-            state.skipped_from = None
-        elif isinstance(event.get("attempt"), int) and event["attempt"] > 1 and not state.switched:
+        if isinstance(event.get("attempt"), int) and event["attempt"] > 1 and not state.switched:
             self.metrics.retry(event.get("provider"), event.get("model"))
         model = event.get("model")
         state.model, state.switched = (model if isinstance(model, str) else None), False
