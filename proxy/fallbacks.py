@@ -9,8 +9,10 @@
     model = "gpt-*"                   # requested model: exact name or glob
     to = ["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-6"]
     retries = 2                       # per target, for retryable failures
+    connect_timeout = 10              # seconds to connect to a vendor
     ttfb_timeout = 60                 # seconds to the first byte of the answer
     idle_timeout = 60                 # seconds between stream events
+    total_timeout = 600               # seconds for one try, answer included
     midstream = "continue"            # a stream broken after bytes reached the client:
                                       # "continue" it on the next target, or end it with "error"
 
@@ -34,10 +36,13 @@ PROVIDER_TYPES = ("openai", "anthropic")
 MIDSTREAM = ("continue", "error")
 _RULE_DEFAULTS = {
     "retries": 2,
+    "connect_timeout": 10.0,
     "ttfb_timeout": 60.0,
     "idle_timeout": 60.0,
+    "total_timeout": 600.0,
     "midstream": "continue",
 }
+_SECONDS = ("connect_timeout", "ttfb_timeout", "idle_timeout", "total_timeout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,10 @@ class Rule:
     model: str
     targets: tuple[Target, ...]
     retries: int = 2
+    connect_timeout: float = 10.0
     ttfb_timeout: float = 60.0
     idle_timeout: float = 60.0
+    total_timeout: float = 600.0
     midstream: str = "continue"
 
     def matches(self, model: str) -> bool:
@@ -131,7 +138,7 @@ def _rule(where: str, table: dict[str, Any], providers: Mapping[str, Provider]) 
     values = {**_RULE_DEFAULTS, **{k: table[k] for k in _RULE_DEFAULTS if k in table}}
     if not isinstance(values["retries"], int) or not 0 <= values["retries"] <= 10:
         raise ConfigError(f"{where}.retries: a whole number from 0 to 10")
-    for key in ("ttfb_timeout", "idle_timeout"):
+    for key in _SECONDS:
         if not isinstance(values[key], int | float) or values[key] <= 0:
             raise ConfigError(f"{where}.{key}: seconds, greater than 0")
     if values["midstream"] not in MIDSTREAM:

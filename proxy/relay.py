@@ -330,7 +330,11 @@ async def open_upstream(
             data=attempt.body,
             headers=attempt.headers,
             allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(sock_read=call.rule.idle_timeout),
+            timeout=aiohttp.ClientTimeout(
+                total=call.rule.total_timeout,
+                sock_connect=call.rule.connect_timeout,
+                sock_read=call.rule.idle_timeout,
+            ),
         )
 
 

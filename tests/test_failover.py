@@ -76,9 +76,15 @@ def _model_requests(fake):
     return [r for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages")]
 
 
+OUTAGES = {"503": {"status": "503"}, "reset": {"reset": ""}, "silent": {"hang": ""}}
+
+
+@pytest.mark.parametrize("outage", sorted(OUTAGES))
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
-def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(vendors, proxy, oai, stream):
-    vendors.openai.down = {"status": "503"}
+def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(
+    vendors, proxy, oai, stream, outage
+):
+    vendors.openai.down = OUTAGES[outage]
     chat_agent(oai, stream)
 
     served = _model_requests(vendors.anthropic)
@@ -133,8 +139,11 @@ def test_breaker_sends_calls_straight_to_the_fallback_and_back(vendors, proxy, o
     assert len(_model_requests(vendors.anthropic)) == 2
 
 
-def test_anthropic_agent_fails_over_to_openai(vendors, proxy, ant):
-    vendors.anthropic.down = {"status": "529"}
+@pytest.mark.parametrize("outage", ["529", "error_first", "reset"])
+def test_anthropic_agent_fails_over_to_openai(vendors, proxy, ant, outage):
+    vendors.anthropic.down = {"529": {"status": "529"}, "error_first": {"error_first": ""}}.get(
+        outage, {"reset": ""}
+    )
     anthropic_agent(ant, stream=True)
     served = _model_requests(vendors.openai)
     assert len(served) == 8
