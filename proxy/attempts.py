@@ -26,9 +26,10 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from proxy.fallbacks import Target
+from proxy.translations import route_for
 from proxy.upstream import request_headers
 from recorder import __version__
-from recorder.translate.requests import Translated, chat_to_messages, messages_to_chat
+from recorder.translate.requests import Translated, Untranslatable
 
 OK, RETRY, FINAL = "ok", "retry", "final"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -87,8 +88,10 @@ def plan(
     api = _WIRE[target.provider.type]
     same_provider = target.provider.name == client_provider
     if api != client_api:
-        convert = chat_to_messages if client_api == "openai.chat" else messages_to_chat
-        translation = convert(parsed, model=target.model, allow_prefill=allow_prefill)
+        route = route_for(client_api, api)
+        if route is None:
+            raise Untranslatable(f"taplog cannot serve {client_api} calls from {api}")
+        translation = route.request(parsed, model=target.model, allow_prefill=allow_prefill)
         body = orjson.dumps(translation.body)
         headers = _own_headers(target, client_headers)
         return Attempt(target, api, _url(target), headers, body, translation.body, translation)

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import aiohttp
 import orjson
@@ -35,12 +33,11 @@ from proxy.continuation import (
 from proxy.fallbacks import Target
 from proxy.forward import _ClientGone, _cut_off, _send
 from proxy.state import BREAKERS, LIFECYCLE, POOL
+from proxy.translations import context, route_for
 from proxy.upstream import BrokenStream, classify, response_headers
 from recorder.bodies import parse_json
 from recorder.events import FAILOVER
-from recorder.translate.answers import chat_answer_to_messages, messages_answer_to_chat
 from recorder.translate.requests import Untranslatable
-from recorder.translate.streams import AnthropicToChatStream, ChatToAnthropicStream
 from recorder.wire import api_module
 from recorder.wire.sse import SseSplitter, parse_block
 
@@ -75,17 +72,12 @@ class Translated:
     """A vendor stream translated event by event into the client's API."""
 
     def __init__(self, call: Call, attempt: Attempt) -> None:
-        names = attempt.translation.tool_names if attempt.translation else None
+        route = route_for(call.api, attempt.api)
+        assert route is not None and attempt.translation is not None  # planned that way
+        self.translator = route.stream(
+            context(call.parsed, attempt.target.model, attempt.translation)
+        )
         self.splitter = SseSplitter()
-        if call.api == "openai.chat":
-            options = call.parsed.get("stream_options")
-            usage = isinstance(options, dict) and options.get("include_usage") is True
-            created = int(time.time())
-            self.translator: Any = AnthropicToChatStream(
-                include_usage=usage, created=created, tool_names=names
-            )
-        else:
-            self.translator = ChatToAnthropicStream(model=attempt.target.model, tool_names=names)
 
     @property
     def finished(self) -> bool:
@@ -97,19 +89,11 @@ class Translated:
             event = parse_block(block)
             if event is None:
                 continue
-            if isinstance(self.translator, ChatToAnthropicStream) and event.data.startswith(
-                "[DONE]"
-            ):
-                out.extend(self.translator.feed(None))
-                continue
-            data = parse_json(event.data.encode())
-            if not isinstance(data, dict):
-                raise BrokenStream("the vendor sent a malformed event")
-            if isinstance(self.translator, AnthropicToChatStream):
-                translated = self.translator.feed(event.event, data)
-            else:
-                translated = self.translator.feed(data)
-            if self.translator.error is not None:
+            try:
+                translated = self.translator.feed(event)
+            except ValueError:
+                raise BrokenStream("the vendor sent a malformed event") from None
+            if self.translator.failed:
                 raise BrokenStream(f"the vendor sent an error mid-stream: {event.data[:300]}")
             out.extend(translated)
         return b"".join(out)
@@ -354,14 +338,13 @@ def _relay_translated_body(
     headers: CIMultiDict[str],
 ) -> web.Response:
     """A whole answer translated into the client's API."""
+    attempt = attempt_try.attempt
     body = b"".join(chunk for _, chunk in attempt_try.chunks)  # read whole by _answer_start
     upstream.release()
-    answer = parse_json(body)
-    names = attempt_try.attempt.translation.tool_names
-    if call.api == "openai.chat":
-        translated = messages_answer_to_chat(answer, created=int(time.time()), tool_names=names)
-    else:
-        translated = chat_answer_to_messages(answer, tool_names=names)
+    route = route_for(call.api, attempt.api)
+    assert route is not None and attempt.translation is not None  # planned that way
+    ctx = context(call.parsed, attempt.target.model, attempt.translation)
+    translated = route.answer(parse_json(body), ctx)
     record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
     return web.Response(body=orjson.dumps(translated), content_type="application/json")
 
