@@ -4,7 +4,8 @@ The invariant is that every byte sent to or received from a vendor can be
 rebuilt from the log. A JSON body is stored parsed (so people and SQL can read
 it) when orjson's compact form reproduces the bytes exactly, which is what the
 official SDKs send; otherwise the exact text rides along in `body_raw`, and a
-body that is not UTF-8 is stored as base64.
+body that is not UTF-8 is stored as base64. JSON nested too deeply to sit
+inside a log line (orjson writes at most 255 levels) is stored as text only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import orjson
 
 _UNPARSED = object()
+# Nesting levels a log line may add around a body (event, stream entry, …).
+_HEADROOM = 16
 
 
 def parse_json(raw: bytes) -> Any:
@@ -33,14 +36,26 @@ def encode_body(raw: bytes, parsed: Any = _UNPARSED) -> dict[str, Any]:
         return {"body": None}
     if parsed is _UNPARSED:
         parsed = parse_json(raw)
-    if parsed is not None:
-        if orjson.dumps(parsed) == raw:
+    compact = _compact(parsed) if parsed is not None else None
+    if compact is not None:
+        if compact == raw:
             return {"body": parsed}
         return {"body": parsed, "body_raw": raw.decode("utf-8")}
     try:
         return {"body": None, "body_raw": raw.decode("utf-8")}
     except UnicodeDecodeError:
         return {"body": None, "body_b64": base64.b64encode(raw).decode("ascii")}
+
+
+def _compact(parsed: Any) -> bytes | None:
+    """orjson's compact form of `parsed`; None when it is too deep for a log line."""
+    wrapped = parsed
+    for _ in range(_HEADROOM):
+        wrapped = [wrapped]
+    try:
+        return orjson.dumps(wrapped)[_HEADROOM:-_HEADROOM]
+    except TypeError:  # orjson.JSONEncodeError: nested too deeply (or a huge integer)
+        return None
 
 
 def decode_body(fields: dict[str, Any]) -> bytes:

@@ -9,6 +9,12 @@ are assigned by the writer thread, which alone owns the files; everything else
 is fixed when the event is created. `h` is a BLAKE2b-128 digest of the line's
 bytes up to the `,"h":` suffix, so a reader can verify each line and the chain
 without re-serialising anything (see `seal` and `verify_line`).
+
+Recorded content is attacker-controlled, and one event that cannot be
+serialised must never stop the log: `seal` falls back to a sanitised copy
+(strings with unpaired surrogates escaped, nesting clipped, odd values as
+text) marked `"sanitised": "<why>"`. The bodies themselves are kept exact
+beside it (see `recorder.bodies`); only derived fields can be clipped.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ EVENT_TYPES = frozenset(
 Event = dict[str, Any]
 
 _HASH_SUFFIX_LEN = len(b',"h":"') + 32 + len(b'"}')
+MAX_DEPTH = 128  # orjson serialises at most 255 levels; sanitised events keep far fewer
+_INT_RANGE = range(-(2**63), 2**64)
 
 
 def new_id(prefix: str) -> str:
@@ -73,7 +81,11 @@ def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
     """
     event["seq"] = seq
     event["prev"] = prev
-    body = orjson.dumps(event)
+    try:
+        body = orjson.dumps(event)
+    except TypeError as exc:  # orjson.JSONEncodeError: too deep, surrogates, odd types
+        event["sanitised"] = str(exc)
+        body = orjson.dumps(_sanitised(event, 0))
     digest = hashlib.blake2b(body[:-1], digest_size=16).hexdigest()
     return body[:-1] + b',"h":"' + digest.encode() + b'"}\n', digest
 
@@ -88,3 +100,24 @@ def verify_line(line: bytes) -> str | None:
         return None
     digest = hashlib.blake2b(content, digest_size=16).hexdigest()
     return digest if digest.encode() == claimed else None
+
+
+def _sanitised(value: Any, depth: int) -> Any:
+    """`value` made serialisable: what orjson refuses becomes text, deep nesting is clipped."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # unpaired surrogates, e.g. undecodable header bytes
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):
+        return value if value in _INT_RANGE else str(value)
+    if isinstance(value, dict | list | tuple):
+        if depth >= MAX_DEPTH:
+            return f"[taplog: nested deeper than {MAX_DEPTH} levels, clipped]"
+        if isinstance(value, dict):
+            return {_sanitised(str(k), depth): _sanitised(v, depth + 1) for k, v in value.items()}
+        return [_sanitised(item, depth + 1) for item in value]
+    return _sanitised(repr(value), depth)

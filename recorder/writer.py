@@ -9,7 +9,8 @@ and are logged; `accepting` turns False when the queue is over its high-water
 mark or the disk fails, and the proxy then refuses *new* calls with a 503
 before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
-space returns.
+space returns. Should the writer thread itself ever fail, `accepting` turns
+False for good: a proxy that cannot record refuses rather than forwards.
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the writer thread with every event
@@ -172,10 +173,12 @@ class Recorder:
     @property
     def accepting(self) -> bool:
         """Whether new calls may start: the disk works and the queue has room."""
-        return self._error is None and self._queued_bytes < self.high_water_bytes
+        return self.health()["reason"] is None
 
     def health(self) -> dict[str, Any]:
         reason = self._error
+        if reason is None and self._closed is False and not self._writer_alive():
+            reason = "the log writer is not running"
         if reason is None and self._queued_bytes >= self.high_water_bytes:
             reason = "recorder queue is over its high-water mark"
         return {
@@ -184,6 +187,9 @@ class Recorder:
             "queued_records": self._queued_records,
             "queued_bytes": self._queued_bytes,
         }
+
+    def _writer_alive(self) -> bool:
+        return self._thread.is_alive() or self._thread.ident is None  # not started yet
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until everything recorded so far is written; for tests and shutdown."""
@@ -204,6 +210,13 @@ class Recorder:
     # -- writer thread -----------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:
+            self._error = f"the log writer stopped: {exc!r}"
+            log.critical("recorder: %s; new calls are refused", self._error, exc_info=True)
+
+    def _loop(self) -> None:
         pending: list[Event] = []
         barriers: list[_Barrier] = []
         closing = False

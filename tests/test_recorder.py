@@ -178,3 +178,42 @@ def test_json_bodies_are_stored_readable_and_exact(value):
         assert decode_body(stored) == raw
         if raw and value is not None:
             assert stored["body"] == value
+
+
+def test_an_event_orjson_refuses_is_written_sanitised_and_the_log_goes_on(tmp_path):
+    """Undecodable header bytes (surrogates), nesting past orjson's limit, huge integers."""
+    recorder = _recorder(tmp_path)
+    deep: object = "bottom"
+    for _ in range(300):
+        deep = [deep]
+    _record(recorder, "s", 1, header="\udcff\udcfe", deep=deep, big=2**70)
+    _record(recorder, "s", 1)
+    assert recorder.flush(10)
+    assert recorder.accepting
+    recorder.close()
+    first, second = read_session(tmp_path, "s")
+    assert "surrogates" in first["sanitised"] or "Recursion" in first["sanitised"]
+    assert first["header"] == "\\udcff\\udcfe" and first["big"] == str(2**70)
+    assert "clipped" in orjson.dumps(first["deep"]).decode()
+    assert second["seq"] == 2 and second["prev"] == first["h"]
+
+
+def test_bodies_nested_too_deep_for_a_log_line_are_kept_exact_as_text():
+    for depth in (10, 240, 300, 1000):
+        raw = b'{"x":' + b"[" * depth + b"]" * depth + b"}"
+        stored = encode_body(raw)
+        assert decode_body(orjson.loads(orjson.dumps(stored))) == raw
+        assert (stored["body"] is None) == (depth >= 240)
+
+
+def test_a_writer_thread_that_dies_stops_new_calls(tmp_path, monkeypatch):
+    recorder = _recorder(tmp_path)
+
+    def broken(pending):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(recorder, "_write", broken)
+    _record(recorder, "s", 1)
+    recorder._thread.join(5)
+    assert not recorder.accepting
+    assert "the log writer stopped" in recorder.health()["reason"]
