@@ -1,11 +1,11 @@
-"""bench/synth_history.py writes logs that taplog's own readers and DuckDB accept as real."""
+"""bench/synth_history.py (code in bench/synth/) writes logs that taplog's own readers and
+DuckDB accept as real."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
 import stat
-import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -31,12 +31,12 @@ TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
 def _load_synth():
+    """The entry point as the script runs it (it puts the checkout on sys.path for bench/)."""
     spec = importlib.util.spec_from_file_location(
         "synth_history", ROOT / "bench" / "synth_history.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["synth_history"] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
     return module
 
@@ -254,3 +254,13 @@ def test_same_seed_same_bytes(data_dir: Path, tmp_path: Path):
 def test_refuses_a_data_dir_that_already_has_logs(data_dir: Path):
     with pytest.raises(SystemExit, match="already holds session logs"):
         synth.generate(data_dir, 10, seed=SEED, end=END, workers=1)
+
+
+def test_main_writes_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The entry point bench/query_bench.py calls: options in, a data dir and a report out."""
+    argv = ["--data-dir", str(tmp_path), "--events", "300", "--seed", "2"]
+    synth.main([*argv, "--end", "2026-11-30T00:00:00Z", "--workers", "1"])
+    report = capsys.readouterr().out
+    assert report.startswith("sessions 1  events 300  ")
+    assert "  type: " in report and "  agent: " in report
+    assert sum(len(list(read_events(path))) for path in session_files(tmp_path)) == 300
