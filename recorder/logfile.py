@@ -4,7 +4,9 @@ A crash can leave a torn last line. Opening the file detects it, moves the
 cut bytes to `quarantine/` (kept, never deleted) and truncates back to the
 last complete line, so the chain continues from there. A last complete line
 that fails its own checksum is damage, not a tear: the file is set aside
-whole and the caller is told, loudly.
+whole and the caller is told, loudly; `open_session_file` then starts the
+session anew with an `error` event that says so. The writer does this when it
+opens a file, and `taplog repair` on demand (`recorder.verify`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from recorder.events import Event, seal, verify_line
+from recorder.events import ERROR, Event, make_event, seal, verify_line
 
 _BLOCK = 64 * 1024
 
@@ -60,6 +62,7 @@ class SessionFile:
         self.seq = 0
         self.prev: str | None = None
         self.dirty = False
+        self.torn: tuple[int, int, Path] | None = None  # repaired: (offset, bytes, kept in)
         try:
             self._repair_tail(quarantine)
             self._read_last_line()
@@ -79,6 +82,8 @@ class SessionFile:
             out.flush()
             os.fsync(out.fileno())
         os.ftruncate(self.fd, cut)
+        os.fsync(self.fd)
+        self.torn = (cut, self.size - cut, keep)
         self.size = cut
 
     def _read_last_line(self) -> None:
@@ -121,3 +126,19 @@ class SessionFile:
                 self.sync()
         finally:
             os.close(self.fd)
+
+
+def open_session_file(
+    path: Path, quarantine: Path, sync_dir: bool
+) -> tuple[SessionFile, str | None]:
+    """Open a session log for appending, repairing it first; what the writer does.
+
+    Returns the file and, when its last line was damaged, why: the damaged file
+    was moved to `quarantine` whole and a new one started with an `error` event.
+    """
+    try:
+        return SessionFile(path, quarantine, sync_dir), None
+    except DamagedLog as exc:
+        session_file = SessionFile(path, quarantine, sync_dir)
+        session_file.append([make_event(ERROR, path.stem, None, reason=str(exc))])
+        return session_file, str(exc)

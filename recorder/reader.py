@@ -45,7 +45,12 @@ def read_events(path: Path) -> Iterator[Event]:
                 return  # torn tail of an interrupted write
             if verify_line(line) is None:
                 raise DamagedLine(f"{where}: line fails its checksum")
-            event = orjson.loads(line)
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                event = None
+            if not isinstance(event, dict):
+                raise DamagedLine(f"{where}: line is not a JSON object")
             _check_known(event, where)
             yield event
 

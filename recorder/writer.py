@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from recorder.events import ERROR, Event, make_event
-from recorder.logfile import DamagedLog, SessionFile
+from recorder.logfile import SessionFile, open_session_file
 from recorder.reader import tool_events
 from recorder.toolevents import ToolLedger
 
@@ -335,12 +335,9 @@ class Recorder:
             _, oldest = self._files.popitem(last=False)
             oldest.close(sync=self.fsync != "never")
         path = self.sessions_dir / f"{session}.jsonl"
-        try:
-            session_file = SessionFile(path, self.quarantine_dir, self.fsync != "never")
-        except DamagedLog as exc:
-            log.error("recorder: %s; moved to %s, starting a new file", exc, self.quarantine_dir)
-            session_file = SessionFile(path, self.quarantine_dir, self.fsync != "never")
-            session_file.append([make_event(ERROR, session, None, reason=str(exc))])
+        session_file, damage = open_session_file(path, self.quarantine_dir, self.fsync != "never")
+        if damage is not None:
+            log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
         self._files[session] = session_file
         return session_file
 
