@@ -20,7 +20,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.config import Settings
-from proxy.fallbacks import Fallbacks
+from proxy.fallbacks import Fallbacks, load_fallbacks
 from proxy.state import RECORDER
 from recorder.events import Event
 from recorder.reader import read_all
@@ -29,6 +29,8 @@ from tests.servers import ServerThread
 
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
+OPENAI_FALLBACK_KEY = "sk-fallback-openai-0123456789"  # taplog's own keys, for translated calls
+ANTHROPIC_FALLBACK_KEY = "sk-ant-fallback-0123456789"
 
 
 @dataclass
@@ -124,3 +126,32 @@ def oai_direct(fake: FakeVendor) -> openai.OpenAI:
 @pytest.fixture
 def ant_direct(fake: FakeVendor) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=fake.url, api_key=ANTHROPIC_KEY, max_retries=0)
+
+
+class Vendors:
+    """Two fake vendors, one per provider, so one can be down while the other serves."""
+
+    def __init__(self, servers: ServerThread) -> None:
+        self.openai, self.anthropic = FakeVendor(), FakeVendor()
+        self.openai.url = servers.serve(self.openai.app(), handler_cancellation=True)
+        self.anthropic.url = servers.serve(self.anthropic.app(), handler_cancellation=True)
+
+    def proxy(self, servers: ServerThread, data_dir: Path, rules: dict[str, Any]) -> Taplog:
+        """taplog in front of both, with these fallback rules."""
+        openai_base, anthropic_base = f"{self.openai.url}/v1", self.anthropic.url
+        fallbacks = load_fallbacks(openai_base, anthropic_base, rules, ())
+        return start_taplog(
+            servers, data_dir, fallbacks, openai_base=openai_base, anthropic_base=anthropic_base
+        )
+
+
+@pytest.fixture
+def vendors(servers: ServerThread, monkeypatch: pytest.MonkeyPatch) -> Vendors:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
+    return Vendors(servers)
+
+
+def model_requests(fake: FakeVendor) -> list[Any]:
+    """The model calls a fake vendor received (not count_tokens, models…)."""
+    return [r for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages")]

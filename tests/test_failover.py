@@ -6,15 +6,17 @@ import anthropic
 import openai
 import pytest
 
-from proxy.fallbacks import load_fallbacks
 from proxy.state import BREAKERS
 from recorder.bodies import decode_body
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
-from tests.fake_vendor import FakeVendor
+from tests.conftest import (
+    ANTHROPIC_FALLBACK_KEY,
+    ANTHROPIC_KEY,
+    OPENAI_FALLBACK_KEY,
+    OPENAI_KEY,
+    model_requests,
+)
 from tests.test_tool_events import anthropic_agent, chat_agent
 
-OPENAI_FALLBACK_KEY = "sk-fallback-openai-0123456789"
-ANTHROPIC_FALLBACK_KEY = "sk-ant-fallback-0123456789"
 RULES = {
     "fallback": [
         {
@@ -35,31 +37,9 @@ RULES = {
 }
 
 
-class Vendors:
-    def __init__(self, servers):
-        self.openai, self.anthropic = FakeVendor(), FakeVendor()
-        self.openai.url = servers.serve(self.openai.app(), handler_cancellation=True)
-        self.anthropic.url = servers.serve(self.anthropic.app(), handler_cancellation=True)
-
-
-@pytest.fixture
-def vendors(servers, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
-    return Vendors(servers)
-
-
 @pytest.fixture
 def proxy(servers, vendors, tmp_path):
-    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
-    fallbacks = load_fallbacks(openai_base, anthropic_base, RULES, ())
-    return start_taplog(
-        servers,
-        tmp_path / "data",
-        fallbacks,
-        openai_base=openai_base,
-        anthropic_base=anthropic_base,
-    )
+    return vendors.proxy(servers, tmp_path / "data", RULES)
 
 
 @pytest.fixture
@@ -70,10 +50,6 @@ def oai(proxy):
 @pytest.fixture
 def ant(proxy):
     return anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
-
-
-def _model_requests(fake):
-    return [r for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages")]
 
 
 OUTAGES = {"503": {"status": "503"}, "reset": {"reset": ""}, "silent": {"hang": ""}}
@@ -87,7 +63,7 @@ def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(
     vendors.openai.down = OUTAGES[outage]
     chat_agent(oai, stream)
 
-    served = _model_requests(vendors.anthropic)
+    served = model_requests(vendors.anthropic)
     assert len(served) == 8  # every call of the loop, served by Anthropic
     assert all(r.headers["x-api-key"] == ANTHROPIC_FALLBACK_KEY for r in served)
     assert all(r.headers["anthropic-version"] == "2023-06-01" for r in served)
@@ -127,16 +103,16 @@ def test_breaker_sends_calls_straight_to_the_fallback_and_back(vendors, proxy, o
         )
 
     assert ask("one") == "Echo: one"
-    tried_primary = len(_model_requests(vendors.openai))
+    tried_primary = len(model_requests(vendors.openai))
     assert tried_primary == 3  # one try and two retries, then the breaker is open
     assert ask("two") == "Echo: two"
-    assert len(_model_requests(vendors.openai)) == tried_primary  # skipped while open
+    assert len(model_requests(vendors.openai)) == tried_primary  # skipped while open
 
     vendors.openai.down = {}
     proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
     assert ask("three") == "Echo: three"  # the probe goes to the recovered primary
-    assert len(_model_requests(vendors.openai)) == tried_primary + 1
-    assert len(_model_requests(vendors.anthropic)) == 2
+    assert len(model_requests(vendors.openai)) == tried_primary + 1
+    assert len(model_requests(vendors.anthropic)) == 2
 
 
 @pytest.mark.parametrize("outage", ["529", "error_first", "reset"])
@@ -145,7 +121,7 @@ def test_anthropic_agent_fails_over_to_openai(vendors, proxy, ant, outage):
         outage, {"reset": ""}
     )
     anthropic_agent(ant, stream=True)
-    served = _model_requests(vendors.openai)
+    served = model_requests(vendors.openai)
     assert len(served) == 8
     assert all(r.headers["authorization"] == f"Bearer {OPENAI_FALLBACK_KEY}" for r in served)
 
@@ -155,8 +131,8 @@ def test_errors_that_no_vendor_can_fix_are_not_failed_over(vendors, proxy, oai):
     with pytest.raises(openai.BadRequestError) as caught:
         oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "x"}])
     assert "fake" in caught.value.message
-    assert _model_requests(vendors.anthropic) == []
-    assert len(_model_requests(vendors.openai)) == 1
+    assert model_requests(vendors.anthropic) == []
+    assert len(model_requests(vendors.openai)) == 1
 
 
 def test_a_rate_limit_with_a_short_retry_after_is_retried_on_the_same_vendor(vendors, proxy, oai):
@@ -165,7 +141,7 @@ def test_a_rate_limit_with_a_short_retry_after_is_retried_on_the_same_vendor(ven
         model="gpt-4.1", messages=[{"role": "user", "content": "x"}]
     )
     assert answer.model == "gpt-4.1"
-    assert len(_model_requests(vendors.openai)) == 2 and _model_requests(vendors.anthropic) == []
+    assert len(model_requests(vendors.openai)) == 2 and model_requests(vendors.anthropic) == []
 
 
 def test_an_error_event_opening_a_stream_fails_over(vendors, proxy, oai):
@@ -174,7 +150,7 @@ def test_an_error_event_opening_a_stream_fails_over(vendors, proxy, oai):
         model="gpt-4.1", messages=[{"role": "user", "content": "hello"}]
     ) as stream:
         assert stream.get_final_completion().choices[0].message.content == "Echo: hello"
-    assert len(_model_requests(vendors.anthropic)) == 1
+    assert len(model_requests(vendors.anthropic)) == 1
 
 
 def test_untranslatable_requests_get_the_original_error(vendors, proxy, oai):
@@ -184,7 +160,7 @@ def test_untranslatable_requests_get_the_original_error(vendors, proxy, oai):
             model="gpt-4.1", n=2, messages=[{"role": "user", "content": "x"}]
         )
     assert "fake" in caught.value.message  # the vendor's own error, not a translation failure
-    assert _model_requests(vendors.anthropic) == []
+    assert model_requests(vendors.anthropic) == []
     failover = proxy.events("failover")
     assert len(failover) == 1 and failover[0]["reason"].startswith("not translatable")
 

@@ -16,9 +16,7 @@ import orjson
 import pytest
 
 from proxy.continuation import INSTRUCTION
-from proxy.fallbacks import load_fallbacks
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
-from tests.test_failover import Vendors, _model_requests
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
 
 TIMEOUT = 1.0  # generous: a loaded 2-core CI machine must not trip it on healthy calls
 LIMITS = {"retries": 1, "ttfb_timeout": TIMEOUT, "idle_timeout": TIMEOUT, "midstream": "error"}
@@ -31,23 +29,8 @@ RULES = {
 
 
 @pytest.fixture
-def vendors(servers, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-openai-0123456789")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fallback-0123456789")
-    return Vendors(servers)
-
-
-@pytest.fixture
 def proxy(servers, vendors, tmp_path):
-    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
-    fallbacks = load_fallbacks(openai_base, anthropic_base, RULES, ())
-    return start_taplog(
-        servers,
-        tmp_path / "data",
-        fallbacks,
-        openai_base=openai_base,
-        anthropic_base=anthropic_base,
-    )
+    return vendors.proxy(servers, tmp_path / "data", RULES)
 
 
 def ask_openai(proxy, stream: bool) -> str:
@@ -112,8 +95,8 @@ def test_faults_before_the_first_byte_are_served_by_the_fallback(
     broken.down = _directives(fault)
     started = time.monotonic()
     assert ask(proxy, stream) == "Echo: tell me"
-    assert len(_model_requests(broken)) == BEFORE_FIRST_BYTE[fault]
-    assert len(_model_requests(healthy)) == 1
+    assert len(model_requests(broken)) == BEFORE_FIRST_BYTE[fault]
+    assert len(model_requests(healthy)) == 1
     assert time.monotonic() - started < 2 * (TIMEOUT + 0.5) + 1  # within the budget
     failovers = proxy.events("failover")
     assert [(f["from_provider"], f["to_provider"]) for f in failovers] == [(own, other)]
@@ -152,16 +135,8 @@ def test_a_stream_broken_after_the_first_byte_never_looks_complete(
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 @pytest.mark.parametrize("fault", ["cut=3", "delay=2", "no_end", "inband_error"])
 def test_a_broken_stream_is_continued_on_the_fallback(servers, vendors, tmp_path, client, fault):
-    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
     rules = {"fallback": [{**rule, "midstream": "continue"} for rule in RULES["fallback"]]}
-    fallbacks = load_fallbacks(openai_base, anthropic_base, rules, ())
-    proxy = start_taplog(
-        servers,
-        tmp_path / "data",
-        fallbacks,
-        openai_base=openai_base,
-        anthropic_base=anthropic_base,
-    )
+    proxy = vendors.proxy(servers, tmp_path / "data", rules)
     ask, own, other = CLIENTS[client]
     getattr(vendors, own).down = _directives(fault)
 
@@ -170,7 +145,7 @@ def test_a_broken_stream_is_continued_on_the_fallback(servers, vendors, tmp_path
     if fault == "no_end":
         assert text == "Echo: tell me"  # only the end marker was missing: nothing to ask
         return
-    (request,) = _model_requests(getattr(vendors, other))
+    (request,) = model_requests(getattr(vendors, other))
     messages = orjson.loads(request.body)["messages"]
     if messages[-1]["role"] == "user" and len(messages) == 1:
         assert text == "Echo: tell me"  # no text had reached the client: asked again, whole
@@ -185,7 +160,6 @@ def test_a_broken_stream_is_continued_on_the_fallback(servers, vendors, tmp_path
 
 
 def test_a_refused_prefill_is_retried_as_an_instruction_and_never_shown(servers, vendors, tmp_path):
-    base = vendors.anthropic.url
     rules = {
         "fallback": [
             {
@@ -196,14 +170,13 @@ def test_a_refused_prefill_is_retried_as_an_instruction_and_never_shown(servers,
             }
         ]
     }
-    fallbacks = load_fallbacks(f"{vendors.openai.url}/v1", base, rules, ())
-    proxy = start_taplog(servers, tmp_path / "data", fallbacks, anthropic_base=base)
+    proxy = vendors.proxy(servers, tmp_path / "data", rules)
     vendors.anthropic.next_faults = [{"cut": "5"}, {"reject_prefill": ""}]
 
     text = ask_anthropic(proxy, stream=True)
 
     assert text.endswith("Echo: " + INSTRUCTION)
-    sent = [orjson.loads(r.body) for r in _model_requests(vendors.anthropic)]
+    sent = [orjson.loads(r.body) for r in model_requests(vendors.anthropic)]
     assert [s["model"] for s in sent] == [
         "claude-sonnet-4-6",
         "claude-haiku-4-5",

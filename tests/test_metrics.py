@@ -16,7 +16,7 @@ from proxy.labels import MAX_TOOLS, OTHER, Bounded
 from proxy.observe import failover_reason
 from proxy.state import BREAKERS
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
-from tests.test_failover import proxy, vendors  # noqa: F401  (fixtures)
+from tests.test_failover import proxy  # noqa: F401  (a fixture)
 from tests.test_tool_events import anthropic_agent
 
 HELLO = [{"role": "user", "content": "hello"}]
