@@ -178,3 +178,31 @@ def test_a_stream_broken_after_bytes_reached_the_client_ends_with_an_error_event
             pass
     answers = [e for e in proxy.events("llm.response") if e["provider"] == "anthropic"]
     assert answers[-1]["outcome"] == "upstream_cut"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_the_answer_names_the_model_that_served_it_and_is_priced_as_such(
+    vendors, proxy, oai, stream
+):
+    vendors.openai.down = {"status": "503"}
+    kwargs = dict(model="gpt-4.1", messages=[{"role": "user", "content": "who?"}])
+    if stream:
+        with oai.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as s:
+            answer = s.get_final_completion()
+    else:
+        answer = oai.chat.completions.create(**kwargs)
+    assert answer.model == "claude-sonnet-4-6"
+    assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+
+    from recorder.query import connect, query
+
+    proxy.wait_responses(4)
+    (call,) = query(
+        connect(proxy.data_dir),
+        "SELECT request_model, response_model, input_tokens, cost_usd, attempts, failovers "
+        "FROM llm_calls",
+    ).fetchall()
+    request_model, served, tokens, cost, attempts, failovers = call
+    assert (request_model, served, attempts, failovers) == ("gpt-4.1", "claude-sonnet-4-6", 4, 1)
+    assert tokens == answer.usage.prompt_tokens
+    assert cost == pytest.approx(tokens * 3e-6 + answer.usage.completion_tokens * 15e-6)
