@@ -1,9 +1,12 @@
 # taplog serve in a container: session logs on the /data volume, API, health
 # and metrics on port 8787. No keys are baked in: agents send their own, and
 # fallback keys come from the environment at run time (docker run -e ...).
+# Inside the container taplog listens on 0.0.0.0, so it refuses to start
+# without inbound tokens: pass TAPLOG_AUTH_TOKEN at run time, and give agents
+# http://HOST:8787/t/<token>/v1 as their base URL.
 #
 #   docker build -t taplog .
-#   docker run -d -p 127.0.0.1:8787:8787 -v taplog-data:/data taplog
+#   docker run -d -p 127.0.0.1:8787:8787 -v taplog-data:/data -e TAPLOG_AUTH_TOKEN taplog
 
 FROM python:3.11-slim AS build
 WORKDIR /src

@@ -6,7 +6,9 @@ taplog's own endpoints, beside the proxied API paths:
     GET /readyz    200 when it can record; 503 with the reason when it cannot
                    (writer failing, queue over its high-water mark, data dir
                    not writable, shutting down)
-    GET /metrics   Prometheus text format (proxy.metrics)
+    GET /metrics   Prometheus text format (proxy.metrics); with inbound tokens
+                   configured it needs one (X-Taplog-Token, Authorization:
+                   Bearer, or GET /t/<token>/metrics), see proxy.auth
 
 None of them reveals configuration, keys, paths or upstream URLs.
 """
@@ -21,6 +23,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from proxy import auth, errors
+from proxy.auth import Tokens
 from proxy.breaker import Breakers
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks, load_fallbacks
@@ -36,6 +40,7 @@ from proxy.state import (
     RECORDER,
     RESOLVER,
     SETTINGS,
+    TOKENS,
     Lifecycle,
 )
 from proxy.upstream import open_pool
@@ -147,6 +152,13 @@ def _probe_writable(folder: Path) -> str | None:
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; rendered off the loop from a copy of the breaker states."""
+    presented = (
+        request.match_info.get("token"),
+        request.headers.get(auth.TOKEN_HEADER),
+        auth.bearer(request.headers.get("authorization")),
+    )
+    if not request.app[TOKENS].accepts(*presented):
+        return errors.error_response("openai", 401, auth.REFUSED, "unauthorized")
     app_metrics = request.app[METRICS]
     app_metrics.breaker_states = request.app[BREAKERS].states()
     body = await asyncio.to_thread(app_metrics.render)
@@ -170,6 +182,7 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app[METRICS] = app_metrics
     app[BREAKERS] = Breakers()
     app[LIFECYCLE] = Lifecycle()
+    app[TOKENS] = Tokens(settings.auth_tokens)
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
@@ -179,5 +192,6 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get(auth.PREFIX + "{token}/metrics", metrics)
     app.router.add_route("*", "/{tail:.*}", proxy_call)
     return app

@@ -36,10 +36,14 @@ _CLICK_TYPES: dict[str, Any] = {
 def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """A flag for every setting, generated from its one declaration."""
     for name, declared in reversed(SETTINGS.items()):
-        allowed = choices(name)
-        kind = click.Choice(allowed) if allowed else _CLICK_TYPES[declared.type]
         help_text = f"{declared.metadata['help']} [default: {declared.default}; ${env_name(name)}]"
-        command = click.option(flag_name(name), name, type=kind, help=help_text)(command)
+        if declared.type == "bool":
+            option = click.option(flag_name(name), name, is_flag=True, default=None, help=help_text)
+        else:
+            allowed = choices(name)
+            kind = click.Choice(allowed) if allowed else _CLICK_TYPES[declared.type]
+            option = click.option(flag_name(name), name, type=kind, help=help_text)
+        command = option(command)
     return command
 
 
@@ -69,6 +73,9 @@ def main() -> None:
 )
 def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) -> None:
     """Run the proxy; point OPENAI_BASE_URL / ANTHROPIC_BASE_URL at it.
+
+    Listening beyond loopback (--host 0.0.0.0) needs inbound tokens
+    (TAPLOG_AUTH_TOKEN); clients then use http://HOST:8787/t/<token>/v1.
 
     Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
     """

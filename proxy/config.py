@@ -5,12 +5,17 @@ environment variables, the TOML config file (`--config` / `TAPLOG_CONFIG`),
 the defaults below. Every value is checked at start-up and a bad one is
 refused with a message naming the option and where it came from. Vendor keys
 are never settings: clients send their own.
+
+Secret settings (the inbound `auth_token`) come only from a flag or the
+environment, never from the config file; messages and `repr` show them as
+`***`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -73,8 +78,22 @@ def _is_link_local(host: str) -> bool:
         return False
 
 
-def setting(default: Any, help: str, check: Callable[[Any], None] | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "check": check})
+_TOKEN = re.compile(r"[A-Za-z0-9._~-]{16,256}")
+MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def _tokens(value: str) -> None:
+    if value and not all(_TOKEN.fullmatch(token) for token in value.split(",")):
+        raise ValueError(
+            "each token (comma-separated) must be 16 to 256 letters, digits, '-', '_', '.' "
+            f"or '~'; make one with: {MAKE_TOKEN}"
+        )
+
+
+def setting(
+    default: Any, help: str, check: Callable[[Any], None] | None = None, secret: bool = False
+) -> Any:
+    return field(default=default, metadata={"help": help, "check": check, "secret": secret})
 
 
 @dataclass(frozen=True)
@@ -128,13 +147,39 @@ class Settings:
         "Least severe log lines shown: debug, info (one line per call), warning, error.",
         OneOf(LOG_LEVELS),
     )
+    auth_token: str = setting(
+        "",
+        "Tokens clients must present (comma-separated; each 16+ URL-safe characters) in an "
+        "X-Taplog-Token header or a /t/<token>/ base-URL prefix. Required to listen beyond "
+        "loopback. Flag or environment only, never the config file.",
+        _tokens,
+        secret=True,
+    )
+    insecure_no_auth: bool = setting(
+        False,
+        "DANGER: listen beyond loopback without tokens; anyone who reaches the port can "
+        "call vendors through taplog (on your fallback keys) and read /metrics.",
+    )
 
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
 
+    @property
+    def auth_tokens(self) -> tuple[str, ...]:
+        return tuple(token for token in self.auth_token.split(",") if token)
+
+    def __repr__(self) -> str:
+        shown = (f"{name}={_shown(name, getattr(self, name))}" for name in SETTINGS)
+        return f"Settings({', '.join(shown)})"
+
 
 SETTINGS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def _shown(name: str, value: Any) -> str:
+    """A setting's value as messages show it: secrets as `***`."""
+    return "***" if SETTINGS[name].metadata["secret"] and value else repr(value)
 
 
 def choices(name: str) -> tuple[str, ...] | None:
@@ -151,9 +196,20 @@ def env_name(name: str) -> str:
     return "TAPLOG_" + name.upper()
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+        return value.lower() in _TRUE
+    raise ValueError("must be true or false")
+
+
 def _convert(name: str, value: Any, source: str) -> Any:
     target = SETTINGS[name].type
-    kind = {"int": int, "float": float, "Path": Path, "str": str}[target]
+    kind = {"int": int, "float": float, "Path": Path, "str": str, "bool": _bool}[target]
     try:
         if kind is int and isinstance(value, float | bool):
             raise ValueError
@@ -163,7 +219,7 @@ def _convert(name: str, value: Any, source: str) -> Any:
             check(converted)
     except (TypeError, ValueError) as exc:
         reason = str(exc) or f"must be a {kind.__name__}"
-        raise ConfigError(f"{source}: {reason} (got {value!r})") from None
+        raise ConfigError(f"{source}: {reason} (got {_shown(name, value)})") from None
     return converted
 
 
@@ -177,6 +233,12 @@ def read_config_file(path: Path) -> dict[str, Any]:
     unknown = sorted(set(data) - set(SETTINGS) - FAILOVER_TABLES)
     if unknown:
         raise ConfigError(f"config file {path}: unknown setting {unknown[0]!r}")
+    for name, declared in SETTINGS.items():
+        if declared.metadata["secret"] and data.get(name):
+            raise ConfigError(
+                f"config file {path}: {name}: secrets never go in config files; "
+                f"set {env_name(name)} in the environment instead"
+            )
     return data
 
 

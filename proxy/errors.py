@@ -10,9 +10,15 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-_OPENAI_TYPES = {400: "invalid_request_error", 413: "invalid_request_error", 404: "not_found"}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    413: "invalid_request_error",
+    404: "not_found",
+}
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
+    401: "authentication_error",
     404: "not_found_error",
     413: "request_too_large",
     504: "timeout_error",

@@ -1,6 +1,8 @@
 """The request path: admit, read, resolve the session, record, forward.
 
 Order matters and is part of the contract:
+0. take a `/t/<token>/` prefix off the path and check the inbound token
+   (missing or wrong: 401 in the client's error shape, nothing recorded);
 1. route the path (a bad one is a 400 in the client's error shape);
 2. refuse with 503 when the recorder cannot take more (record or refuse),
    before anything reaches a vendor;
@@ -16,13 +18,13 @@ import time
 
 from aiohttp import web
 
-from proxy import errors, routing
+from proxy import auth, errors, routing
 from proxy.failover import Call as FailoverCall
 from proxy.failover import serve_with_fallbacks
 from proxy.fallbacks import Rule
 from proxy.forward import Exchange, forward
 from proxy.routing import PASSTHROUGH, RouteError
-from proxy.state import FALLBACKS, RECORDER, RESOLVER, SETTINGS
+from proxy.state import FALLBACKS, RECORDER, RESOLVER, SETTINGS, TOKENS
 from proxy.upstream import request_headers
 from recorder import __version__
 from recorder.bodies import parse_json
@@ -48,8 +50,13 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     received = time.perf_counter()
     app = request.app
     settings, recorder = app[SETTINGS], app[RECORDER]
+    token, target = auth.split_token(request.raw_path)
+    if not app[TOKENS].accepts(token, request.headers.get(auth.TOKEN_HEADER)):
+        return errors.error_response(
+            routing.provider_for(target), 401, auth.REFUSED, "unauthorized"
+        )
     try:
-        route = routing.route(request.raw_path, request.method, settings)
+        route = routing.route(target, request.method, settings)
     except RouteError as exc:
         return errors.error_response(exc.provider, 400, str(exc), "invalid_path")
     if not recorder.accepting:
@@ -71,7 +78,8 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     except InvalidSessionId as exc:
         return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
 
-    exchange = Exchange(route, resolution.session, new_id("ex"), secret_values(headers), received)
+    secrets = secret_values(headers) + ((token.encode(),) if token else ())
+    exchange = Exchange(route, resolution.session, new_id("ex"), secrets, received)
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
     rule = _fallback_rule(app, route.api, parsed)

@@ -36,7 +36,13 @@ OUTCOMES = frozenset(
 TOOL_FLAGS = frozenset({ORPHAN_RESULT, UNANSWERED, FINISH_MISMATCH})
 # taplog's own refusals, before any vendor is called (the x-taplog-error codes)
 REFUSALS = frozenset(
-    {"recorder_unavailable", "request_too_large", "invalid_path", "invalid_session_id"}
+    {
+        "unauthorized",
+        "recorder_unavailable",
+        "request_too_large",
+        "invalid_path",
+        "invalid_session_id",
+    }
 )
 MAX_TOOLS = 100
 MAX_TOOL_NAME = 64

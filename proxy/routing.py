@@ -51,11 +51,20 @@ def _provider_of(rest: str) -> str:
     return "anthropic" if rest == "/messages" or rest.startswith("/messages/") else "openai"
 
 
+def _api_path(path: str) -> str:
+    return path[3:] if path == "/v1" or path.startswith("/v1/") else path
+
+
+def provider_for(raw_target: str) -> str:
+    """The provider whose error shape a refusal of this target takes."""
+    return _provider_of(_api_path(_split_session(raw_target.partition("?")[0])[1]))
+
+
 def route(raw_target: str, method: str, settings: Settings) -> Route:
     """Route a raw request target (path and query, as the client sent them)."""
     path, question, query = raw_target.partition("?")
     session, path = _split_session(path)
-    rest = path[3:] if path == "/v1" or path.startswith("/v1/") else path
+    rest = _api_path(path)
     provider = _provider_of(rest)
     if not raw_target.startswith("/"):
         raise RouteError("request target must be a path", provider)

@@ -9,6 +9,7 @@ import signal
 
 from aiohttp import web
 
+from proxy import auth
 from proxy.app import create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
@@ -28,6 +29,8 @@ def _client_host(host: str) -> str:
 
 def banner(settings: Settings, port: int) -> str:
     base = f"http://{_client_host(settings.host)}:{port}"
+    if settings.auth_tokens:  # never printed: the variable it usually comes from
+        base += "/t/$TAPLOG_AUTH_TOKEN"
     return (
         f"taplog {__version__} recording to {settings.data_dir.resolve() / 'sessions'}\n"
         f"  export OPENAI_BASE_URL={base}/v1\n"
@@ -37,6 +40,11 @@ def banner(settings: Settings, port: int) -> str:
 
 
 async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
+    problem = auth.binding_problem(settings)
+    if problem is not None:
+        raise ServeError(problem)
+    if not (settings.auth_tokens or auth.is_loopback(settings.host)):
+        log.error(auth.INSECURE_WARNING, settings.host or "every interface")
     app = create_app(settings, fallbacks)
     runner = web.AppRunner(
         app, handler_cancellation=True, shutdown_timeout=settings.shutdown_grace, access_log=None

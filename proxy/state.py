@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
+from proxy.auth import Tokens
 from proxy.breaker import Breakers
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
@@ -28,3 +29,4 @@ POOL = web.AppKey("pool", aiohttp.ClientSession)
 LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
 FALLBACKS = web.AppKey("fallbacks", Fallbacks)
 BREAKERS = web.AppKey("breakers", Breakers)
+TOKENS = web.AppKey("tokens", Tokens)

@@ -298,6 +298,9 @@ def _installed(program: str) -> str:
     return str(Path(sys.executable).with_name(program))
 
 
+IMAGE_TOKEN = "image-token-0123456789abcdef"
+
+
 def test_the_image_entry_command_serves_and_passes_its_healthcheck(tmp_path):
     docker = _dockerfile()
     entry = _exec_form(docker["ENTRYPOINT"][0]) + _exec_form(docker["CMD"][0])
@@ -305,15 +308,21 @@ def test_the_image_entry_command_serves_and_passes_its_healthcheck(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     argv = [_installed(entry[0]), *(str(data) if a == "/data" else a for a in entry[1:])]
-    env = _env(TAPLOG_PORT="0")  # any free port here; 8787 in the image
+    # Without a token the container refuses to start, and says how to give it one.
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=_env())
+    assert refused.returncode == 1 and "TAPLOG_AUTH_TOKEN" in refused.stderr
+    env = _env(TAPLOG_PORT="0", TAPLOG_AUTH_TOKEN=IMAGE_TOKEN)  # any free port here
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
         banner = [process.stdout.readline() for _ in range(4)]
         base = next(line for line in banner if "OPENAI_BASE_URL" in line).split("=", 1)[1].strip()
-        url = base.removesuffix("/v1")
+        assert base.endswith("/t/$TAPLOG_AUTH_TOKEN/v1")  # the banner never prints a token
+        url = base.removesuffix("/t/$TAPLOG_AUTH_TOKEN/v1")
         assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+        assert httpx.get(f"{url}/metrics").status_code == 401
+        assert httpx.get(f"{url}/t/{IMAGE_TOKEN}/metrics").status_code == 200
         health = _exec_form(re.sub(r"^.*?CMD\s+", "", docker["HEALTHCHECK"][0]))
         port = url.rsplit(":", 1)[1]
         check = subprocess.run(
