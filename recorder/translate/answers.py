@@ -19,6 +19,9 @@ parsed from ``arguments``. Choices where PROTOCOLS leaves room:
 Both directions fit tool-call ids to the client's own vendor rules (the client sends them
 there next turn) and give tools back the client's names (``tool_names`` is
 `Translated.tool_names` of the translated request).
+
+The same for the OpenAI Responses API (`messages_answer_to_responses`,
+`responses_answer_to_messages`) lives in `responses_answer` and is exported from here too.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from recorder.wire.sse import as_list, as_str, dig
 
 from .base import compact_json, parse_object
 from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, client_name, fit
+from .responses_answer import messages_answer_to_responses, responses_answer_to_messages
 from .vocab import (
     chat_response_id,
     chat_usage,
@@ -39,7 +43,12 @@ from .vocab import (
     translated_stop_reason,
 )
 
-__all__ = ["chat_answer_to_messages", "messages_answer_to_chat"]
+__all__ = [
+    "chat_answer_to_messages",
+    "messages_answer_to_chat",
+    "messages_answer_to_responses",
+    "responses_answer_to_messages",
+]
 
 
 def messages_answer_to_chat(

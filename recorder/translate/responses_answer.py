@@ -1,0 +1,138 @@
+"""Non-streaming answers between Anthropic Messages and OpenAI Responses (PROTOCOLS 2, 3, 5.4).
+
+Anthropic message -> ``response``: each non-empty ``text`` block becomes a ``message`` item
+with one ``output_text`` part, each ``tool_use`` a ``function_call`` item (``call_id`` = the
+tool_use id, fitted to OpenAI's rules; ``arguments`` = compact JSON of ``input``), in block
+order. Thinking, redacted thinking and server-tool blocks are left out: a reasoning item
+without OpenAI's encrypted state would be useless to replay, and the upstream answer is in
+the log. Status, usage and ids come from `responses_vocab`, which also echoes the request
+fields a client reads back (``instructions``, ``tools``, ``tool_choice``, ...). ``model`` is
+the model that served the answer.
+
+``response`` -> Anthropic message: each ``message`` item becomes one ``text`` block (its
+output_text and refusal parts joined; none if empty), each ``function_call`` a ``tool_use``
+with ``input`` parsed from ``arguments``. A call whose arguments are no JSON object (cut by
+the token limit, 5.8.11) is left out, as in the Chat translation. Reasoning and hosted-tool
+items are left out (taplog never asks for hosted tools).
+
+Tool names go back to the client's own (``tool_names`` = `Translated.tool_names`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from recorder.wire.sse import as_list, as_str, dig
+
+from .base import compact_json, parse_object
+from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, client_name, fit
+from .responses_vocab import (
+    anthropic_usage,
+    function_item,
+    message_id,
+    message_item,
+    response_object,
+    response_status,
+    responses_usage,
+    stop_from_status,
+)
+
+__all__ = ["messages_answer_to_responses", "responses_answer_to_messages"]
+
+
+def messages_answer_to_responses(
+    answer: dict,
+    *,
+    response_id: str,
+    created_at: int,
+    request: dict,
+    tool_names: Mapping[str, str] | None = None,
+) -> dict:
+    """An Anthropic message as the ``response`` object a Responses client expects."""
+    output: list[dict] = []
+    for block in as_list(answer.get("content")):
+        kind = dig(block, "type")
+        if kind == "text" and as_str(block.get("text")):
+            output.append(message_item(response_id, len(output), block["text"]))
+        elif kind == "tool_use":
+            value = block.get("input")
+            output.append(
+                function_item(
+                    response_id,
+                    len(output),
+                    fit(as_str(block.get("id")) or "toolu", OPENAI_ID_LIMIT),
+                    client_name(as_str(block.get("name")) or "", tool_names),
+                    compact_json(value if value is not None else {}),
+                )
+            )
+    status, incomplete = response_status(answer.get("stop_reason"))
+    return response_object(
+        request,
+        response_id=response_id,
+        created_at=created_at,
+        model=as_str(answer.get("model")) or "",
+        status=status,
+        incomplete=incomplete,
+        output=output,
+        usage=responses_usage(answer.get("usage")),
+    )
+
+
+def responses_answer_to_messages(
+    answer: dict, *, tool_names: Mapping[str, str] | None = None
+) -> dict:
+    """A ``response`` object as the message an Anthropic client expects."""
+    content: list[dict] = []
+    refused = False
+    for item in as_list(answer.get("output")):
+        kind = dig(item, "type")
+        if kind == "message":
+            text, refusal = message_text(item)
+            refused = refused or refusal
+            if text:
+                content.append({"type": "text", "text": text})
+        elif kind == "function_call" and (block := _tool_use(item, tool_names)) is not None:
+            content.append(block)
+    stop = stop_from_status(
+        answer.get("status"),
+        dig(answer, "incomplete_details", "reason"),
+        refused=refused,
+        called=any(block["type"] == "tool_use" for block in content),
+    )
+    return {
+        "id": message_id(answer.get("id")),
+        "type": "message",
+        "role": "assistant",
+        "model": as_str(answer.get("model")) or "",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": anthropic_usage(answer.get("usage")),
+    }
+
+
+def message_text(item: Any) -> tuple[str, bool]:
+    """(the text of a message item's output_text and refusal parts, whether one refused)."""
+    texts: list[str] = []
+    refused = False
+    for part in as_list(dig(item, "content")):
+        kind = dig(part, "type")
+        if kind == "output_text":
+            texts.append(as_str(part.get("text")) or "")
+        elif kind == "refusal" and (refusal := as_str(part.get("refusal"))):
+            refused = True
+            texts.append(refusal)
+    return "".join(texts), refused
+
+
+def _tool_use(item: dict, tool_names: Mapping[str, str] | None) -> dict | None:
+    value = parse_object(item.get("arguments"))
+    if value is None:
+        return None
+    return {
+        "type": "tool_use",
+        "id": fit(as_str(item.get("call_id")) or "call", ANTHROPIC_ID_LIMIT),
+        "name": client_name(as_str(item.get("name")) or "", tool_names),
+        "input": value,
+    }

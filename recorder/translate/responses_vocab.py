@@ -1,0 +1,203 @@
+"""Shared OpenAI Responses vocabulary: status, usage, item ids and the ``response`` object.
+
+The answer translators (`responses_answer`) and the stream translators
+(`stream_to_responses`, `stream_from_responses`) build everything from these functions, so
+a streamed answer and the same answer without streaming translate alike (the property tests
+hold them to that).
+
+Status (Anthropic ``stop_reason`` -> Responses): end_turn, stop_sequence and tool_use are
+``completed``; max_tokens, model_context_window_exceeded and pause_turn (an unfinished turn,
+as in 5.4) are ``incomplete`` with reason ``max_output_tokens``; refusal is ``incomplete``
+with reason ``content_filter``. Back: ``incomplete`` -> max_tokens (refusal for
+content_filter); ``completed`` -> tool_use when a call reached the client, refusal when a
+refusal part did, else end_turn.
+
+Items are ``completed`` once their block or item ended, also in a cut answer: the response's
+own status says the answer was cut, as it is what clients check.
+
+Usage (5.4, 5.8.15): Responses ``input_tokens`` INCLUDES cache reads and writes, Anthropic's
+EXCLUDES them; ``cached_tokens`` = cache reads, ``cache_write_tokens`` = cache writes,
+``reasoning_tokens`` = thinking tokens (0 when the upstream does not say).
+
+Ids: the caller picks the response id (``resp_X``), so a later ``previous_response_id`` can
+name it; output items get ``msg_X_<n>`` / ``fc_X_<n>`` (n = output index), the Anthropic
+message for a Responses answer ``msg_X``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recorder.wire.sse import as_int, as_list, as_str, dig
+
+__all__ = [
+    "anthropic_usage",
+    "function_item",
+    "message_id",
+    "message_item",
+    "response_object",
+    "response_status",
+    "responses_usage",
+    "stop_from_status",
+    "text_part",
+]
+
+_INCOMPLETE = {
+    "max_tokens": "max_output_tokens",
+    "model_context_window_exceeded": "max_output_tokens",
+    "pause_turn": "max_output_tokens",
+    "refusal": "content_filter",
+}
+
+
+def response_status(stop: Any) -> tuple[str, dict | None]:
+    """Anthropic ``stop_reason`` -> (Responses status, ``incomplete_details``)."""
+    reason = _INCOMPLETE.get(stop) if isinstance(stop, str) else None
+    return ("incomplete", {"reason": reason}) if reason else ("completed", None)
+
+
+def stop_from_status(status: Any, reason: Any, *, refused: bool, called: bool) -> str:
+    """Responses status and incomplete reason -> Anthropic ``stop_reason``."""
+    if status == "incomplete":
+        return "refusal" if reason == "content_filter" else "max_tokens"
+    if called:
+        return "tool_use"
+    return "refusal" if refused else "end_turn"
+
+
+def _count(usage: Any, *path: str) -> int:
+    return as_int(dig(usage, *path)) or 0
+
+
+def responses_usage(usage: Any) -> dict:
+    """Anthropic usage -> Responses usage (cache tokens folded into ``input_tokens``)."""
+    read = _count(usage, "cache_read_input_tokens")
+    write = _count(usage, "cache_creation_input_tokens")
+    prompt = _count(usage, "input_tokens") + read + write
+    output = _count(usage, "output_tokens")
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
+        "output_tokens": output,
+        "output_tokens_details": {
+            "reasoning_tokens": _count(usage, "output_tokens_details", "thinking_tokens")
+        },
+        "total_tokens": prompt + output,
+    }
+
+
+def anthropic_usage(usage: Any) -> dict:
+    """Responses usage -> Anthropic usage (cache tokens taken out of ``input_tokens``)."""
+    cached = _count(usage, "input_tokens_details", "cached_tokens")
+    written = _count(usage, "input_tokens_details", "cache_write_tokens")
+    result: dict[str, Any] = {
+        "input_tokens": max(_count(usage, "input_tokens") - cached - written, 0),
+        "output_tokens": _count(usage, "output_tokens"),
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": written,
+    }
+    reasoning = as_int(dig(usage, "output_tokens_details", "reasoning_tokens"))
+    if reasoning is not None:
+        result["output_tokens_details"] = {"thinking_tokens": reasoning}
+    return result
+
+
+def message_id(response_id: Any) -> str:
+    """``resp_X`` -> ``msg_X``: derived, so the log can pair the two ids."""
+    return "msg_" + (as_str(response_id) or "taplog").removeprefix("resp_")
+
+
+def _item_id(prefix: str, response_id: str, index: int) -> str:
+    return f"{prefix}_{response_id.removeprefix('resp_')}_{index}"
+
+
+def text_part(text: str) -> dict:
+    """An ``output_text`` content part."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(response_id: str, index: int, text: str | None) -> dict:
+    """An assistant ``message`` item: completed with one text part, or (None) just opened."""
+    return {
+        "id": _item_id("msg", response_id, index),
+        "type": "message",
+        "status": "in_progress" if text is None else "completed",
+        "role": "assistant",
+        "content": [] if text is None else [text_part(text)],
+    }
+
+
+def function_item(
+    response_id: str, index: int, call_id: str, name: str, arguments: str | None
+) -> dict:
+    """A ``function_call`` item (None arguments: just opened); paired with its output by
+    ``call_id``, never by ``id``."""
+    return {
+        "id": _item_id("fc", response_id, index),
+        "type": "function_call",
+        "status": "in_progress" if arguments is None else "completed",
+        "arguments": arguments or "",
+        "call_id": call_id,
+        "name": name,
+    }
+
+
+def _echo_tool(tool: Any) -> Any:
+    """A function tool as the response lists it (``parameters``/``strict`` always present)."""
+    if dig(tool, "type") != "function":
+        return tool
+    return {**tool, "parameters": tool.get("parameters"), "strict": tool.get("strict")}
+
+
+def _echo(request: dict, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    """The request's value when it has the right type (a bool is no number here)."""
+    value = request.get(key)
+    if isinstance(value, bool) and kind is not bool:
+        return default
+    return value if isinstance(value, kind) else default
+
+
+def response_object(
+    request: dict,
+    *,
+    response_id: str,
+    created_at: int,
+    model: str,
+    status: str,
+    output: list[dict],
+    usage: dict | None,
+    incomplete: dict | None = None,
+    error: dict | None = None,
+) -> dict:
+    """The ``response`` object, echoing the request fields a client reads back."""
+    reasoning = request.get("reasoning") if isinstance(request.get("reasoning"), dict) else {}
+    text = request.get("text") if isinstance(request.get("text"), dict) else {}
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": False,
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": _echo(request, "instructions", str),
+        "max_output_tokens": _echo(request, "max_output_tokens", int),
+        "max_tool_calls": _echo(request, "max_tool_calls", int),
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": _echo(request, "parallel_tool_calls", bool, True),
+        "previous_response_id": _echo(request, "previous_response_id", str),
+        "prompt_cache_key": _echo(request, "prompt_cache_key", str),
+        "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+        "safety_identifier": _echo(request, "safety_identifier", str),
+        "store": _echo(request, "store", bool, True),
+        "temperature": _echo(request, "temperature", (int, float)),
+        "text": {"format": {"type": "text"}, **text},
+        "tool_choice": request.get("tool_choice") or "auto",
+        "tools": [_echo_tool(tool) for tool in as_list(request.get("tools"))],
+        "top_p": _echo(request, "top_p", (int, float)),
+        "truncation": _echo(request, "truncation", str, "disabled"),
+        "usage": usage,
+        "user": _echo(request, "user", str),
+        "metadata": _echo(request, "metadata", dict, {}),
+    }
