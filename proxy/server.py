@@ -10,7 +10,7 @@ import signal
 from aiohttp import web
 
 from proxy import auth
-from proxy.app import create_app
+from proxy.app import HTTP_LIMITS, create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
 from proxy.state import LIFECYCLE
@@ -47,7 +47,11 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
         log.error(auth.INSECURE_WARNING, settings.host or "every interface")
     app = create_app(settings, fallbacks)
     runner = web.AppRunner(
-        app, handler_cancellation=True, shutdown_timeout=settings.shutdown_grace, access_log=None
+        app,
+        handler_cancellation=True,
+        shutdown_timeout=settings.shutdown_grace,
+        access_log=None,
+        **HTTP_LIMITS,
     )
     await runner.setup()
     try:

@@ -1,0 +1,242 @@
+"""Hostile and broken requests: refused clearly or recorded safely, never a crash, never
+another host. Each case asserts its exact answer, then that a normal call still works."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+import openai
+import orjson
+import pytest
+from aiohttp import web
+
+from proxy.state import RECORDER
+from recorder.bodies import decode_body
+from tests.conftest import OPENAI_KEY
+
+HELLO = [{"role": "user", "content": "hello"}]
+BODY = orjson.dumps({"model": "gpt-4.1", "messages": HELLO})
+
+
+def _raw(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send bytes as they are; the answer's status, headers and body."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def _post(target: bytes, extra: bytes = b"", body: bytes = BODY, length: bool = True) -> bytes:
+    head = b"POST " + target + b" HTTP/1.1\r\nHost: taplog\r\nConnection: close\r\n"
+    head += b"Content-Type: application/json\r\nAuthorization: Bearer " + OPENAI_KEY.encode()
+    head += b"\r\n" + extra
+    if length:
+        head += b"Content-Length: %d\r\n" % len(body)
+    return head + b"\r\n" + body
+
+
+def _still_serving(taplog) -> None:
+    client = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    answer = client.chat.completions.create(model="gpt-4.1", messages=HELLO)
+    assert answer.choices[0].message.content == "Echo: hello"
+    assert taplog.app[RECORDER].accepting
+
+
+def _openai_error(body: bytes, code: str, message: str) -> None:
+    assert orjson.loads(body) == {
+        "error": {
+            "message": f"taplog: {message}",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": code,
+        }
+    }
+
+
+# -- upstream hosts only from configuration ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target", [b"http://evil.example/v1/chat/completions", b"https://evil.example:443/v1/models"]
+)
+def test_an_absolute_form_target_is_refused(taplog, fake, target):
+    status, headers, body = _raw(taplog.url, _post(target))
+    assert (status, headers["x-taplog-error"]) == (400, "invalid_path")
+    _openai_error(body, "invalid_path", "request target must be a path")
+    assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [b"/v1/%2e%2e/%2e%2e/chat/completions", b"/v1/%2E%2E%2Fadmin", b"/s/x/v1/./chat/completions"],
+)
+def test_encoded_dot_segments_are_refused(taplog, fake, target):
+    status, _, body = _raw(taplog.url, _post(target))
+    assert status == 400
+    _openai_error(body, "invalid_path", "path must not contain '.' or '..' segments")
+    assert fake.requests == []
+    _still_serving(taplog)
+
+
+@pytest.mark.parametrize(
+    ("target", "arrives_as"),
+    [
+        (b"//evil.example/v1/chat/completions", "/v1//evil.example/v1/chat/completions"),
+        (b"/v1@evil.example/chat/completions", "/v1/v1@evil.example/chat/completions"),
+        (b"/\\evil.example/chat/completions", "/v1/\\evil.example/chat/completions"),
+        (b"/v1/chat/completions?api_base=http://evil.example", "/v1/chat/completions"),
+    ],
+)
+def test_odd_paths_only_ever_reach_the_configured_base(taplog, fake, target, arrives_as):
+    """An unreachable evil.example would be a 502: the fake's own answer proves where it went."""
+    status, _, _ = _raw(taplog.url, _post(target))
+    assert status in (200, 404)  # the fake's answer: 404 for paths it does not serve
+    (seen,) = fake.requests
+    assert seen.path == arrives_as
+    _still_serving(taplog)
+
+
+def test_body_fields_and_headers_naming_a_base_url_are_inert(taplog, fake):
+    """taplog reads no upstream from a request: such fields are plain content, forwarded."""
+    client = openai.OpenAI(
+        base_url=f"{taplog.url}/v1",
+        api_key=OPENAI_KEY,
+        max_retries=0,
+        default_headers={"X-Forwarded-Host": "evil.example", "X-Base-URL": "http://evil"},
+    )
+    client.chat.completions.create(
+        model="gpt-4.1",
+        messages=HELLO,
+        extra_body={"api_base": "http://evil.example", "base_url": "http://evil.example"},
+    )
+    (seen,) = fake.requests
+    assert seen.path == "/v1/chat/completions"
+
+
+def test_redirects_from_upstream_are_passed_back_never_followed(servers, tmp_path):
+    from tests.conftest import start_taplog
+
+    followed: list[str] = []
+
+    async def redirect(request: web.Request) -> web.Response:
+        return web.Response(status=307, headers={"Location": f"{evil_url}/stolen"})
+
+    async def evil(request: web.Request) -> web.Response:
+        followed.append(request.headers.get("Authorization", ""))
+        return web.json_response({})
+
+    evil_app, vendor = web.Application(), web.Application()
+    evil_app.router.add_route("*", "/{tail:.*}", evil)
+    vendor.router.add_route("*", "/{tail:.*}", redirect)
+    evil_url = servers.serve(evil_app)
+    vendor_url = servers.serve(vendor)
+    taplog = start_taplog(
+        servers, tmp_path / "data", openai_base=f"{vendor_url}/v1", anthropic_base=vendor_url
+    )
+    answer = httpx.post(
+        f"{taplog.url}/v1/chat/completions",
+        content=BODY,
+        headers={"authorization": f"Bearer {OPENAI_KEY}", "content-type": "application/json"},
+    )
+    assert answer.status_code == 307 and answer.headers["location"] == f"{evil_url}/stolen"
+    assert followed == []
+    (response,) = taplog.events("llm.response")
+    assert (response["status"], response["outcome"]) == (307, "ok")
+
+
+def test_other_request_forms_never_reach_a_vendor(taplog, fake):
+    status, _, _ = _raw(
+        taplog.url, b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil\r\nConnection: close\r\n\r\n"
+    )
+    assert status == 404
+    status, _, _ = _raw(taplog.url, b"OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status == 404
+    assert fake.requests == []
+    _still_serving(taplog)
+
+
+# -- malformed HTTP: refused by the parser, before routing ----------------------------------
+
+PARSER_CASES = {
+    "CR in a header value": (b"X-A: a\rb\r\n", b"Missing expected LF after header value"),
+    "LF in a header value": (b"X-A: a\nX-Injected: 1\r\n", b"Missing expected CR after header"),
+    "NUL in a header value": (b"X-A: a\x00b\r\n", b"Invalid header value char"),
+    "a folded header line": (b"X-A: a\r\n b\r\n", b"Unexpected whitespace after header value"),
+    "space in a header name": (b"X A: b\r\n", b"Invalid header token"),
+    "Content-Length with Transfer-Encoding": (
+        b"Transfer-Encoding: chunked\r\n",
+        b"Content-Length can't be present with Transfer-Encoding",
+    ),
+    "two Content-Lengths": (b"Content-Length: 5\r\n", b"Duplicate Content-Length"),
+    "a header over 8190 bytes": (b"X-Big: " + b"a" * 9000 + b"\r\n", b"Got more than 8190 bytes"),
+    "129 headers": (b"".join(b"X-H%d: v\r\n" % i for i in range(129)), b"Too many headers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARSER_CASES))
+def test_malformed_http_is_refused_with_a_plain_400_and_nothing_recorded(taplog, fake, case):
+    extra, message = PARSER_CASES[case]
+    status, headers, body = _raw(taplog.url, _post(b"/v1/chat/completions", extra))
+    assert status == 400
+    assert headers["content-type"] == "text/plain; charset=utf-8"
+    assert body.startswith(message)
+    assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        _post(b"/v1/chat/completions?" + b"q" * 9000),  # request line over 8190 bytes
+        _post(b"/v1/chat/completions", b"Transfer-Encoding: chunked\r\n" * 2, length=False),
+        _post(b"/v1/chat/completions", b"Transfer-Encoding: gzip, chunked\r\n", length=False),
+        b"POST @evil.example/v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n",
+    ],
+    ids=["long request line", "two Transfer-Encodings", "gzip, chunked", "@host target"],
+)
+def test_other_framing_attacks_are_refused_with_a_plain_400(taplog, fake, request_bytes):
+    status, headers, _ = _raw(taplog.url, request_bytes)
+    assert status == 400 and headers["content-type"] == "text/plain; charset=utf-8"
+    assert fake.requests == []
+    _still_serving(taplog)
+
+
+# -- odd bodies and headers: forwarded exactly, recorded safely ----------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model":"gpt-4.1","messages":[{"role":"user","content":"h\xff\xfe"}]}',
+        b'{"model":"gpt-4.1","x":' + b"[" * 300 + b"]" * 300 + b"}",
+        b'{"model":"gpt-4.1","x":' + b"[" * 5000 + b"]" * 5000 + b"}",
+        b'{"model":"gpt-4.1","messages":[{"role":"user","content":"\\ud800"}]}',
+    ],
+    ids=["invalid UTF-8", "nested 300 deep", "nested 5000 deep", "a lone surrogate escape"],
+)
+def test_odd_bodies_are_forwarded_byte_exact_and_recorded_exactly(taplog, fake, body):
+    status, _, _ = _raw(taplog.url, _post(b"/s/odd/v1/chat/completions", body=body))
+    assert status in (200, 400)  # the fake's verdict on the body, passed through
+    (seen,) = fake.requests
+    assert seen.body == body
+    (request,) = taplog.events("llm.request")
+    assert decode_body(request) == body
+    _still_serving(taplog)
+
+
+def test_undecodable_header_bytes_are_forwarded_and_recorded_escaped(taplog, fake):
+    extra = b"X-Odd: caf\xe9 \xff\r\n"
+    status, _, _ = _raw(taplog.url, _post(b"/s/odd/v1/chat/completions", extra))
+    assert status == 200
+    (request,) = taplog.events("llm.request")
+    assert request["headers"]["x-odd"] == "caf\\udce9 \\udcff"
+    assert "surrogates" in request["sanitised"]
+    _still_serving(taplog)
