@@ -32,6 +32,7 @@ from proxy.handler import proxy_call
 from proxy.labels import Bounded
 from proxy.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
 from proxy.observe import Observer
+from proxy.responses_history import ResponsesHistory
 from proxy.state import (
     BREAKERS,
     FALLBACKS,
@@ -39,6 +40,7 @@ from proxy.state import (
     POOL,
     RECORDER,
     RESOLVER,
+    RESPONSES_HISTORY,
     SETTINGS,
     TOKENS,
     Lifecycle,
@@ -187,6 +189,7 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app[LIFECYCLE] = Lifecycle()
     app[TOKENS] = Tokens(settings.auth_tokens)
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
+    app[RESPONSES_HISTORY] = ResponsesHistory()
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_compactor)

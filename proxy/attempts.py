@@ -26,7 +26,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from proxy.fallbacks import Target
-from proxy.translations import route_for
+from proxy.translations import is_taplog_answer, route_for
 from proxy.upstream import request_headers
 from recorder import __version__
 from recorder.translate.requests import Translated, Untranslatable
@@ -34,7 +34,12 @@ from recorder.translate.requests import Translated, Untranslatable
 OK, RETRY, FINAL = "ok", "retry", "final"
 ANTHROPIC_VERSION = "2023-06-01"
 _RETRYABLE = frozenset({408, 409, 429, 529})
-_WIRE = {"openai": "openai.chat", "anthropic": "anthropic.messages"}
+_PATHS = {
+    "openai.chat": "/chat/completions",
+    "openai.responses": "/responses",
+    "anthropic.messages": "/v1/messages",
+}
+OPENAI_APIS = ("openai.chat", "openai.responses")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +57,16 @@ class Attempt:
         return self.parsed.get("stream") is True
 
 
-def _url(target: Target) -> str:
-    base = target.provider.base_url.rstrip("/")
-    return (
-        f"{base}/v1/messages" if target.provider.type == "anthropic" else f"{base}/chat/completions"
-    )
+def target_api(target: Target, client_api: str) -> str:
+    """The API a target is called with: an OpenAI-type target speaks the client's own OpenAI
+    API, and serves Anthropic clients through the API its provider names."""
+    if target.provider.type == "anthropic":
+        return "anthropic.messages"
+    return client_api if client_api in OPENAI_APIS else f"openai.{target.provider.api}"
+
+
+def _url(target: Target, api: str) -> str:
+    return target.provider.base_url.rstrip("/") + _PATHS[api]
 
 
 def _own_headers(target: Target, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
@@ -83,26 +93,49 @@ def plan(
     client_headers: CIMultiDictProxy[str],
     client_url: str,
     allow_prefill: bool = False,
+    history: list[Any] | None = None,
 ) -> Attempt:
-    """The request for `target`; raises Untranslatable when it cannot take the call."""
-    api = _WIRE[target.provider.type]
+    """The request for `target`; raises Untranslatable when it cannot take the call.
+
+    `history` is the conversation a Responses call chains to with
+    `previous_response_id`, for targets that do not hold it themselves.
+    """
+    api = target_api(target, client_api)
     same_provider = target.provider.name == client_provider
     if api != client_api:
         route = route_for(client_api, api)
         if route is None:
             raise Untranslatable(f"taplog cannot serve {client_api} calls from {api}")
-        translation = route.request(parsed, model=target.model, allow_prefill=allow_prefill)
+        translation = route.request(parsed, target.model, allow_prefill, history)
         body = orjson.dumps(translation.body)
         headers = _own_headers(target, client_headers)
-        return Attempt(target, api, _url(target), headers, body, translation.body, translation)
+        return Attempt(target, api, _url(target, api), headers, body, translation.body, translation)
     headers = (
         request_headers(client_headers) if same_provider else _own_headers(target, client_headers)
     )
-    if same_provider and parsed.get("model") == target.model:
+    changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
+    if same_provider and changed is parsed and parsed.get("model") == target.model:
         return Attempt(target, api, client_url, headers, raw, parsed, None)  # the call as sent
-    changed = {**parsed, "model": target.model}
-    url = client_url if same_provider else _url(target)
+    changed = {**changed, "model": target.model}
+    url = client_url if same_provider else _url(target, api)
     return Attempt(target, api, url, headers, orjson.dumps(changed), changed, None)
+
+
+def needs_unchaining(parsed: dict[str, Any], same_provider: bool) -> bool:
+    """A Responses call chained to an answer this vendor never gave (taplog made it, or
+    another provider did) must carry its history itself."""
+    previous = parsed.get("previous_response_id")
+    return isinstance(previous, str) and (not same_provider or is_taplog_answer(previous))
+
+
+def unchained(parsed: dict[str, Any], history: list[Any] | None) -> dict[str, Any]:
+    """The call with its chain spelled out as input items, for a vendor without it."""
+    if history is None:
+        raise Untranslatable("the answer named by previous_response_id is not in taplog's log")
+    items = parsed.get("input")
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+    body = {k: v for k, v in parsed.items() if k != "previous_response_id"}
+    return {**body, "input": [*history, *items], "store": False}
 
 
 def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | None:
@@ -148,6 +181,8 @@ def first_event_is_error(api: str, event: str | None, data: str) -> bool:
     """A 200 stream that opens with an error: the vendor failed before answering."""
     if api == "anthropic.messages":
         return event == "error"
+    if api == "openai.responses":
+        return event in ("error", "response.failed")
     try:
         chunk = orjson.loads(data)
     except orjson.JSONDecodeError:

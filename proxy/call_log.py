@@ -40,6 +40,7 @@ class Call:
     primary_error: tuple[int, CIMultiDict[str], bytes] | None = None
     last_reason: str = ""
     chain: list[Target] = field(default_factory=list)  # the targets, the client's own first
+    history: list[Any] | None = None  # Responses: the items a previous_response_id names
 
     @property
     def api(self) -> str:

@@ -43,10 +43,13 @@ def error_response(provider: str, status: int, message: str, code: str) -> web.R
     )
 
 
-def stream_error_event(provider: str, message: str) -> bytes:
-    """An in-band error event that ends a broken stream in the client's own format."""
+def stream_error_event(api: str, message: str) -> bytes:
+    """An in-band error event that ends a broken stream in the client's own API format."""
     message = f"taplog: {message}"
-    if provider == "anthropic":
+    if api == "openai.responses":
+        error = {"type": "error", "code": "stream_interrupted", "message": message, "param": None}
+        return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+    if api == "anthropic.messages":
         error = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
     error = {

@@ -42,7 +42,7 @@ from proxy.call_log import (
 )
 from proxy.fallbacks import Target
 from proxy.relay import open_upstream, relay
-from proxy.state import BREAKERS, FALLBACKS
+from proxy.state import BREAKERS, FALLBACKS, RESPONSES_HISTORY
 from proxy.upstream import classify, response_headers
 from recorder.bodies import parse_json
 from recorder.events import FAILOVER
@@ -57,6 +57,8 @@ async def serve_with_fallbacks(request: web.Request, call: Call) -> web.StreamRe
     fallbacks, breakers = request.app[FALLBACKS], request.app[BREAKERS]
     primary = Target(fallbacks.providers[route.provider], str(call.parsed.get("model")))
     chain = call.chain = [primary, *call.rule.targets]
+    if call.api == "openai.responses":
+        call.history = request.app[RESPONSES_HISTORY].items_before(call.parsed)
     usable = [t for t in chain if breakers[str(t)].allows()] or [primary]
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         record_original(request, call)
@@ -75,6 +77,7 @@ async def serve_with_fallbacks(request: web.Request, call: Call) -> web.StreamRe
                 call.body,
                 call.headers,
                 route.upstream_url,
+                history=call.history,
             )
         except Untranslatable as exc:
             record_event(

@@ -4,6 +4,7 @@
     type = "openai"                   # "openai" (any OpenAI-compatible server) or "anthropic"
     base_url = "https://openrouter.ai/api/v1"
     api_key_env = "OPENROUTER_API_KEY"
+    api = "chat"                      # openai type: serve Anthropic clients via chat or responses
 
     [[fallback]]
     model = "gpt-*"                   # requested model: exact name or glob
@@ -51,6 +52,7 @@ class Provider:
     type: str  # openai | anthropic: the wire format it speaks
     base_url: str
     api_key_env: str
+    api: str = "chat"  # openai type: the API that serves Anthropic clients (chat | responses)
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) or None
@@ -105,7 +107,7 @@ def _provider(name: str, table: Any) -> Provider:
     where = f"providers.{name}"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
-    unknown = sorted(set(table) - {"type", "base_url", "api_key_env"})
+    unknown = sorted(set(table) - {"type", "base_url", "api_key_env", "api"})
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}")
     kind = table.get("type")
@@ -114,7 +116,10 @@ def _provider(name: str, table: Any) -> Provider:
     env = table.get("api_key_env")
     if not isinstance(env, str) or not env.isidentifier():
         raise ConfigError(f"{where}.api_key_env: the name of an environment variable")
-    return Provider(name, kind, _check_url(f"{where}.base_url", table.get("base_url")), env)
+    api = table.get("api", "chat")
+    if api not in ("chat", "responses") or (api == "responses" and kind != "openai"):
+        raise ConfigError(f"{where}.api: 'chat' or 'responses' (openai providers only)")
+    return Provider(name, kind, _check_url(f"{where}.base_url", table.get("base_url")), env, api)
 
 
 def _target(where: str, text: Any, providers: Mapping[str, Provider]) -> Target:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -19,11 +20,11 @@ from yarl import URL
 
 from proxy import errors
 from proxy.routing import Route
-from proxy.state import LIFECYCLE, POOL, RECORDER, RESOLVER
+from proxy.state import LIFECYCLE, POOL, RECORDER, RESOLVER, RESPONSES_HISTORY
 from proxy.upstream import UpstreamFailure, classify, response_headers
 from recorder.exchange import Chunk, LlmResponse
 from recorder.secrets import safe_headers
-from recorder.wire.chaining import response_id
+from recorder.wire.chaining import final_answer, response_id
 
 
 class _ClientGone(Exception):
@@ -39,6 +40,7 @@ class Exchange:
     id: str
     secrets: tuple[bytes, ...]
     received: float  # perf_counter() when the client's request arrived
+    parsed: Any = None  # the client's request body, parsed
     started: float = field(default_factory=time.perf_counter)  # the upstream call started
     chunks: list[Chunk] = field(default_factory=list)
     delivered: int = 0  # chunks fully handed to the client
@@ -175,6 +177,16 @@ def _record_answer(
     )
     app[RECORDER].record(answer)
     if status == 200:
-        chained = response_id(exchange.route.api, exchange.chunks)
-        if chained is not None:
-            app[RESOLVER].remember_response(chained, exchange.session)
+        _remember_chain(app, exchange)
+
+
+def _remember_chain(app: web.Application, exchange: Exchange) -> None:
+    """A Responses answer that later calls may name by `previous_response_id`."""
+    chained = response_id(exchange.route.api, exchange.chunks)
+    if chained is None:
+        return
+    app[RESOLVER].remember_response(chained, exchange.session)
+    whole = final_answer(exchange.route.api, exchange.chunks)
+    if whole is not None and isinstance(exchange.parsed, dict):
+        output = whole.get("output") if isinstance(whole.get("output"), list) else []
+        app[RESPONSES_HISTORY].remember(chained, exchange.parsed, output)

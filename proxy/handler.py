@@ -34,7 +34,7 @@ from recorder.secrets import api_key, fingerprint, redact_url, safe_headers, sec
 from recorder.sessions import Call, InvalidSessionId, Resolution
 from recorder.writer import EventRecord
 
-FAILOVER_APIS = frozenset({"openai.chat", "anthropic.messages"})
+FAILOVER_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
 
 
 def _is_json(request: web.Request) -> bool:
@@ -79,7 +79,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
 
     secrets = secret_values(headers) + ((token.encode(),) if token else ())
-    exchange = Exchange(route, resolution.session, new_id("ex"), secrets, received)
+    exchange = Exchange(route, resolution.session, new_id("ex"), secrets, received, parsed)
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
     rule = _fallback_rule(app, route.api, parsed)

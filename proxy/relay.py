@@ -32,14 +32,17 @@ from proxy.continuation import (
 )
 from proxy.fallbacks import Target
 from proxy.forward import _ClientGone, _cut_off, _send
-from proxy.state import BREAKERS, LIFECYCLE, POOL
+from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY
 from proxy.translations import context, route_for
 from proxy.upstream import BrokenStream, classify, response_headers
 from recorder.bodies import parse_json
 from recorder.events import FAILOVER
 from recorder.translate.requests import Untranslatable
 from recorder.wire import api_module
+from recorder.wire.chaining import final_answer
 from recorder.wire.sse import SseSplitter, parse_block
+
+CONTINUABLE_APIS = frozenset({"openai.chat", "anthropic.messages"})
 
 
 class Relayed:
@@ -82,6 +85,10 @@ class Translated:
     @property
     def finished(self) -> bool:
         return self.translator.finished
+
+    @property
+    def answer(self) -> dict | None:
+        return getattr(self.translator, "answer", None)
 
     def convert(self, chunk: bytes) -> bytes:
         out: list[bytes] = []
@@ -127,6 +134,10 @@ async def relay(
         await _pipe(response, _chunks(upstream, attempt_try, pending), stream.convert, sent)
         if not stream.finished:
             raise BrokenStream("the stream ended before its end marker")
+        if isinstance(stream, Translated):
+            remember_answer(request, call, stream.answer)
+        else:
+            remember_answer(request, call, final_answer(attempt.api, attempt_try.chunks))
         await response.write_eof()
     except asyncio.CancelledError:
         outcome = "shutdown" if request.app[LIFECYCLE].stopping else "client_disconnected"
@@ -175,7 +186,7 @@ async def _end_broken_stream(
         request, call, broken, response, sent, error
     ):
         return
-    await _send_quietly(response, errors.stream_error_event(call.exchange.route.provider, error))
+    await _send_quietly(response, errors.stream_error_event(call.api, error))
     _cut_off(request)
 
 
@@ -188,6 +199,8 @@ async def continue_elsewhere(
     error: str,
 ) -> bool:
     """Ask the next targets to continue the client's partial answer; True once one did."""
+    if call.api not in CONTINUABLE_APIS:
+        return False
     view = client_view(call.api, sent)
     if view.ended:  # the whole answer is there; only its end marker was lost
         await _send(response, end_marker(call.api))
@@ -229,6 +242,7 @@ async def _continue_on(
             call.headers,
             route.upstream_url,
             prefill,
+            call.history,
         )
     except Untranslatable:
         return None
@@ -345,8 +359,18 @@ def _relay_translated_body(
     assert route is not None and attempt.translation is not None  # planned that way
     ctx = context(call.parsed, attempt.target.model, attempt.translation)
     translated = route.answer(parse_json(body), ctx)
+    remember_answer(request, call, translated)
     record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
     return web.Response(body=orjson.dumps(translated), content_type="application/json")
+
+
+def remember_answer(request: web.Request, call: Call, answer: dict | None) -> None:
+    """A Responses answer taplog made: later calls may chain to it by id."""
+    if call.api != "openai.responses" or not isinstance(answer, dict):
+        return
+    output = answer.get("output") if isinstance(answer.get("output"), list) else []
+    request.app[RESPONSES_HISTORY].remember(answer["id"], call.parsed, output)
+    request.app[RESOLVER].remember_response(answer["id"], call.exchange.session)
 
 
 async def _send_quietly(response: web.StreamResponse, data: bytes) -> None:

@@ -11,6 +11,7 @@ from proxy.auth import Tokens
 from proxy.breaker import Breakers
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
+from proxy.responses_history import ResponsesHistory
 from recorder.sessions import SessionResolver
 from recorder.writer import Recorder
 
@@ -30,3 +31,4 @@ LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
 FALLBACKS = web.AppKey("fallbacks", Fallbacks)
 BREAKERS = web.AppKey("breakers", Breakers)
 TOKENS = web.AppKey("tokens", Tokens)
+RESPONSES_HISTORY = web.AppKey("responses_history", ResponsesHistory)

@@ -1,8 +1,12 @@
 """Which translation serves a client API from an upstream API, behind one interface.
 
-    client API           upstream API         request        answer        stream
-    openai.chat        → anthropic.messages   chat→messages  message→chat  events → chunks
-    anthropic.messages → openai.chat          messages→chat  chat→message  chunks → events
+    client API           upstream API
+    openai.chat        → anthropic.messages   (Chat clients served by Claude)
+    anthropic.messages → openai.chat          (Claude clients served by an OpenAI Chat model)
+    openai.responses   → anthropic.messages   (Codex, Agents SDK served by Claude)
+    anthropic.messages → openai.responses     (Claude clients served through Responses)
+
+Each pair translates the request, a whole answer, and a stream event by event.
 
 A new pair is one more `Route` in `ROUTES`; the failover code asks only
 `route_for(client_api, upstream_api)` and uses the three uniform calls.
@@ -10,6 +14,7 @@ A new pair is one more `Route` in `ROUTES`; the failover code asks only
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,10 +22,33 @@ from typing import Any, Protocol
 
 import orjson
 
-from recorder.translate.answers import chat_answer_to_messages, messages_answer_to_chat
-from recorder.translate.requests import Translated, chat_to_messages, messages_to_chat
-from recorder.translate.streams import AnthropicToChatStream, ChatToAnthropicStream
+from recorder.translate.answers import (
+    chat_answer_to_messages,
+    messages_answer_to_chat,
+    messages_answer_to_responses,
+    responses_answer_to_messages,
+)
+from recorder.translate.requests import (
+    Translated,
+    chat_to_messages,
+    messages_to_chat,
+    messages_to_responses,
+    responses_to_messages,
+)
+from recorder.translate.streams import (
+    AnthropicToChatStream,
+    AnthropicToResponsesStream,
+    ChatToAnthropicStream,
+    ResponsesToAnthropicStream,
+)
 from recorder.wire.sse import SseEvent
+
+TAPLOG_ANSWER_PREFIX = "resp_tl"
+
+
+def is_taplog_answer(response_id: str) -> bool:
+    """A Responses answer id that taplog made (the vendor never saw it)."""
+    return response_id.startswith(TAPLOG_ANSWER_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +59,7 @@ class Context:
     model: str  # the target model
     tool_names: Mapping[str, str]  # wire name -> client's name
     created: int
+    response_id: str  # for Responses clients: the id of the answer taplog makes
 
 
 class StreamTranslator(Protocol):
@@ -54,6 +83,8 @@ def _data(event: SseEvent) -> dict:
 
 
 class _FromAnthropic:
+    """Translators fed (event name, data): Anthropic or Responses events."""
+
     def __init__(self, translator: Any) -> None:
         self.translator = translator
 
@@ -67,6 +98,11 @@ class _FromAnthropic:
 
     def feed(self, event: SseEvent) -> list[bytes]:
         return self.translator.feed(event.event, _data(event))
+
+    @property
+    def answer(self) -> dict | None:
+        """The whole answer in the client's API, once known (Responses clients)."""
+        return getattr(self.translator, "response", None)
 
 
 class _FromChat(_FromAnthropic):
@@ -83,14 +119,16 @@ def _include_usage(request: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    request: Callable[..., Translated]  # (body, *, model, allow_prefill) -> Translated
+    request: Callable[[dict, str, bool, list | None], Translated]  # body, model, prefill, history
     answer: Callable[[dict, Context], dict]
     stream: Callable[[Context], StreamTranslator]
 
 
 ROUTES: dict[tuple[str, str], Route] = {
     ("openai.chat", "anthropic.messages"): Route(
-        request=chat_to_messages,
+        request=lambda body, model, prefill, _: chat_to_messages(
+            body, model=model, allow_prefill=prefill
+        ),
         answer=lambda answer, ctx: messages_answer_to_chat(
             answer, created=ctx.created, tool_names=ctx.tool_names
         ),
@@ -103,10 +141,41 @@ ROUTES: dict[tuple[str, str], Route] = {
         ),
     ),
     ("anthropic.messages", "openai.chat"): Route(
-        request=messages_to_chat,
+        request=lambda body, model, prefill, _: messages_to_chat(
+            body, model=model, allow_prefill=prefill
+        ),
         answer=lambda answer, ctx: chat_answer_to_messages(answer, tool_names=ctx.tool_names),
         stream=lambda ctx: _FromChat(
             ChatToAnthropicStream(model=ctx.model, tool_names=ctx.tool_names)
+        ),
+    ),
+    ("openai.responses", "anthropic.messages"): Route(
+        request=lambda body, model, prefill, history: responses_to_messages(
+            body, model=model, allow_prefill=prefill, history=history
+        ),
+        answer=lambda answer, ctx: messages_answer_to_responses(
+            answer,
+            response_id=ctx.response_id,
+            created_at=ctx.created,
+            request=dict(ctx.request),
+            tool_names=ctx.tool_names,
+        ),
+        stream=lambda ctx: _FromAnthropic(
+            AnthropicToResponsesStream(
+                response_id=ctx.response_id,
+                created_at=ctx.created,
+                request=dict(ctx.request),
+                tool_names=ctx.tool_names,
+            )
+        ),
+    ),
+    ("anthropic.messages", "openai.responses"): Route(
+        request=lambda body, model, prefill, _: messages_to_responses(
+            body, model=model, allow_prefill=prefill
+        ),
+        answer=lambda answer, ctx: responses_answer_to_messages(answer, tool_names=ctx.tool_names),
+        stream=lambda ctx: _FromAnthropic(
+            ResponsesToAnthropicStream(model=ctx.model, tool_names=ctx.tool_names)
         ),
     ),
 }
@@ -117,4 +186,5 @@ def route_for(client_api: str, upstream_api: str) -> Route | None:
 
 
 def context(request: Mapping[str, Any], model: str, translation: Translated) -> Context:
-    return Context(request, model, translation.tool_names, int(time.time()))
+    answer_id = f"{TAPLOG_ANSWER_PREFIX}{os.urandom(20).hex()}"
+    return Context(request, model, translation.tool_names, int(time.time()), answer_id)

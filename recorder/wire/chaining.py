@@ -38,3 +38,28 @@ def response_id(api: str, chunks: Sequence[tuple[float, bytes]]) -> str | None:
         answer = answer["response"]
     value = answer.get("id") if isinstance(answer, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _last_event_data(chunks: Sequence[tuple[float, bytes]]) -> bytes | None:
+    splitter, last = SseSplitter(max_event_bytes=1 << 62), None
+    for _, chunk in chunks:
+        for block in splitter.feed(chunk):
+            event = parse_block(block)
+            if event is not None:
+                last = event
+    return last.data.encode() if last is not None else None
+
+
+def final_answer(api: str, chunks: Sequence[tuple[float, bytes]]) -> dict | None:
+    """The whole answer object of a finished call: the body, or a stream's terminal event's."""
+    if api not in CHAINING_APIS or not chunks:
+        return None
+    streamed = chunks[0][1].lstrip().startswith((b"event:", b"data:"))
+    raw = _last_event_data(chunks) if streamed else b"".join(c for _, c in chunks)
+    try:
+        answer = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return None
+    if streamed:
+        answer = answer.get("response") if isinstance(answer, dict) else None
+    return answer if isinstance(answer, dict) and isinstance(answer.get("id"), str) else None

@@ -1,0 +1,132 @@
+"""Failover for the Responses API (Codex, the Agents SDK) to Anthropic, and back.
+
+The official `openai` SDK's Responses client runs through taplog while the
+OpenAI fake fails; the Anthropic fake serves, and the client gets Responses
+objects and events that its SDK parses without a warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import anthropic
+import openai
+import orjson
+import pytest
+
+from proxy.state import BREAKERS
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
+from tests.test_tool_events import anthropic_agent, responses_agent
+
+LIMITS = {"retries": 1, "ttfb_timeout": 1.0, "idle_timeout": 1.0}
+RULES = {
+    "providers": {
+        "openai_responses": {
+            "type": "openai",
+            "api": "responses",
+            "base_url": "http://127.0.0.1:9/v1",  # replaced per test with the fake's address
+            "api_key_env": "OPENAI_API_KEY",
+        }
+    },
+    "fallback": [
+        {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS},
+        {"model": "claude-*", "to": ["openai_responses:gpt-4.1"], **LIMITS},
+    ],
+}
+
+
+@pytest.fixture
+def proxy(servers, vendors, tmp_path):
+    rules = {
+        **RULES,
+        "providers": {
+            "openai_responses": {
+                **RULES["providers"]["openai_responses"],
+                "base_url": f"{vendors.openai.url}/v1",
+            }
+        },
+    }
+    return vendors.proxy(servers, tmp_path / "data", rules)
+
+
+@pytest.fixture
+def oai(proxy):
+    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+
+def responses_requests(fake):
+    return [r for r in fake.requests if r.path == "/v1/responses"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_a_responses_agent_finishes_its_tool_loop_while_openai_is_down(vendors, proxy, oai, stream):
+    """Non-stream resends its history (store=false); stream chains with previous_response_id."""
+    vendors.openai.down = {"status": "503"}
+    with warnings.catch_warnings():
+        # the SDK's typed objects parse without a warning (pydantic warns with UserWarning)
+        warnings.simplefilter("error", UserWarning)
+        responses_agent(oai, stream)
+
+    served = model_requests(vendors.anthropic)
+    assert len(served) == 8
+    (events,) = proxy.wait_for(
+        lambda s: (
+            sum(
+                e["type"] == "llm.response" and e["outcome"] == "ok"
+                for ev in s.values()
+                for e in ev
+            )
+            == 8
+        )
+    ).values()
+    pres = [e for e in events if e["type"] == "tool.pre"]
+    posts = [e for e in events if e["type"] == "tool.post"]
+    assert [p["name"] for p in pres] == ["get_weather", "get_time", "read_file"]
+    assert sorted(p["call_id"] for p in posts) == sorted(p["call_id"] for p in pres)
+    if stream:  # each chained call carried the whole conversation to Anthropic
+        last = orjson.loads(served[-1].body)
+        assert len(last["messages"]) > 10
+
+
+def test_previous_response_id_chains_across_a_switch_and_back(vendors, proxy, oai):
+    first = oai.responses.create(model="gpt-4.1", input="Remember the word: tangerine.")
+    assert first.id.startswith("resp_") and not first.id.startswith("resp_tl")  # OpenAI's own
+
+    vendors.openai.down = {"status": "503"}
+    with oai.responses.stream(
+        model="gpt-4.1", input="Which word?", previous_response_id=first.id
+    ) as s:
+        second = s.get_final_response()
+    assert second.id.startswith("resp_tl") and second.model == "claude-sonnet-4-6"
+    (to_anthropic,) = model_requests(vendors.anthropic)
+    texts = [str(m["content"]) for m in orjson.loads(to_anthropic.body)["messages"]]
+    assert "tangerine" in texts[0] and "Echo: Remember" in texts[1]  # the history, rebuilt
+
+    vendors.openai.down = {}
+    proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
+    third = oai.responses.create(model="gpt-4.1", input="And now?", previous_response_id=second.id)
+    assert third.model == "gpt-4.1"  # back at OpenAI, which never saw `second`
+    sent = orjson.loads(responses_requests(vendors.openai)[-1].body)
+    assert "previous_response_id" not in sent and sent["store"] is False
+    assert [item.get("role") or item.get("type") for item in sent["input"]][-1] == "user"
+    assert len(sent["input"]) == 5  # turn 1 in and out, turn 2 in and out, turn 3
+    sessions = proxy.sessions()
+    assert len(sessions) == 1  # the whole chain is one session
+
+
+def test_hosted_tools_are_not_failed_over(vendors, proxy, oai):
+    vendors.openai.down = {"status": "503"}
+    with pytest.raises(openai.InternalServerError):
+        oai.responses.create(model="gpt-4.1", input="search", tools=[{"type": "web_search"}])
+    assert model_requests(vendors.anthropic) == []
+    (failover,) = proxy.events("failover")
+    assert failover["reason"].startswith("not translatable")
+
+
+def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, proxy):
+    vendors.anthropic.down = {"status": "529"}
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    anthropic_agent(client, stream=True)
+    served = responses_requests(vendors.openai)
+    assert len(served) == 8
+    assert all(orjson.loads(r.body)["store"] is False for r in served)
