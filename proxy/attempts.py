@@ -26,7 +26,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from proxy.fallbacks import Target
-from proxy.translations import is_taplog_answer, route_for
+from proxy.translations import Options, is_taplog_answer, route_for
 from proxy.upstream import request_headers
 from recorder import __version__
 from recorder.translate.requests import Translated, Untranslatable
@@ -94,6 +94,7 @@ def plan(
     client_url: str,
     allow_prefill: bool = False,
     history: list[Any] | None = None,
+    leave_out: bool = False,
 ) -> Attempt:
     """The request for `target`; raises Untranslatable when it cannot take the call.
 
@@ -106,7 +107,8 @@ def plan(
         route = route_for(client_api, api)
         if route is None:
             raise Untranslatable(f"taplog cannot serve {client_api} calls from {api}")
-        translation = route.request(parsed, target.model, allow_prefill, history)
+        options = Options(target.model, allow_prefill, history, leave_out)
+        translation = route.request(parsed, options)
         body = orjson.dumps(translation.body)
         headers = _own_headers(target, client_headers)
         return Attempt(target, api, _url(target, api), headers, body, translation.body, translation)

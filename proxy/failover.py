@@ -78,6 +78,7 @@ async def serve_with_fallbacks(request: web.Request, call: Call) -> web.StreamRe
                 call.headers,
                 route.upstream_url,
                 history=call.history,
+                leave_out=call.rule.leave_out_untranslatable,
             )
         except Untranslatable as exc:
             record_event(

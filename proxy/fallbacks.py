@@ -14,6 +14,7 @@
     ttfb_timeout = 60                 # seconds to the first byte of the answer
     idle_timeout = 60                 # seconds between stream events
     total_timeout = 600               # seconds for one try, answer included
+    leave_out_untranslatable = false  # true: fail over without what the target cannot take
     midstream = "continue"            # a stream broken after bytes reached the client:
                                       # "continue" it on the next target, or end it with "error"
 
@@ -42,6 +43,7 @@ _RULE_DEFAULTS = {
     "idle_timeout": 60.0,
     "total_timeout": 600.0,
     "midstream": "continue",
+    "leave_out_untranslatable": False,
 }
 _SECONDS = ("connect_timeout", "ttfb_timeout", "idle_timeout", "total_timeout")
 
@@ -77,6 +79,7 @@ class Rule:
     idle_timeout: float = 60.0
     total_timeout: float = 600.0
     midstream: str = "continue"
+    leave_out_untranslatable: bool = False
 
     def matches(self, model: str) -> bool:
         return fnmatch.fnmatchcase(model, self.model)
@@ -146,6 +149,8 @@ def _rule(where: str, table: dict[str, Any], providers: Mapping[str, Provider]) 
     for key in _SECONDS:
         if not isinstance(values[key], int | float) or values[key] <= 0:
             raise ConfigError(f"{where}.{key}: seconds, greater than 0")
+    if not isinstance(values["leave_out_untranslatable"], bool):
+        raise ConfigError(f"{where}.leave_out_untranslatable: true or false")
     if values["midstream"] not in MIDSTREAM:
         raise ConfigError(f"{where}.midstream: must be one of {', '.join(MIDSTREAM)}")
     chain = tuple(_target(f"{where}.to[{i}]", t, providers) for i, t in enumerate(targets))

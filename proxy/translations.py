@@ -118,16 +118,26 @@ def _include_usage(request: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Options:
+    """How to translate a request."""
+
+    model: str  # the target model
+    allow_prefill: bool = False  # a trailing assistant message is a prefill, not a finished turn
+    history: list[Any] | None = None  # Responses: the items a previous_response_id names
+    leave_out: bool = False  # drop (and record) what cannot be translated instead of refusing
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
-    request: Callable[[dict, str, bool, list | None], Translated]  # body, model, prefill, history
+    request: Callable[[dict, Options], Translated]
     answer: Callable[[dict, Context], dict]
     stream: Callable[[Context], StreamTranslator]
 
 
 ROUTES: dict[tuple[str, str], Route] = {
     ("openai.chat", "anthropic.messages"): Route(
-        request=lambda body, model, prefill, _: chat_to_messages(
-            body, model=model, allow_prefill=prefill
+        request=lambda body, o: chat_to_messages(
+            body, model=o.model, allow_prefill=o.allow_prefill
         ),
         answer=lambda answer, ctx: messages_answer_to_chat(
             answer, created=ctx.created, tool_names=ctx.tool_names
@@ -141,8 +151,8 @@ ROUTES: dict[tuple[str, str], Route] = {
         ),
     ),
     ("anthropic.messages", "openai.chat"): Route(
-        request=lambda body, model, prefill, _: messages_to_chat(
-            body, model=model, allow_prefill=prefill
+        request=lambda body, o: messages_to_chat(
+            body, model=o.model, allow_prefill=o.allow_prefill
         ),
         answer=lambda answer, ctx: chat_answer_to_messages(answer, tool_names=ctx.tool_names),
         stream=lambda ctx: _FromChat(
@@ -150,8 +160,12 @@ ROUTES: dict[tuple[str, str], Route] = {
         ),
     ),
     ("openai.responses", "anthropic.messages"): Route(
-        request=lambda body, model, prefill, history: responses_to_messages(
-            body, model=model, allow_prefill=prefill, history=history
+        request=lambda body, o: responses_to_messages(
+            body,
+            model=o.model,
+            allow_prefill=o.allow_prefill,
+            history=o.history,
+            drop_untranslatable=o.leave_out,
         ),
         answer=lambda answer, ctx: messages_answer_to_responses(
             answer,
@@ -170,8 +184,8 @@ ROUTES: dict[tuple[str, str], Route] = {
         ),
     ),
     ("anthropic.messages", "openai.responses"): Route(
-        request=lambda body, model, prefill, _: messages_to_responses(
-            body, model=model, allow_prefill=prefill
+        request=lambda body, o: messages_to_responses(
+            body, model=o.model, allow_prefill=o.allow_prefill
         ),
         answer=lambda answer, ctx: responses_answer_to_messages(answer, tool_names=ctx.tool_names),
         stream=lambda ctx: _FromAnthropic(

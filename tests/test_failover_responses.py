@@ -130,3 +130,23 @@ def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, proxy):
     served = responses_requests(vendors.openai)
     assert len(served) == 8
     assert all(orjson.loads(r.body)["store"] is False for r in served)
+
+
+def test_a_rule_may_leave_out_what_cannot_be_translated(servers, vendors, tmp_path):
+    rules = {
+        "fallback": [
+            {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS,
+             "leave_out_untranslatable": True}
+        ]
+    }  # fmt: skip
+    proxy = vendors.proxy(servers, tmp_path / "data", rules)
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    vendors.openai.down = {"status": "503"}
+    answer = client.responses.create(
+        model="gpt-4.1", input="search for taplog", tools=[{"type": "web_search"}]
+    )
+    assert answer.output_text == "Echo: search for taplog"
+    (sent,) = model_requests(vendors.anthropic)
+    assert "tools" not in orjson.loads(sent.body)
+    translated = [e for e in proxy.events("llm.request") if e.get("translated_from")]
+    assert any("tools[0]" in dropped for dropped in translated[0]["dropped"])  # the log says so
