@@ -126,3 +126,8 @@ def _load(config: Path | None, flags: dict[str, Any], rules: tuple[str, ...]) ->
 
 for command in COMMANDS:
     main.add_command(command)
+
+from proxy.cli_sessions import COMMANDS as SESSION_COMMANDS  # noqa: E402
+
+for command in SESSION_COMMANDS:
+    main.add_command(command)

@@ -1,0 +1,52 @@
+"""Commands that own sessions: `export`, `fork`, `replay`.
+
+Thin: each parses its options and calls one function of `recorder` (or, for
+`replay`, runs the small app of `proxy.replay`). `export` and `fork` need no
+server; they work on the files alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from proxy.cli_logs import data_dir_option
+from recorder.export import FORMATS
+
+
+@click.command("export")
+@click.argument("session")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="jsonl",
+    show_default=True,
+    help="A ready request body for that API, or the raw event lines (jsonl).",
+)
+@click.option("--at", type=click.IntRange(min=1), help="The state at this seq (default: the end).")
+@click.option("--model", help="The model named in the body (default: the recorded one).")
+@data_dir_option
+def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: Path) -> None:
+    """Print a session's conversation as a ready request body, or its raw events.
+
+    Example: taplog export 20261130T004933Z-1a2b3c4d --format anthropic --at 12
+    """
+    from recorder.export import ExportError, dumps, export_body, export_lines, session_path
+    from recorder.reader import DamagedLine, UnsupportedEvent, read_events
+    from recorder.translate import Untranslatable
+
+    try:
+        path = session_path(data_dir, session)
+        if fmt == "jsonl":
+            for line in export_lines(path, at):
+                sys.stdout.buffer.write(line)
+            return
+        click.echo(dumps(export_body(list(read_events(path)), fmt, at, model)))
+    except (ExportError, Untranslatable, DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+COMMANDS = [export]
