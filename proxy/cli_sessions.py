@@ -49,4 +49,25 @@ def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: 
         raise click.ClickException(str(exc)) from None
 
 
-COMMANDS = [export]
+@click.command("fork")
+@click.argument("session")
+@click.option("--at", type=click.IntRange(min=1), required=True, help="The last event to keep.")
+@click.option("--as", "new", help="The new session's id (default: SESSION-fork<AT>-<random>).")
+@data_dir_option
+def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
+    """Start a new session from SESSION's first AT events; the original is untouched.
+
+    Continue it by naming it: header X-Taplog-Session: NEW, or base URL …/s/NEW/v1.
+
+    Example: taplog fork 20261130T004933Z-1a2b3c4d --at 14 --as retry-with-opus
+    """
+    from recorder.fork import ForkError, fork_session
+    from recorder.reader import DamagedLine, UnsupportedEvent
+
+    try:
+        click.echo(fork_session(data_dir, session, at, new))
+    except (ForkError, DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+COMMANDS = [export, fork]

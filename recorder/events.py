@@ -35,9 +35,19 @@ TOOL_PRE = "tool.pre"
 TOOL_POST = "tool.post"
 FAILOVER = "failover"
 ERROR = "error"
+SESSION_FORKED = "session.forked"
 
 EVENT_TYPES = frozenset(
-    {SESSION_STARTED, LLM_REQUEST, LLM_RESPONSE, TOOL_PRE, TOOL_POST, FAILOVER, ERROR}
+    {
+        SESSION_STARTED,
+        LLM_REQUEST,
+        LLM_RESPONSE,
+        TOOL_PRE,
+        TOOL_POST,
+        FAILOVER,
+        ERROR,
+        SESSION_FORKED,
+    }
 )
 
 Event = dict[str, Any]
