@@ -70,4 +70,36 @@ def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
         raise click.ClickException(str(exc)) from None
 
 
-COMMANDS = [export, fork]
+@click.command("replay")
+@click.argument("source", type=click.Path(path_type=Path, exists=True))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Stream pacing: 2 plays twice as fast as recorded, 0 sends without waiting.",
+)
+def replay(source: Path, host: str, port: int, speed: float) -> None:
+    """Answer model calls from a recording (a data dir or a session file), offline.
+
+    Strict: a request that matches no recorded one gets a 404 in the client's
+    API shape naming the closest recorded request. Point the SDK's base URL at it.
+
+    Example: taplog replay taplog-data/sessions/run-7.jsonl --port 8788 --speed 0
+    """
+    import asyncio
+
+    from proxy.replay import run_replay
+    from recorder.reader import DamagedLine, UnsupportedEvent
+
+    try:
+        asyncio.run(run_replay(source, host, port, speed))
+    except (DamagedLine, UnsupportedEvent, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+
+
+COMMANDS = [export, fork, replay]
