@@ -102,4 +102,39 @@ def replay(source: Path, host: str, port: int, speed: float) -> None:
         pass
 
 
-COMMANDS = [export, fork, replay]
+@click.command("snapshot")
+@click.option(
+    "--git",
+    "repo",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="The git repository to write into (created when missing).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS[:-1]),
+    help="Export every session in this API's shape (default: each session's own).",
+)
+@data_dir_option
+def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
+    """Commit each session's conversation (as export gives it) to git, only what changed.
+
+    Example: taplog snapshot --git ~/agent-history
+    """
+    from recorder.reader import DamagedLine, UnsupportedEvent
+    from recorder.snapshot import SnapshotError, snapshot_git
+
+    if not (data_dir / "sessions").is_dir():
+        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
+    try:
+        done = snapshot_git(data_dir, repo, fmt)
+    except (SnapshotError, DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+    committed = [s for s in done if s.committed]
+    for shot in committed:
+        click.echo(f"committed {shot.session} (through seq {shot.seq})")
+    click.echo(f"{len(committed)} of {len(done)} sessions changed")
+
+
+COMMANDS = [export, fork, replay, snapshot]
