@@ -15,10 +15,7 @@ processes on 127.0.0.1, one with a fallback rule and one without, then:
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,39 +26,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import BODY, HEADERS, Service, spread, start_taplog
 from recorder.reader import read_all
 from tests.fake_vendor import FakeVendor
 from tests.servers import ServerThread
 
-BODY = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "How are you today?"}]}
-HEADERS = {"authorization": "Bearer sk-bench-0123456789"}
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _serve(
-    data_dir: str, openai_url: str, anthropic_url: str, *extra: str
-) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    command = [str(Path(sys.executable).with_name("taplog")), "serve", "--port", str(port)]
-    command += ["--data-dir", data_dir, "--openai-base", f"{openai_url}/v1"]
-    command += ["--anthropic-base", anthropic_url, *extra]
-    env = {**os.environ, "OPENAI_API_KEY": "sk-bench-o", "ANTHROPIC_API_KEY": "sk-bench-a"}
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            httpx.get(f"{url}/healthz", timeout=1)
-            return process, url
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise SystemExit("taplog did not start")
+def _serve(data_dir: str, openai_url: str, anthropic_url: str, *extra: str) -> Service:
+    """taplog against the two in-process fakes (start_taplog points both vendors at one)."""
+    return start_taplog(data_dir, openai_url, "--anthropic-base", anthropic_url, *extra)
 
 
 def _time(client: httpx.Client, url: str) -> float:
@@ -99,10 +72,11 @@ def main() -> None:
         servers.serve(anthropic_fake.app()),
     )
     plain_dir, rule_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
-    plain, plain_url = _serve(plain_dir, openai_url, anthropic_url)
-    ruled, ruled_url = _serve(
+    plain = _serve(plain_dir, openai_url, anthropic_url)
+    ruled = _serve(
         rule_dir, openai_url, anthropic_url, "--fallback", "gpt-*=anthropic:claude-sonnet-4-6"
     )
+    plain_url, ruled_url = plain.url, ruled.url
     try:
         without, with_rule = [], []
         with httpx.Client() as client:
@@ -114,15 +88,10 @@ def main() -> None:
             openai_fake.down = {"status": "503"}
             failing = [_time(client, ruled_url) for _ in range(20)]
     finally:
-        for process in (plain, ruled):
-            process.terminate()
-            process.wait(10)
+        for service in (plain, ruled):
+            service.stop()
         servers.stop()
     _report(args.calls, without, with_rule, failing, _switch_times(Path(rule_dir)))
-
-
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} / {statistics.quantiles(values, n=100)[98]:.3f}"
 
 
 def _report(
@@ -135,10 +104,10 @@ def _report(
     ratio = statistics.median(with_rule) / statistics.median(without)
     worst = max(switches)
     print(f"healthy vendors, {calls} calls each, interleaved (ms, median / p99):")
-    print(f"  no rule:   {_spread(without)}")
-    print(f"  with rule: {_spread(with_rule)}")
+    print(f"  no rule:   {spread(without)}")
+    print(f"  with rule: {spread(with_rule)}")
     print(f"  ratio with/without: {ratio:.2f}  {'PASS' if ratio <= 1.2 else 'FAIL'} (<= 1.2)")
-    print(f"OpenAI down, {len(failing)} calls served by Anthropic (ms): {_spread(failing)}")
+    print(f"OpenAI down, {len(failing)} calls served by Anthropic (ms): {spread(failing)}")
     print("  (the first call retries the broken vendor; then its breaker sends calls straight on)")
     print(
         f"  switch time from the log over {len(switches)} switches: median "

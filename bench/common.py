@@ -1,0 +1,153 @@
+"""Helpers shared by the bench scripts: ports, processes, request bodies, statistics.
+
+Every process listens on 127.0.0.1 only. The fake vendor runs in a process of its
+own (`start_fake`) so the load generator, the vendor and the proxy under test do
+not share an event loop; `start_taplog` and `start_bare` start the two proxies.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+# `taplog` from this tree (cwd=ROOT), not whichever copy is installed in the venv
+TAPLOG = "import sys; from proxy.cli import main; sys.argv[0] = 'taplog'; main()"
+BODY = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "How are you today?"}]}
+HEADERS = {"authorization": "Bearer sk-bench-0123456789"}
+KEYS = {"OPENAI_API_KEY": "sk-bench-o", "ANTHROPIC_API_KEY": "sk-bench-a"}
+FAKE = """
+import sys
+from aiohttp import web
+from tests.fake_vendor import FakeVendor
+web.run_app(FakeVendor().app(), host="127.0.0.1", port=int(sys.argv[1]), print=None)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, seconds: float = 20) -> float:
+    """Poll `url` until it answers; returns the seconds it took."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            httpx.get(url, timeout=1)
+            return time.monotonic() - started
+        except httpx.TransportError:
+            time.sleep(0.01)
+    raise SystemExit(f"{url} never came up")
+
+
+class Service:
+    """A process serving HTTP on 127.0.0.1:port; `ready` is its start-to-ready time."""
+
+    def __init__(self, command: list[str], port: int, probe: str, **popen: object) -> None:
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen
+        )
+        self.url = f"http://127.0.0.1:{port}"
+        wait_http(self.url + probe)
+        self.ready = time.monotonic() - started
+
+    def rss_mb(self, field: str = "VmRSS") -> float:
+        """Resident memory (VmRSS) or its peak so far (VmHWM), in MiB, from /proc."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no {field} for {self.process.pid}")
+
+    def stop(self, grace: float = 5) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds; callers that need the log
+        complete wait for it first (`settle`), not on a clean exit."""
+        self.process.terminate()
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def start_fake() -> Service:
+    port = free_port()
+    return Service([PYTHON, "-c", FAKE, str(port)], port, "/v1/models")
+
+
+def taplog_command(port: int, data_dir: str, fake_url: str, *extra: str) -> list[str]:
+    return [
+        PYTHON,
+        "-c",
+        TAPLOG,
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        data_dir,
+        "--openai-base",
+        f"{fake_url}/v1",
+        "--anthropic-base",
+        fake_url,
+        "--compact-after-minutes",
+        "0",
+        *extra,
+    ]
+
+
+def start_taplog(
+    data_dir: str, fake_url: str, *extra: str, wrapper: tuple[str, ...] = ()
+) -> Service:
+    """`taplog serve` against the fake (both vendors); `wrapper` replaces the `taplog`
+    executable with a script that takes its arguments (the profiler)."""
+    port = free_port()
+    command = taplog_command(port, data_dir, fake_url, *extra)
+    if wrapper:
+        command = [*wrapper, *command[3:]]
+    return Service(command, port, "/healthz", env={**os.environ, **KEYS})
+
+
+def start_bare(fake_url: str) -> Service:
+    port = free_port()
+    command = [PYTHON, str(ROOT / "bench" / "bare_proxy.py"), str(port), fake_url]
+    return Service(command, port, "/healthz")
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+def spread(values: list[float]) -> str:
+    """`median / p99` of milliseconds, for reports."""
+    return f"{p50(values):.3f} / {p99(values):.3f}"
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def settle(path: Path, seconds: float = 10) -> int:
+    """Wait until the bytes under `path` stop growing (the writer caught up); returns them."""
+    deadline = time.monotonic() + seconds
+    size = -1
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = dir_bytes(path)
+        if now == size:
+            return now
+        size = now
+    return size

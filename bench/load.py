@@ -1,0 +1,115 @@
+"""The load generator: a small asyncio client that keeps every request loop bounded.
+
+All functions take one shared `aiohttp.ClientSession` (keep-alive, no connection
+limit) and return milliseconds. Loops are bounded in both count and time, so a
+system that stalls slows the bench down but never hangs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from bench.common import BODY, HEADERS
+
+Json = dict[str, Any]
+ANTHROPIC_HEADERS = {"x-api-key": "sk-bench-0123456789", "anthropic-version": "2023-06-01"}
+
+
+def session() -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=120)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout)
+
+
+def stream_request(shape: str, text: str) -> tuple[str, Json, dict[str, str]]:
+    """(path, body, headers) of a streaming call in one of the three API shapes."""
+    messages = [{"role": "user", "content": text}]
+    if shape == "chat":
+        return "/v1/chat/completions", {**BODY, "messages": messages, "stream": True}, HEADERS
+    if shape == "responses":
+        return "/v1/responses", {"model": "gpt-4.1", "input": text, "stream": True}, HEADERS
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 512, "messages": messages, "stream": True}
+    return "/v1/messages", body, ANTHROPIC_HEADERS
+
+
+async def call(client: aiohttp.ClientSession, url: str, body: Json = BODY) -> float:
+    """One non-streaming Chat call; its latency in ms."""
+    started = time.perf_counter()
+    async with client.post(url + "/v1/chat/completions", json=body, headers=HEADERS) as reply:
+        await reply.read()
+        reply.raise_for_status()
+    return (time.perf_counter() - started) * 1000
+
+
+async def closed_loop(
+    client: aiohttp.ClientSession, url: str, workers: int, calls_each: int
+) -> list[float]:
+    """`workers` concurrent callers, `calls_each` calls each; every latency in ms."""
+
+    async def worker() -> list[float]:
+        return [await call(client, url) for _ in range(calls_each)]
+
+    results = await asyncio.gather(*(worker() for _ in range(workers)))
+    return [latency for result in results for latency in result]
+
+
+async def throughput(
+    client: aiohttp.ClientSession, url: str, workers: int, seconds: float
+) -> float:
+    """Completed calls per second with `workers` callers busy for `seconds`."""
+    deadline = time.perf_counter() + seconds
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await call(client, url)
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return done / (time.perf_counter() - started)
+
+
+@dataclass
+class Stream:
+    ttfe: float = 0.0  # ms from sending the request to the first `data:` line
+    gaps: list[float] = field(default_factory=list)  # ms between `data:` lines
+    events: int = 0
+
+
+async def stream(client: aiohttp.ClientSession, url: str, shape: str, text: str) -> Stream:
+    path, body, headers = stream_request(shape, text)
+    result = Stream()
+    started = last = time.perf_counter()
+    async with client.post(url + path, json=body, headers=headers) as reply:
+        reply.raise_for_status()
+        async for line in reply.content:
+            if not line.startswith(b"data:"):
+                continue
+            now = time.perf_counter()
+            if result.events == 0:
+                result.ttfe = (now - started) * 1000
+            else:
+                result.gaps.append((now - last) * 1000)
+            last = now
+            result.events += 1
+    return result
+
+
+async def streams(
+    client: aiohttp.ClientSession, url: str, workers: int, each: int, text: str
+) -> list[Stream]:
+    """`workers` concurrent streamers, `each` streams each, cycling the three shapes."""
+    shapes = ("chat", "responses", "anthropic")
+
+    async def worker(offset: int) -> list[Stream]:
+        return [await stream(client, url, shapes[(offset + i) % 3], text) for i in range(each)]
+
+    results = await asyncio.gather(*(worker(n) for n in range(workers)))
+    return [s for result in results for s in result]

@@ -1,0 +1,228 @@
+"""Turns bench/run.py's figures into RESULTS.md sections with PASS/FAIL target lines.
+
+`write` replaces only the sections named in OWNED (and the retired ones in RETIRED),
+keeping every other section of RESULTS.md (queries, failover, profile findings).
+"""
+
+from __future__ import annotations
+
+import pstats
+import re
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT, p50, p99
+from bench.offline import growth_summary
+
+SYSTEMS = ("direct", "bare", "taplog", "taplog-always")
+OWNED = ("## Proxy overhead", "## Taplog alone", "## Storage growth", "## Profile (run.py)")
+RETIRED = ("## Added latency",)
+COMMAND = "/work/venv-probe/bin/python bench/run.py"
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[str, float]]:
+    rows, key = [], {}
+
+    def row(label: str, values: dict[str, str]) -> None:
+        rows.append(f"| {label} | " + " | ".join(values.get(s, "-") for s in SYSTEMS) + " |")
+
+    for phase, label in (("c1", "c=1"), ("c32", "c=32")):
+        data = runs[phase]
+        row(
+            f"latency {label}, p50 / p99 (ms)",
+            {s: f"{p50(data[s]):.2f} / {p99(data[s]):.2f}" for s in SYSTEMS},
+        )
+        added = {
+            s: (p50(data[s]) - p50(data["direct"]), p99(data[s]) - p99(data["direct"]))
+            for s in SYSTEMS[1:]
+        }
+        row(
+            f"added {label}, p50 / p99 (ms)",
+            {s: f"{a:.2f} / {b:.2f}" for s, (a, b) in added.items()},
+        )
+        for s, (a, _) in added.items():
+            key[f"{phase}:{s}"] = a
+    ttfe = runs["ttfe"]
+    row(
+        "time to first event, p50 / p99 (ms)",
+        {s: f"{p50(ttfe[s]):.2f} / {p99(ttfe[s]):.2f}" for s in SYSTEMS},
+    )
+    for s in SYSTEMS[1:]:
+        key[f"ttfe50:{s}"] = p50(ttfe[s]) - p50(ttfe["direct"])
+        key[f"ttfe99:{s}"] = p99(ttfe[s]) - p99(ttfe["direct"])
+    row(
+        "added time to first event, p50 / p99 (ms)",
+        {s: f"{key[f'ttfe50:{s}']:.2f} / {key[f'ttfe99:{s}']:.2f}" for s in SYSTEMS[1:]},
+    )
+    gap = runs["gap"]
+    row("gap between events, p99 (ms)", {s: f"{p99(gap[s]):.2f}" for s in SYSTEMS})
+    row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in SYSTEMS[1:]})
+    rps = runs["rps64"]
+    row("requests/s at c=64 (median of rounds)", {s: f"{p50(rps[s]):.0f}" for s in SYSTEMS})
+    for s in SYSTEMS:
+        key[f"rps:{s}"] = p50(rps[s])
+    head = ["| figure | " + " | ".join(SYSTEMS) + " |", "|---|" + "---:|" * len(SYSTEMS)]
+    return head + rows, key
+
+
+def _ratio(label: str, mine: float, floor: float, limit: float, most: bool = True) -> str:
+    sign = "<=" if most else ">="
+    if floor <= 0:  # a difference of two noisy p99s: no ratio to take
+        return (
+            f"FAIL  {label}: taplog {mine:.3f} / bare {floor:.3f}: no ratio, bare's figure "
+            f"is within noise ({sign} {limit}x wanted)"
+        )
+    ratio = mine / floor
+    ok = ratio <= limit if most else ratio >= limit
+    return (
+        f"{_verdict(ok)}  {label}: taplog {mine:.3f} / bare {floor:.3f} = {ratio:.2f}x "
+        f"({sign} {limit}x)"
+    )
+
+
+def _targets(key: dict[str, float], f: dict[str, Any]) -> list[str]:
+    ready = p50(f["ready"])
+    return [
+        _ratio("added p50 latency, c=1 (ms)", key["c1:taplog"], key["c1:bare"], 1.2),
+        _ratio("added p50 latency, c=32 (ms)", key["c32:taplog"], key["c32:bare"], 1.2),
+        _ratio("throughput at c=64 (req/s)", key["rps:taplog"], key["rps:bare"], 0.8, most=False),
+        _ratio("added time to first event p50 (ms)", key["ttfe50:taplog"], key["ttfe50:bare"], 1.3),
+        _ratio("added time to first event p99 (ms)", key["ttfe99:taplog"], key["ttfe99:bare"], 1.5),
+        f"{_verdict(f['rss_idle'] <= 80)}  idle RSS after the load: {f['rss_idle']:.1f} MB (<= 80)",
+        f"{_verdict(ready <= 1)}  start to ready, median of {len(f['ready'])}: "
+        f"{ready:.2f} s (<= 1)",
+        f"{_verdict(f['recorder'] >= 50_000)}  recorder alone: {f['recorder']:,.0f} events/s "
+        "(>= 50,000)",
+    ]
+
+
+def _held(f: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, (count, held, failed) in f["held"].items():
+        gaps = [g for s in held for g in s.gaps]
+        stalls = sum(1 for g in gaps if g > 500)
+        seen = sum(s.events for s in held)
+        line = (
+            f"{name}: {count} concurrent streams (40 events 50 ms apart): {len(held)} "
+            f"completed, {failed} failed; gap p50 {p50(gaps):.1f} ms, p99 {p99(gaps):.1f} ms, "
+            f"max {max(gaps):.1f} ms, {stalls} gaps over 500 ms; events seen {seen:,}"
+        )
+        if name == "taplog":
+            logged_streams, logged_events = f["held_log"]
+            ok = failed == 0 and stalls == 0 and logged_streams == count
+            ok = ok and logged_events == seen
+            line = (
+                f"{_verdict(ok)}  {line}, in the log {logged_events:,} over "
+                f"{logged_streams} recorded answers"
+            )
+        lines.append(line)
+    return lines
+
+
+def _profile(stats: pstats.Stats, top: int = 15) -> list[str]:
+    entries = stats.stats  # type: ignore[attr-defined]
+    idle = sum(v[2] for k, v in entries.items() if "epoll" in k[2])
+    total = stats.total_tt - idle  # type: ignore[attr-defined]
+
+    def name(func: tuple[str, int, str]) -> str:
+        path, line, fn = func
+        path = re.sub(r".*/(site-packages|lib/python3\.\d+)/", "", path)
+        path = path.removeprefix(f"{ROOT}/")
+        return f"{fn} ({path}:{line})"
+
+    busy = [kv for kv in entries.items() if "epoll" not in kv[0][2]]
+    by_self = sorted(busy, key=lambda kv: kv[1][2], reverse=True)[:top]
+    own = [kv for kv in busy if re.search(r"/(proxy|recorder)/", kv[0][0])]
+    by_cum = sorted(own, key=lambda kv: kv[1][3], reverse=True)[:top]
+    lines = [
+        f"Event-loop thread of `taplog serve` under cProfile, profiling switched on after "
+        f"start-up: {total:.1f} s busy ({idle:.1f} s waiting in epoll left out); "
+        "percentages are of the busy time.",
+        "",
+        "Most own time (tottime):",
+        "",
+        "| function | calls | own s | own % | cum s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for func, (_, calls, tt, ct, _) in by_self:
+        lines.append(f"| `{name(func)}` | {calls} | {tt:.2f} | {100 * tt / total:.1f} | {ct:.2f} |")
+    lines += [
+        "",
+        "taplog's own functions by cumulative time:",
+        "",
+        "| function | calls | cum s | cum % |",
+        "|---|---:|---:|---:|",
+    ]
+    for func, (_, calls, _, ct, _) in by_cum:
+        lines.append(f"| `{name(func)}` | {calls} | {ct:.2f} | {100 * ct / total:.1f} |")
+    return lines
+
+
+def render(f: dict[str, Any]) -> str:
+    table, key = _overhead(f["runs"])
+    lines = [
+        "## Proxy overhead",
+        "",
+        f"`{COMMAND}` on {f['machine']}; whole run {f['seconds']:.0f} s. Systems measured "
+        f"in the same run, {f['rounds']} rounds going round them in turn: direct to the fake "
+        "vendor, `bench/bare_proxy.py` (streams through, records nothing: the floor), "
+        "`taplog serve` (fsync interval) and `taplog serve --fsync always`. Added = the "
+        "system's figure minus direct's from the same rounds. Non-stream: short Chat calls "
+        "(c=1: 60 per round; c=32: 32 callers x 8). Streams: 20 events 5 ms apart after a "
+        "20 ms time to first byte, Chat, Responses and Anthropic shapes in turn, 6 at once. "
+        "LiteLLM's proxy: not measured (`litellm[proxy]` is not installed).",
+        "",
+        *table,
+        "",
+        "### Targets",
+        "",
+        "```",
+        *_targets(key, f),
+        "```",
+        "",
+        "## Taplog alone",
+        "",
+        "```",
+        *_held(f),
+        f"RSS: {f['rss_start']:.1f} MB at start, {f['rss_idle']:.1f} MB idle after the load, "
+        f"peak {f['rss_peak']:.1f} MB",
+        "start to ready (s): "
+        + ", ".join(f"{t:.2f}" for t in f["ready"])
+        + f" (median {p50(f['ready']):.2f}; {f['ready_in_run']:.2f} while 3 others started)",
+        *(
+            f"recorder alone (Recorder + EventRecord, {label}): {rate:,.0f} events/s"
+            for label, rate in f["recorder_variants"].items()
+        ),
+        f"disk per short non-streaming call: {f['disk_per_call']:,.0f} bytes",
+        "log bytes after the run: "
+        + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in f["disk_run"].items()),
+        "```",
+        "",
+        "## Storage growth",
+        "",
+        "One session of 200 turns through `taplog serve`; each turn resends the whole "
+        "transcript plus a ~230-byte user message (and the previous answers). Bytes are the "
+        "log lines of each turn's exchange.",
+        "",
+        "```",
+        *growth_summary(f["growth"]),
+        "```",
+        "",
+        "## Profile (run.py)",
+        "",
+        *_profile(f["profile"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, generated: str) -> None:
+    """Replace the owned sections of `path` with `generated`, keep the others."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    parts = re.split(r"(?m)^(?=## )", text)
+    kept = [p for p in parts if not p.startswith(OWNED + RETIRED)]
+    head, rest = kept[0], kept[1:]
+    path.write_text(head.rstrip() + "\n\n" + generated + "\n" + "".join(rest).rstrip() + "\n")
