@@ -137,4 +137,28 @@ def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
     click.echo(f"{len(committed)} of {len(done)} sessions changed")
 
 
-COMMANDS = [export, fork, replay, snapshot]
+@click.command("migrate")
+@data_dir_option
+def migrate(data_dir: Path) -> None:
+    """Upgrade session files written by an older taplog to the current format.
+
+    Needs the data dir to itself (stop taplog serve first); originals go to quarantine/.
+
+    Example: taplog migrate --data-dir taplog-data
+    """
+    from recorder.lock import DataDirBusy
+    from recorder.migrations import migrate_data_dir
+    from recorder.reader import DamagedLine, UnsupportedEvent
+
+    if not (data_dir / "sessions").is_dir():
+        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
+    try:
+        rewritten = migrate_data_dir(data_dir)
+    except (DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+    for path in rewritten:
+        click.echo(f"upgraded {path}")
+    click.echo(f"{len(rewritten)} session files upgraded")
+
+
+COMMANDS = [export, fork, replay, snapshot, migrate]

@@ -1,0 +1,78 @@
+"""Format versions: older events upgraded by small named functions, files by `taplog migrate`.
+
+Writers write only `FORMAT_VERSION`. A format change adds one function to
+`MIGRATIONS`, keyed by the version it upgrades *from*, that turns an event of
+that version into one of the next (and bumps `FORMAT_VERSION`); `upgrade`
+applies them in order, so readers see current events whatever the file holds.
+There is only version 1 so far: `MIGRATIONS` is empty and the mechanism waits,
+tested, for the first change.
+
+`migrate_data_dir` rewrites the files that hold older events: every event
+upgraded and resealed into a new hash chain (`seq` kept), written aside and
+moved into place, the original kept in `quarantine/` (never deleted). It takes
+the data dir's lock: files are not rewritten under a running `taplog serve`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from recorder import events as format_
+from recorder.events import Event, seal
+from recorder.lock import DataDirLock
+from recorder.logfile import quarantine_name
+from recorder.reader import read_events, session_files
+
+Migration = Callable[[Event], Event]
+
+# version -> the function that upgrades an event of that version to the next one.
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def upgrade(event: Event) -> Event:
+    """`event` at the current format version."""
+    version = event.get("v", 1)
+    while version < format_.FORMAT_VERSION:
+        event = MIGRATIONS[version](event)
+        version += 1
+        event["v"] = version
+    return event
+
+
+def outdated(path: Path) -> bool:
+    return any(event.get("v", 1) < format_.FORMAT_VERSION for event in read_events(path))
+
+
+def migrate_data_dir(data_dir: Path) -> list[Path]:
+    """Rewrite every session file that holds older events; returns the files rewritten."""
+    lock = DataDirLock(data_dir)
+    lock.acquire()
+    try:
+        rewritten = [path for path in session_files(data_dir) if outdated(path)]
+        for path in rewritten:
+            _rewrite(path, data_dir / "quarantine")
+        return rewritten
+    finally:
+        lock.release()
+
+
+def _rewrite(path: Path, quarantine: Path) -> None:
+    lines, prev = [], None
+    for event in read_events(path):
+        current = {k: v for k, v in upgrade(dict(event)).items() if k not in ("prev", "h")}
+        line, prev = seal(current, event["seq"], prev)
+        lines.append(line)
+    aside = path.with_name(f".{path.name}.migrating")
+    with open(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(b"".join(lines))
+        out.flush()
+        os.fsync(out.fileno())
+    quarantine.mkdir(parents=True, exist_ok=True)
+    os.link(path, quarantine / quarantine_name(path.stem, f"v{_oldest(path)}.jsonl"))
+    os.replace(aside, path)
+
+
+def _oldest(path: Path) -> int:
+    return min(event.get("v", 1) for event in read_events(path))
