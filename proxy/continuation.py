@@ -46,7 +46,7 @@ class ClientView:
 
 
 def _events(sent: bytes) -> list[tuple[str | None, dict]]:
-    splitter, out = SseSplitter(max_event_bytes=1 << 62), []
+    splitter, out = SseSplitter(max_event_bytes=None), []
     for block in [*splitter.feed(sent), splitter.flush()]:
         event = parse_block(block) if block else None
         if event is None or event.data.startswith("[DONE]"):

@@ -150,7 +150,7 @@ class LlmResponse:
         )
 
     def _stream_fields(self, module: Any) -> dict[str, Any]:
-        splitter = SseSplitter(max_event_bytes=1 << 62)
+        splitter = SseSplitter(max_event_bytes=None)
         timed: list[tuple[float, bytes]] = []
         for offset, chunk in self.chunks:
             timed.extend((offset, block) for block in splitter.feed(scrub(chunk, self.secrets)))

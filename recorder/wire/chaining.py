@@ -41,7 +41,7 @@ def response_id(api: str, chunks: Sequence[tuple[float, bytes]]) -> str | None:
 
 
 def _last_event_data(chunks: Sequence[tuple[float, bytes]]) -> bytes | None:
-    splitter, last = SseSplitter(max_event_bytes=1 << 62), None
+    splitter, last = SseSplitter(max_event_bytes=None), None
     for _, chunk in chunks:
         for block in splitter.feed(chunk):
             event = parse_block(block)

@@ -59,8 +59,9 @@ class SseSplitter:
     or any mix of the three line ends).
     """
 
-    def __init__(self, max_event_bytes: int = 16 * 1024 * 1024) -> None:
-        self._max = max_event_bytes
+    def __init__(self, max_event_bytes: int | None = 16 * 1024 * 1024) -> None:
+        # None: no limit, for reading back what was already received and recorded
+        self._max = max_event_bytes if max_event_bytes is not None else float("inf")
         self._buf = bytearray()
         self._scan = 0  # where the next line-end search starts
         self._line_start = 0  # start of the current (unterminated) line
