@@ -2,8 +2,10 @@
 
 Bytes go to the client the moment they arrive, in the chunks they arrived
 in; the recorder gets the same chunks with their arrival times and does all
-parsing on its own thread. Whatever happens (vendor error, timeout, client
-gone, shutdown) exactly one `llm.response` is recorded with the outcome.
+parsing on its own thread. Only the chunk that completes the answer waits
+until the answer is in the log (proxy.durable). Whatever happens (vendor
+error, timeout, client gone, shutdown) exactly one `llm.response` is recorded
+with the outcome.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from proxy import errors
+from proxy.durable import EndGuard, logged
 from proxy.routing import Route
-from proxy.state import LIFECYCLE, POOL, RECORDER, RESOLVER, RESPONSES_HISTORY
+from proxy.state import LIFECYCLE, POOL, RECORDER, RESOLVER, RESPONSES_HISTORY, SETTINGS
 from proxy.upstream import UpstreamFailure, classify, response_headers
+from recorder.events import ERROR, make_event
 from recorder.exchange import Chunk, LlmResponse
 from recorder.secrets import safe_headers
 from recorder.wire.chaining import final_answer, response_id
+from recorder.writer import EventRecord
 
 
 class _ClientGone(Exception):
@@ -113,14 +118,18 @@ async def forward(
             answer.status, answer.headers = upstream.status, response_headers(upstream)
             answer.response = _client_response(upstream, answer.headers)
             await answer.response.prepare(request)
+            guard, held = EndGuard(exchange.route.api, answer.headers), []
             async for chunk in upstream.content.iter_any():
                 exchange.keep(chunk)
+                if held or guard.completes(chunk):
+                    held.append(chunk)  # the answer's end waits for its record
+                    continue
                 await _send(answer.response, chunk)
                 exchange.delivered += 1
             # Recorded before the client's response ends, so the agent's next call
             # (carrying tool results, naming this answer) always finds it logged.
             answer.finish(request, exchange, "ok" if answer.status < 400 else "upstream_error")
-            await answer.response.write_eof()
+            await _end(request, answer.response, exchange, held)
     except asyncio.CancelledError:
         stopping = app[LIFECYCLE].stopping
         answer.finish(request, exchange, "shutdown" if stopping else "client_disconnected")
@@ -138,6 +147,24 @@ async def forward(
     finally:
         answer.finish(request, exchange, "proxy_error", "taplog failed on this call")
     return answer.response
+
+
+async def _end(
+    request: web.Request, response: web.StreamResponse, exchange: Exchange, held: list[bytes]
+) -> None:
+    """Send the held end of the answer once the answer is in the log (proxy.durable)."""
+    app = request.app
+    if not await logged(app[RECORDER]) and app[SETTINGS].fsync == "always":
+        _cut_off(request)  # never a complete answer that the log lacks
+        reason = "the client was cut off before the end of this answer: the log could not take it"
+        app[RECORDER].record(
+            EventRecord(make_event(ERROR, exchange.session, exchange.id, reason=reason))
+        )
+        return
+    for chunk in held:
+        await _send(response, chunk)
+        exchange.delivered += 1
+    await response.write_eof()
 
 
 def _failure_answer(answer: _Answer, exchange: Exchange, failure: UpstreamFailure) -> None:

@@ -63,6 +63,7 @@ class SessionFile:
         self.prev: str | None = None
         self.dirty = False
         self.torn: tuple[int, int, Path] | None = None  # repaired: (offset, bytes, kept in)
+        self.broken = False  # a failed write could not be undone: reopen (and repair) it
         try:
             self._repair_tail(quarantine)
             self._read_last_line()
@@ -98,7 +99,13 @@ class SessionFile:
         self.prev = digest
 
     def append(self, events: Iterable[Event]) -> None:
-        """Write events as one batch; on any error the file is left as before."""
+        """Write events as one batch; on any error the file is left as before.
+
+        Should undoing a failed write fail too, the file is marked `broken`: the
+        writer closes it and opens it anew, which moves the torn bytes aside.
+        Whole lines of that batch which did reach the file stay, and are written
+        again after them (the same event ids twice, each line verifiable).
+        """
         seq, prev, lines = self.seq, self.prev, []
         for event in events:
             seq += 1
@@ -110,7 +117,10 @@ class SessionFile:
             while written < len(data):
                 written += os.write(self.fd, data[written:])
         except OSError:
-            os.ftruncate(self.fd, self.size)
+            try:
+                os.ftruncate(self.fd, self.size)
+            except OSError:
+                self.broken = True
             raise
         self.size += len(data)
         self.seq, self.prev, self.dirty = seq, prev, True

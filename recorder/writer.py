@@ -105,13 +105,27 @@ class EventRecord:
 
 
 class _Barrier:
-    """Released once every record queued before it is written (and synced)."""
+    """Released once every record queued before it is written (and synced, per policy)."""
 
     session = ""
     size = 0
 
-    def __init__(self) -> None:
+    def __init__(self, callback: Callable[[bool], None] | None = None) -> None:
         self.done = threading.Event()
+        self.callback = callback
+
+    def tell(self, ok: bool) -> None:
+        """Tell the callback, once: written (True), or a write failed first (False)."""
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            try:
+                callback(ok)
+            except Exception:  # e.g. its event loop is gone: nobody waits any more
+                log.debug("recorder: a barrier's callback failed", exc_info=True)
+
+    def release(self, ok: bool) -> None:
+        self.done.set()
+        self.tell(ok)
 
 
 _CLOSE = object()
@@ -197,6 +211,12 @@ class Recorder:
         self._queue.put(barrier)
         return barrier.done.wait(timeout)
 
+    def when_written(self, callback: Callable[[bool], None]) -> None:
+        """Call `callback(ok)` on the writer thread once everything recorded so far is
+        written, and synced when the policy is `always` (ok True); or as soon as a write
+        or sync fails before that (ok False). Never blocks."""
+        self._queue.put(_Barrier(callback))
+
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, sync and close every file, stop the thread."""
         if self._closed:
@@ -234,10 +254,13 @@ class Recorder:
             self._sync(force=closing or self.fsync == "always")
             if not pending:
                 for barrier in barriers:
-                    barrier.done.set()
+                    barrier.release(self._error is None)
                 barriers.clear()
                 if closing:
                     break
+            elif self._error is not None:
+                for barrier in barriers:  # callers that wait on the log hear of it now
+                    barrier.tell(False)
         for session_file in self._files.values():
             session_file.close(sync=self.fsync != "never")
         self._files.clear()
@@ -306,6 +329,10 @@ class Recorder:
                 self.stats.write_errors += 1
                 self._error = f"cannot write session logs: {exc.strerror or exc}"
                 log.error("recorder: %s (will retry)", self._error)
+                broken = self._files.get(session)
+                if broken is not None and broken.broken:
+                    del self._files[session]
+                    broken.close(sync=False)
                 return [e for e in pending if e["session"] in by_session]
             del by_session[session]
             self.stats.events_written += len(events)
