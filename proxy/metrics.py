@@ -355,7 +355,7 @@ def _recorder_families(recorder: Recorder) -> Iterator[Metric]:
     )
     yield CounterMetricFamily(
         "taplog_recorder_write_errors",
-        "Failed writes and syncs of session logs (each is retried).",
+        "Failed writes (retried) and fsyncs (never retried) of session logs.",
         stats.write_errors,
     )
     yield CounterMetricFamily(

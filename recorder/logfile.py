@@ -131,11 +131,15 @@ class SessionFile:
             self.dirty = False
 
     def close(self, sync: bool) -> None:
+        """Sync (if asked) and close; closing twice does nothing (the fd may be reused)."""
+        if self.fd < 0:
+            return
         try:
             if sync:
                 self.sync()
         finally:
             os.close(self.fd)
+            self.fd = -1
 
 
 def open_session_file(

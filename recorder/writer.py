@@ -9,8 +9,13 @@ and are logged; `accepting` turns False when the queue is over its high-water
 mark or the disk fails, and the proxy then refuses *new* calls with a 503
 before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
-space returns. Should the writer thread itself ever fail, `accepting` turns
-False for good: a proxy that cannot record refuses rather than forwards.
+space returns. A failed fsync is different: the kernel may already have
+dropped the data it could not write, and a second fsync would report success
+over the loss. So it is never retried: the file is closed (a later write
+reopens it, checking its tail) and `accepting` turns False until taplog is
+restarted, with a reason that says so. The same holds should the writer
+thread itself ever fail: a proxy that cannot record refuses rather than
+forwards.
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the writer thread with every event
@@ -22,6 +27,7 @@ The writer's own counters (`stats`) are plain numbers, read at scrape time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -52,7 +58,7 @@ class WriterStats:
 
     events_written: int = 0
     bytes_written: int = 0
-    write_errors: int = 0  # failed appends and syncs (each is retried)
+    write_errors: int = 0  # failed appends (each is retried) and syncs (never retried)
     observer_errors: int = 0
     sync_seconds: float = 0.0  # total time in fsync passes
     # fsync passes by duration: one count per SYNC_BUCKETS bound, then one for longer
@@ -155,7 +161,8 @@ class Recorder:
         self._lock = threading.Lock()
         self._queued_bytes = 0
         self._queued_records = 0
-        self._error: str | None = None
+        self._error: str | None = None  # cleared by the next good write
+        self._fatal: str | None = None  # cleared only by a restart
         self._closed = False
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
         self._states: dict[str, SessionState] = {}
@@ -190,7 +197,7 @@ class Recorder:
         return self.health()["reason"] is None
 
     def health(self) -> dict[str, Any]:
-        reason = self._error
+        reason = self._fatal or self._error
         if reason is None and self._closed is False and not self._writer_alive():
             reason = "the log writer is not running"
         if reason is None and self._queued_bytes >= self.high_water_bytes:
@@ -233,8 +240,8 @@ class Recorder:
         try:
             self._loop()
         except BaseException as exc:
-            self._error = f"the log writer stopped: {exc!r}"
-            log.critical("recorder: %s; new calls are refused", self._error, exc_info=True)
+            self._fatal = f"the log writer stopped: {exc!r}"
+            log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
     def _loop(self) -> None:
         pending: list[Event] = []
@@ -254,15 +261,15 @@ class Recorder:
             self._sync(force=closing or self.fsync == "always")
             if not pending:
                 for barrier in barriers:
-                    barrier.release(self._error is None)
+                    barrier.release(self._error is None and self._fatal is None)
                 barriers.clear()
                 if closing:
                     break
-            elif self._error is not None:
+            elif self._error is not None or self._fatal is not None:
                 for barrier in barriers:  # callers that wait on the log hear of it now
                     barrier.tell(False)
-        for session_file in self._files.values():
-            session_file.close(sync=self.fsync != "never")
+        for session_file in list(self._files.values()):
+            self._close(session_file)
         self._files.clear()
 
     def _wait_time(self, pending: list[Event], closing: bool) -> float | None:
@@ -360,13 +367,34 @@ class Recorder:
             return session_file
         if len(self._files) >= self._max_open:
             _, oldest = self._files.popitem(last=False)
-            oldest.close(sync=self.fsync != "never")
+            self._close(oldest)
         path = self.sessions_dir / f"{session}.jsonl"
         session_file, damage = open_session_file(path, self.quarantine_dir, self.fsync != "never")
         if damage is not None:
             log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
         self._files[session] = session_file
         return session_file
+
+    def _sync_failed(self, session_file: SessionFile, exc: OSError) -> None:
+        """Never fsync the same data twice: close the file, refuse new calls until restart."""
+        self.stats.write_errors += 1
+        self._fatal = (
+            f"an fsync of {session_file.path.name} failed ({exc.strerror or exc}): what was "
+            "written since its last sync may be lost; check the disk, run `taplog verify`, "
+            "restart taplog"
+        )
+        log.critical("recorder: %s", self._fatal)
+        session = session_file.path.stem
+        if self._files.get(session) is session_file:
+            del self._files[session]
+        with contextlib.suppress(OSError):
+            session_file.close(sync=False)
+
+    def _close(self, session_file: SessionFile) -> None:
+        try:
+            session_file.close(sync=self.fsync != "never")
+        except OSError as exc:
+            self._sync_failed(session_file, exc)
 
     def _sync(self, force: bool) -> None:
         if self.fsync == "never":
@@ -375,13 +403,11 @@ class Recorder:
         if not force and self.fsync == "interval" and now - self._last_sync < FSYNC_INTERVAL:
             return
         dirty = [f for f in self._files.values() if f.dirty]
-        try:
-            for session_file in dirty:
+        for session_file in dirty:
+            try:
                 session_file.sync()
-        except OSError as exc:
-            self.stats.write_errors += 1
-            self._error = f"cannot sync session logs: {exc.strerror or exc}"
-            log.error("recorder: %s", self._error)
+            except OSError as exc:
+                self._sync_failed(session_file, exc)
         if dirty:
             self.stats.synced(time.monotonic() - now)
         self._last_sync = now

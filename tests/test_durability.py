@@ -14,6 +14,7 @@ import os
 import random
 import resource
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -519,3 +520,32 @@ def test_the_writer_reopens_any_torn_log_and_continues_its_chain(tmp_path, cut, 
     assert report.ok and report.torn is None
     assert orjson.loads(path.read_bytes().splitlines()[-1])["reason"] == "next"
     assert damage is None or "fails its checksum" in damage
+
+
+def test_a_failed_fsync_is_never_retried_and_stops_new_calls_until_restart(tmp_path, monkeypatch):
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # a log, not its directory
+            synced.append(fd)
+            if len(synced) == 2:
+                raise OSError(errno.EIO, "injected")
+        real(fd)
+
+    monkeypatch.setattr(recorder.logfile.os, "fsync", fsync)
+    rec = Recorder(tmp_path, fsync="always")
+    rec.start()
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
+    assert _told(rec) is True
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
+    assert _told(rec) is False  # its sync failed: waiting callers hear so
+    failed = len(synced)
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="three")))
+    assert _told(rec) is False  # written, but taplog now refuses until restart
+    assert not rec.accepting and "fsync of s.jsonl failed" in rec.health()["reason"]
+    assert "restart taplog" in rec.health()["reason"]
+    rec.close()
+    assert len(synced) > failed  # "three" went to a reopened file with its own fsyncs
+    assert [e["reason"] for e in read_session(tmp_path, "s")] == ["one", "two", "three"]
+    assert verify(tmp_path)[0].ok
