@@ -45,3 +45,18 @@ def test_every_setting_is_documented_in_the_readme_and_the_example_config():
         assert flag_name(name) in README, name
         assert name in example, name
         assert example[name] == (str(declared.default) if name == "data_dir" else declared.default)
+
+
+def test_every_guarantee_names_a_test_that_exists():
+    section = README.split("\n## Guarantees\n", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", section)
+    assert len(named) >= 30
+    for file, test in named:
+        source = (ROOT / "tests" / file).read_text()
+        assert re.search(rf"^def {test}\(", source, re.M), f"{file}::{test}"
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    for row in rows:
+        if not row.startswith(
+            ("| guarantee", "| `--fsync`", "| `always`", "| `interval`", "| `never`")
+        ):
+            assert "::test_" in row, f"a guarantee without a test: {row[:80]}"

@@ -549,3 +549,24 @@ def test_a_failed_fsync_is_never_retried_and_stops_new_calls_until_restart(tmp_p
     assert len(synced) > failed  # "three" went to a reopened file with its own fsyncs
     assert [e["reason"] for e in read_session(tmp_path, "s")] == ["one", "two", "three"]
     assert verify(tmp_path)[0].ok
+
+
+def test_a_queue_over_its_high_water_mark_refuses_new_calls_and_drops_nothing(
+    tmp_path, monkeypatch
+):
+    real = SessionFile.append
+
+    def slow(session_file: SessionFile, events) -> None:
+        time.sleep(0.02)
+        real(session_file, events)
+
+    monkeypatch.setattr(SessionFile, "append", slow)
+    rec = Recorder(tmp_path, high_water_bytes=4096)
+    rec.start()
+    for event in _events(40):
+        rec.record(EventRecord(event))  # 512 bytes each, as the writer counts them
+    assert not rec.accepting
+    assert rec.health()["reason"] == "recorder queue is over its high-water mark"
+    assert rec.flush(10) and rec.accepting
+    rec.close()
+    assert [e["reason"] for e in read_session(tmp_path, "s")] == [f"r{n}" for n in range(40)]
