@@ -118,6 +118,9 @@ class Settings:
         OneOf(FSYNC_CHOICES),
     )
     max_body_mb: float = setting(64.0, "Largest request body accepted, in MiB.", _positive)
+    body_timeout: float = setting(
+        60.0, "Seconds a client may take to send its request body (then: 408).", _positive
+    )
     connect_timeout: float = setting(10.0, "Seconds to connect to a vendor.", _positive)
     read_timeout: float = setting(
         600.0, "Seconds a vendor may stay silent before the call times out.", _positive

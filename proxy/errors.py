@@ -13,6 +13,7 @@ from aiohttp import web
 _OPENAI_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     404: "not_found",
 }
@@ -20,6 +21,7 @@ _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    408: "timeout_error",
     413: "request_too_large",
     504: "timeout_error",
 }

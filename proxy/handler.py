@@ -6,14 +6,16 @@ Order matters and is part of the contract:
 1. route the path (a bad one is a 400 in the client's error shape);
 2. refuse with 503 when the recorder cannot take more (record or refuse),
    before anything reaches a vendor;
-3. read the body (over the limit: 413), resolve the session (a bad explicit
-   id: 400, nothing created);
+3. read the body (over the limit: 413; not all there within the body
+   timeout: 408), resolve the session (a bad explicit id: 400, nothing
+   created);
 4. hand `session.started` / `llm.request` to the recorder, forward, and let
    `forward` record the answer whatever happens to it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from aiohttp import web
@@ -64,10 +66,16 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         message = f"not recording ({reason}); the call was not sent to the vendor"
         return errors.error_response(route.provider, 503, message, "recorder_unavailable")
     try:
-        body = await request.read()
+        async with asyncio.timeout(settings.body_timeout):
+            body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         message = f"request body is over the {settings.max_body_mb:g} MiB limit (--max-body-mb)"
         return errors.error_response(route.provider, 413, message, "request_too_large")
+    except TimeoutError:
+        message = f"request body not received within {settings.body_timeout:g} s (--body-timeout)"
+        refused = errors.error_response(route.provider, 408, message, "request_timeout")
+        refused.force_close()  # the rest of the body is not waited for
+        return refused
 
     headers = {name.lower(): value for name, value in request.headers.items()}
     parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None

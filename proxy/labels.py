@@ -40,6 +40,7 @@ REFUSALS = frozenset(
         "unauthorized",
         "recorder_unavailable",
         "request_too_large",
+        "request_timeout",
         "invalid_path",
         "invalid_session_id",
     }

@@ -25,12 +25,22 @@ def _raw(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(request)
         answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+        while (chunk := sock.recv(65536)) and not _whole(answer := answer + chunk):
+            pass
     head, _, body = answer.partition(b"\r\n\r\n")
     status_line, *lines = head.decode("latin-1").split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
     return int(status_line.split()[1]), headers, body
+
+
+def _whole(answer: bytes) -> bool:
+    """An answer with a Content-Length is whole once that many body bytes are in."""
+    head, found, body = answer.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n")[1:] if found else ():
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value)
+    return False
 
 
 def _post(target: bytes, extra: bytes = b"", body: bytes = BODY, length: bool = True) -> bytes:
@@ -239,4 +249,28 @@ def test_undecodable_header_bytes_are_forwarded_and_recorded_escaped(taplog, fak
     (request,) = taplog.events("llm.request")
     assert request["headers"]["x-odd"] == "caf\\udce9 \\udcff"
     assert "surrogates" in request["sanitised"]
+    _still_serving(taplog)
+
+
+def test_a_client_too_slow_to_send_its_body_gets_408_and_nothing_reaches_a_vendor(
+    servers, fake, tmp_path
+):
+    from tests.conftest import start_taplog
+
+    taplog = start_taplog(
+        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", body_timeout=0.3
+    )
+    head = _post(b"/v1/chat/completions", body=b"").replace(
+        b"Content-Length: 0", b"Content-Length: %d" % len(BODY)
+    )
+    status, headers, body = _raw(taplog.url, head + BODY[:10])  # the rest never comes
+    assert (status, headers["x-taplog-error"], headers["connection"]) == (
+        408,
+        "request_timeout",
+        "close",
+    )
+    _openai_error(
+        body, "request_timeout", "request body not received within 0.3 s (--body-timeout)"
+    )
+    assert fake.requests == [] and taplog.sessions() == {}
     _still_serving(taplog)
