@@ -32,7 +32,7 @@ from recorder.wire.chaining import final_answer, response_id
 from recorder.writer import EventRecord
 
 
-class _ClientGone(Exception):
+class ClientGone(Exception):
     """Writing to the client failed: it disconnected."""
 
 
@@ -61,11 +61,11 @@ class Exchange:
         self.chunks.append((at, chunk))
 
 
-async def _send(response: web.StreamResponse, chunk: bytes) -> None:
+async def send(response: web.StreamResponse, chunk: bytes) -> None:
     try:
         await response.write(chunk)
     except ConnectionResetError as exc:  # aiohttp's ClientConnectionResetError included
-        raise _ClientGone from exc
+        raise ClientGone from exc
 
 
 def _client_response(
@@ -77,7 +77,7 @@ def _client_response(
     return response
 
 
-def _cut_off(request: web.Request) -> None:
+def cut_off(request: web.Request) -> None:
     """End the client's response without a clean end: it must not look complete."""
     if request.transport is not None:
         request.transport.close()
@@ -124,7 +124,7 @@ async def forward(
                 if held or guard.completes(chunk):
                     held.append(chunk)  # the answer's end waits for its record
                     continue
-                await _send(answer.response, chunk)
+                await send(answer.response, chunk)
                 exchange.delivered += 1
             # Recorded before the client's response ends, so the agent's next call
             # (carrying tool results, naming this answer) always finds it logged.
@@ -134,7 +134,7 @@ async def forward(
         stopping = app[LIFECYCLE].stopping
         answer.finish(request, exchange, "shutdown" if stopping else "client_disconnected")
         raise
-    except _ClientGone:
+    except ClientGone:
         answer.finish(request, exchange, "client_disconnected")
     except (aiohttp.ClientError, TimeoutError) as exc:
         if not answer.recorded:
@@ -142,7 +142,7 @@ async def forward(
             if answer.response is None:
                 _failure_answer(answer, exchange, failure)
             else:
-                _cut_off(request)
+                cut_off(request)
             answer.finish(request, exchange, failure.outcome, failure.message)
     finally:
         answer.finish(request, exchange, "proxy_error", "taplog failed on this call")
@@ -155,14 +155,14 @@ async def _end(
     """Send the held end of the answer once the answer is in the log (proxy.durable)."""
     app = request.app
     if not await logged(app[RECORDER]) and app[SETTINGS].fsync == "always":
-        _cut_off(request)  # never a complete answer that the log lacks
+        cut_off(request)  # never a complete answer that the log lacks
         reason = "the client was cut off before the end of this answer: the log could not take it"
         app[RECORDER].record(
             EventRecord(make_event(ERROR, exchange.session, exchange.id, reason=reason))
         )
         return
     for chunk in held:
-        await _send(response, chunk)
+        await send(response, chunk)
         exchange.delivered += 1
     await response.write_eof()
 

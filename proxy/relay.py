@@ -31,7 +31,7 @@ from proxy.continuation import (
     supports_prefill,
 )
 from proxy.fallbacks import Target
-from proxy.forward import _ClientGone, _cut_off, _send
+from proxy.forward import ClientGone, cut_off, send
 from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY
 from proxy.translations import context, route_for
 from proxy.upstream import BrokenStream, classify, response_headers
@@ -142,7 +142,7 @@ async def relay(
     except asyncio.CancelledError:
         outcome = "shutdown" if request.app[LIFECYCLE].stopping else "client_disconnected"
         raise
-    except _ClientGone:
+    except ClientGone:
         outcome = "client_disconnected"
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         failure = classify(exc)
@@ -169,7 +169,7 @@ async def _pipe(
     async for chunk in chunks:
         out = convert(chunk)
         if out:
-            await _send(response, out)
+            await send(response, out)
             sent += out
 
 
@@ -187,7 +187,7 @@ async def _end_broken_stream(
     ):
         return
     await _send_quietly(response, errors.stream_error_event(call.api, error))
-    _cut_off(request)
+    cut_off(request)
 
 
 async def continue_elsewhere(
@@ -203,7 +203,7 @@ async def continue_elsewhere(
         return False
     view = client_view(call.api, sent)
     if view.ended:  # the whole answer is there; only its end marker was lost
-        await _send(response, end_marker(call.api))
+        await send(response, end_marker(call.api))
         await response.write_eof()
         return True
     if not view.continuable:
@@ -307,7 +307,7 @@ async def _splice(
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         outcome, error = classify(exc).outcome, str(exc) or classify(exc).message
         return False
-    except _ClientGone:
+    except ClientGone:
         outcome = "client_disconnected"
         return True
     finally:
@@ -374,5 +374,5 @@ def remember_answer(request: web.Request, call: Call, answer: dict | None) -> No
 
 
 async def _send_quietly(response: web.StreamResponse, data: bytes) -> None:
-    with contextlib.suppress(_ClientGone):
-        await _send(response, data)
+    with contextlib.suppress(ClientGone):
+        await send(response, data)
