@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
+import socket
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -67,15 +68,35 @@ def _base_url(value: str) -> None:
         raise ValueError("must not carry credentials; clients send their own keys")
     if parts.query or parts.fragment:
         raise ValueError("must not have a query string or fragment")
-    if _is_link_local(parts.hostname):
+    if is_metadata_host(parts.hostname):
         raise ValueError("must not point at a link-local (metadata service) address")
 
 
-def _is_link_local(host: str) -> bool:
+# Cloud metadata services by name (they answer on 169.254.169.254 / fd00:ec2::254).
+_METADATA_NAMES = frozenset(
+    {"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal"}
+)
+
+
+def is_metadata_host(host: str) -> bool:
+    """A link-local address, in any spelling a resolver accepts, or a metadata service name.
+
+    Catches the forms that slip past a plain parse: 2852039166, 0xa9.0xfe.0xa9.0xfe,
+    0251.0376.0251.0376, ::ffff:169.254.169.254, a trailing dot. Names are not resolved.
+    """
+    host = host.strip("[]").rstrip(".").lower()
+    if host in _METADATA_NAMES or host == "fd00:ec2::254":
+        return True
     try:
-        return ipaddress.ip_address(host).is_link_local
+        address = ipaddress.ip_address(host)
     except ValueError:
-        return False
+        try:  # the shorthand and octal/hex forms that inet_aton, and so getaddrinfo, accept
+            address = ipaddress.ip_address(socket.inet_aton(host))
+        except OSError:
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_link_local
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9._~-]{16,256}")

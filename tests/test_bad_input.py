@@ -11,6 +11,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from proxy.config import ConfigError, load
 from proxy.state import RECORDER
 from recorder.bodies import decode_body
 from tests.conftest import OPENAI_KEY
@@ -274,3 +275,21 @@ def test_a_client_too_slow_to_send_its_body_gets_408_and_nothing_reaches_a_vendo
     )
     assert fake.requests == [] and taplog.sessions() == {}
     _still_serving(taplog)
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "http://2852039166/v1",
+        "http://0xa9.0xfe.0xa9.0xfe/v1",
+        "http://0251.0376.0251.0376/v1",
+        "http://[::ffff:169.254.169.254]/v1",
+        "http://169.254.169.254./v1",
+        "http://[fe80::1]/v1",
+        "http://metadata.google.internal/computeMetadata/v1",
+    ],
+)
+def test_a_metadata_address_in_any_spelling_is_refused_as_a_base(base):
+    with pytest.raises(ConfigError, match="TAPLOG_OPENAI_BASE: must not point at a link-local"):
+        load({}, {"TAPLOG_OPENAI_BASE": base}, None)
+    assert load({}, {"TAPLOG_OPENAI_BASE": "http://10.0.0.7:8000/v1"}, None)
