@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from proxy.config import ConfigError
+from proxy.config import ConfigError, is_metadata_host
 
 PROVIDER_TYPES = ("openai", "anthropic")
 MIDSTREAM = ("continue", "error")
@@ -103,6 +103,8 @@ def _check_url(where: str, url: Any) -> str:
         raise ConfigError(f"{where}: must be an http(s) URL")
     if parts.username or parts.password:
         raise ConfigError(f"{where}: must not carry credentials; use api_key_env")
+    if is_metadata_host(parts.hostname):
+        raise ConfigError(f"{where}: must not point at a link-local (metadata service) address")
     return url
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import anthropic
 import openai
 import pytest
@@ -206,3 +208,35 @@ def test_the_answer_names_the_model_that_served_it_and_is_priced_as_such(
     assert (request_model, served, attempts, failovers) == ("gpt-4.1", "claude-sonnet-4-6", 4, 1)
     assert tokens == answer.usage.prompt_tokens
     assert cost == pytest.approx(tokens * 3e-6 + answer.usage.completion_tokens * 15e-6)
+
+
+def _provider(**fields):
+    return {
+        "providers": {
+            "x": {"type": "openai", "base_url": "http://h/v1", "api_key_env": "K", **fields}
+        }
+    }
+
+
+def _rule(**fields):
+    return {"fallback": [{"model": "gpt-*", "to": ["anthropic:m"], **fields}]}
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        (_provider(base_url="http://169.254.169.254/v1"), "providers.x.base_url"),
+        (_provider(type="grpc"), "providers.x.type"),
+        (_provider(api="assistants"), "providers.x.api"),
+        (_rule(to=["nowhere:m"]), "fallback[0].to[0]"),
+        (_rule(retries=-1), "fallback[0].retries"),
+        (_rule(midstream="pray"), "fallback[0].midstream"),
+        (_rule(tll=1), "unknown key 'tll'"),
+    ],
+)
+def test_bad_failover_config_names_the_key(table, named):
+    from proxy.config import ConfigError
+    from proxy.fallbacks import load_fallbacks
+
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_fallbacks("https://api.openai.com/v1", "https://api.anthropic.com", table, ())
