@@ -17,7 +17,7 @@ from bench.offline import growth_summary
 SYSTEMS = ("direct", "bare", "taplog", "taplog-always")
 OWNED = ("## Proxy overhead", "## Taplog alone", "## Storage growth", "## Profile (run.py)")
 RETIRED = ("## Added latency",)
-COMMAND = "/work/venv-probe/bin/python bench/run.py"
+COMMAND = ".venv/bin/python bench/run.py"
 
 
 def _verdict(ok: bool) -> str:

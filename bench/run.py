@@ -1,6 +1,6 @@
 """The whole benchmark in one command; writes its sections of bench/RESULTS.md.
 
-    /work/venv-probe/bin/python bench/run.py [--rounds 6] [--no-write]
+    .venv/bin/python bench/run.py [--rounds 6] [--no-write]
 
 Starts, on 127.0.0.1, the tests' fake vendor (its own process), the bare proxy
 (`bare_proxy.py`: streams through, records nothing; the floor), `taplog serve`
