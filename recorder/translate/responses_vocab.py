@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from recorder.wire.sse import as_int, as_list, as_str, dig
+from recorder.wire.sse import as_list, as_str, dig
+
+from .vocab import count, messages_usage
 
 __all__ = [
     "anthropic_usage",
@@ -65,41 +67,29 @@ def stop_from_status(status: Any, reason: Any, *, refused: bool, called: bool) -
     return "refusal" if refused else "end_turn"
 
 
-def _count(usage: Any, *path: str) -> int:
-    return as_int(dig(usage, *path)) or 0
-
-
 def responses_usage(usage: Any) -> dict:
     """Anthropic usage -> Responses usage (cache tokens folded into ``input_tokens``)."""
-    read = _count(usage, "cache_read_input_tokens")
-    write = _count(usage, "cache_creation_input_tokens")
-    prompt = _count(usage, "input_tokens") + read + write
-    output = _count(usage, "output_tokens")
+    read = count(usage, "cache_read_input_tokens")
+    write = count(usage, "cache_creation_input_tokens")
+    prompt = count(usage, "input_tokens") + read + write
+    output = count(usage, "output_tokens")
     return {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
         "output_tokens": output,
         "output_tokens_details": {
-            "reasoning_tokens": _count(usage, "output_tokens_details", "thinking_tokens")
+            "reasoning_tokens": count(usage, "output_tokens_details", "thinking_tokens")
         },
         "total_tokens": prompt + output,
     }
 
 
+RESPONSES_USAGE_NAMES = ("input", "output", "input_tokens_details", "output_tokens_details")
+
+
 def anthropic_usage(usage: Any) -> dict:
     """Responses usage -> Anthropic usage (cache tokens taken out of ``input_tokens``)."""
-    cached = _count(usage, "input_tokens_details", "cached_tokens")
-    written = _count(usage, "input_tokens_details", "cache_write_tokens")
-    result: dict[str, Any] = {
-        "input_tokens": max(_count(usage, "input_tokens") - cached - written, 0),
-        "output_tokens": _count(usage, "output_tokens"),
-        "cache_read_input_tokens": cached,
-        "cache_creation_input_tokens": written,
-    }
-    reasoning = as_int(dig(usage, "output_tokens_details", "reasoning_tokens"))
-    if reasoning is not None:
-        result["output_tokens_details"] = {"thinking_tokens": reasoning}
-    return result
+    return messages_usage(usage, RESPONSES_USAGE_NAMES)
 
 
 def message_id(response_id: Any) -> str:

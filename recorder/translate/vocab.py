@@ -82,16 +82,17 @@ def message_response_id(chat_id: Any) -> str:
     return "msg_" + text.removeprefix("chatcmpl-")
 
 
-def _count(usage: Any, *path: str) -> int:
+def count(usage: Any, *path: str) -> int:
+    """A token count, 0 when absent or odd."""
     return as_int(dig(usage, *path)) or 0
 
 
 def chat_usage(usage: Any) -> dict:
     """Anthropic usage -> OpenAI usage (cache tokens folded into ``prompt_tokens``)."""
-    read = _count(usage, "cache_read_input_tokens")
-    write = _count(usage, "cache_creation_input_tokens")
-    prompt = _count(usage, "input_tokens") + read + write
-    completion = _count(usage, "output_tokens")
+    read = count(usage, "cache_read_input_tokens")
+    write = count(usage, "cache_creation_input_tokens")
+    prompt = count(usage, "input_tokens") + read + write
+    completion = count(usage, "output_tokens")
     result: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -104,17 +105,30 @@ def chat_usage(usage: Any) -> dict:
     return result
 
 
-def messages_usage(usage: Any) -> dict:
-    """OpenAI usage -> Anthropic usage (cache tokens taken out of ``input_tokens``)."""
-    cached = _count(usage, "prompt_tokens_details", "cached_tokens")
-    written = _count(usage, "prompt_tokens_details", "cache_write_tokens")
+def messages_usage(
+    usage: Any,
+    names: tuple[str, str, str, str] = (
+        "prompt",
+        "completion",
+        "prompt_tokens_details",
+        "completion_tokens_details",
+    ),
+) -> dict:
+    """OpenAI usage -> Anthropic usage (cache tokens taken out of ``input_tokens``).
+
+    `names` are the OpenAI API's field stems: Chat's by default; Responses passes its own
+    (``input``, ``output``, ``input_tokens_details``, ``output_tokens_details``).
+    """
+    prompt, completion, prompt_details, completion_details = names
+    cached = count(usage, prompt_details, "cached_tokens")
+    written = count(usage, prompt_details, "cache_write_tokens")
     result: dict[str, Any] = {
-        "input_tokens": max(_count(usage, "prompt_tokens") - cached - written, 0),
-        "output_tokens": _count(usage, "completion_tokens"),
+        "input_tokens": max(count(usage, f"{prompt}_tokens") - cached - written, 0),
+        "output_tokens": count(usage, f"{completion}_tokens"),
         "cache_read_input_tokens": cached,
         "cache_creation_input_tokens": written,
     }
-    reasoning = as_int(dig(usage, "completion_tokens_details", "reasoning_tokens"))
+    reasoning = as_int(dig(usage, completion_details, "reasoning_tokens"))
     if reasoning is not None:
         result["output_tokens_details"] = {"thinking_tokens": reasoning}
     return result
