@@ -35,6 +35,7 @@ from .base import compact_json, parse_object
 from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, client_name, fit
 from .responses_answer import messages_answer_to_responses, responses_answer_to_messages
 from .vocab import (
+    anthropic_message,
     chat_response_id,
     chat_usage,
     finish_reason,
@@ -115,16 +116,9 @@ def chat_answer_to_messages(answer: dict, *, tool_names: Mapping[str, str] | Non
         refused=bool(refusal),
         called=any(call is not None for call in calls),
     )
-    return {
-        "id": message_response_id(answer.get("id")),
-        "type": "message",
-        "role": "assistant",
-        "model": as_str(answer.get("model")) or "",
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": messages_usage(answer.get("usage")),
-    }
+    message_id = message_response_id(answer.get("id"))
+    usage = messages_usage(answer.get("usage"))
+    return anthropic_message(message_id, answer.get("model"), content, stop, usage)
 
 
 def _first_choice(answer: dict) -> dict:

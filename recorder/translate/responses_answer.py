@@ -37,6 +37,7 @@ from .responses_vocab import (
     responses_usage,
     stop_from_status,
 )
+from .vocab import anthropic_message
 
 __all__ = ["messages_answer_to_responses", "responses_answer_to_messages"]
 
@@ -100,16 +101,10 @@ def responses_answer_to_messages(
         refused=refused,
         called=any(block["type"] == "tool_use" for block in content),
     )
-    return {
-        "id": message_id(answer.get("id")),
-        "type": "message",
-        "role": "assistant",
-        "model": as_str(answer.get("model")) or "",
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": anthropic_usage(answer.get("usage")),
-    }
+    usage = anthropic_usage(answer.get("usage"))
+    return anthropic_message(
+        message_id(answer.get("id")), answer.get("model"), content, stop, usage
+    )
 
 
 def message_text(item: Any) -> tuple[str, bool]:

@@ -132,3 +132,19 @@ def messages_usage(
     if reasoning is not None:
         result["output_tokens_details"] = {"thinking_tokens": reasoning}
     return result
+
+
+def anthropic_message(
+    message_id: str, model: Any, content: list[dict], stop: str | None, usage: dict
+) -> dict:
+    """A whole Anthropic message in the shape the SDK parses."""
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": as_str(model) or "",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
