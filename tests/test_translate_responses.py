@@ -26,6 +26,7 @@ from recorder.translate import (
     responses_to_messages,
 )
 from recorder.translate.naming import fit
+from tests.test_translate_answers import claude_answer
 
 CREATED = 1_790_000_000
 _SAMPLING = {"temperature", "top_p"}  # the newest anthropic SDK no longer lists them
@@ -586,19 +587,6 @@ def test_tool_names_are_fitted_for_openai_and_a_prefill_is_refused():
 
 
 # ---------------------------------------------------------------- answers
-
-
-def claude_answer(*content: dict, stop: str = "end_turn", **usage: Any) -> dict:
-    return {
-        "id": "msg_01AbC",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-served",
-        "content": list(content),
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5, **usage},
-    }
 
 
 CLIENT_REQUEST = {
