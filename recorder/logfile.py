@@ -7,6 +7,12 @@ that fails its own checksum is damage, not a tear: the file is set aside
 whole and the caller is told, loudly; `open_session_file` then starts the
 session anew with an `error` event that says so. The writer does this when it
 opens a file, and `taplog repair` on demand (`recorder.verify`).
+
+A failed fsync is never retried on the same file: the kernel may have
+dropped the pages it could not write and would report the next fsync as a
+success. `reseal` seals such a file as suspect instead (a hard link in
+`quarantine/`) and starts a new file holding what reads back whole, synced
+on a new inode, followed by an `error` event saying what happened.
 """
 
 from __future__ import annotations
@@ -53,11 +59,7 @@ class SessionFile:
         created = not path.exists()
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         if created and sync_dir:
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            _sync_directory(path.parent)
         self.size = os.fstat(self.fd).st_size
         self.seq = 0
         self.prev: str | None = None
@@ -140,6 +142,67 @@ class SessionFile:
         finally:
             os.close(self.fd)
             self.fd = -1
+
+
+def _whole_prefix(path: Path) -> tuple[bytes, int]:
+    """The leading lines of `path` that verify and chain, and how many there are."""
+    data = path.read_bytes()
+    end, lines, seq, prev = 0, 0, 0, None
+    while end < len(data):
+        newline = data.find(b"\n", end)
+        if newline < 0:
+            break
+        line = data[end : newline + 1]
+        digest = verify_line(line)
+        if digest is None:
+            break
+        event = orjson.loads(line)
+        if event.get("seq") != seq + 1 or event.get("prev") != prev:
+            break
+        end, lines, seq, prev = newline + 1, lines + 1, seq + 1, digest
+    return data[:end], lines
+
+
+def reseal(path: Path, quarantine: Path, failure: OSError) -> tuple[SessionFile, Event, int]:
+    """Replace a log whose fsync failed by a synced copy of its whole lines.
+
+    The suspect file stays in `quarantine/` (linked before the swap, so a
+    crash at any point leaves one complete log in place). The new file ends
+    with an `error` event naming the failure, the kept file and any bytes
+    that did not read back whole; it is returned with the file and the number
+    of those bytes. Raises OSError when the disk fails again.
+    """
+    kept = quarantine / quarantine_name(path.stem, "suspect.jsonl")
+    whole, lines = _whole_prefix(path)
+    left_behind = path.stat().st_size - len(whole)
+    fresh = path.with_name(f".{path.name}.resealing")  # not a *.jsonl: readers skip it
+    with open(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(whole)
+        out.flush()
+        os.fsync(out.fileno())
+    os.link(path, kept)
+    os.replace(fresh, path)
+    _sync_directory(path.parent)
+    reason = (
+        f"an fsync of this log failed ({failure.strerror or failure}); its {lines} whole "
+        f"lines were copied to a new file and synced, the original is kept as "
+        f"{quarantine.name}/{kept.name}"
+    )
+    if left_behind:
+        reason += f"; {left_behind} bytes after them did not read back whole and stay there"
+    session_file = SessionFile(path, quarantine, sync_dir=True)
+    event = make_event(ERROR, path.stem, None, reason=reason)
+    session_file.append([event])
+    session_file.sync()
+    return session_file, event, left_behind
+
+
+def _sync_directory(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def open_session_file(

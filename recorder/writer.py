@@ -11,11 +11,11 @@ before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
 space returns. A failed fsync is different: the kernel may already have
 dropped the data it could not write, and a second fsync would report success
-over the loss. So it is never retried: the file is closed (a later write
-reopens it, checking its tail) and `accepting` turns False until taplog is
-restarted, with a reason that says so. The same holds should the writer
-thread itself ever fail: a proxy that cannot record refuses rather than
-forwards.
+over the loss. So it is never retried: the file is sealed as suspect and its
+whole lines go on in a new, synced file (`recorder.logfile.reseal`). Should
+that fail too, `accepting` turns False until taplog is restarted, with a
+reason that says so. The same holds should the writer thread itself ever
+fail: a proxy that cannot record refuses rather than forwards.
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the writer thread with every event
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from recorder.events import ERROR, Event, make_event
-from recorder.logfile import SessionFile, open_session_file
+from recorder.logfile import SessionFile, open_session_file, reseal
 from recorder.reader import tool_events
 from recorder.toolevents import ToolLedger
 
@@ -163,6 +163,7 @@ class Recorder:
         self._queued_records = 0
         self._error: str | None = None  # cleared by the next good write
         self._fatal: str | None = None  # cleared only by a restart
+        self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
         self._closed = False
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
         self._states: dict[str, SessionState] = {}
@@ -260,9 +261,11 @@ class Recorder:
                 pending = self._write(pending)
             self._sync(force=closing or self.fsync == "always")
             if not pending:
+                written = self._error is None and self._fatal is None and not self._lost_unsynced
                 for barrier in barriers:
-                    barrier.release(self._error is None and self._fatal is None)
+                    barrier.release(written)
                 barriers.clear()
+                self._lost_unsynced = False
                 if closing:
                     break
             elif self._error is not None or self._fatal is not None:
@@ -376,19 +379,31 @@ class Recorder:
         return session_file
 
     def _sync_failed(self, session_file: SessionFile, exc: OSError) -> None:
-        """Never fsync the same data twice: close the file, refuse new calls until restart."""
+        """Never fsync the same data twice: seal the file as suspect and go on in a new one.
+
+        Should that fail too, the disk is failing: new calls are refused until restart.
+        """
         self.stats.write_errors += 1
-        self._fatal = (
-            f"an fsync of {session_file.path.name} failed ({exc.strerror or exc}): what was "
-            "written since its last sync may be lost; check the disk, run `taplog verify`, "
-            "restart taplog"
-        )
-        log.critical("recorder: %s", self._fatal)
         session = session_file.path.stem
         if self._files.get(session) is session_file:
             del self._files[session]
         with contextlib.suppress(OSError):
             session_file.close(sync=False)
+        log.error("recorder: an fsync of %s failed: %s", session_file.path.name, exc)
+        try:
+            fresh, event, lost = reseal(session_file.path, self.quarantine_dir, exc)
+        except OSError as again:
+            self._fatal = (
+                f"an fsync of {session_file.path.name} failed ({exc.strerror or exc}) and so "
+                f"did sealing it ({again.strerror or again}): what was written since its last "
+                "sync may be lost; check the disk, run `taplog verify`, restart taplog"
+            )
+            log.critical("recorder: %s", self._fatal)
+            return
+        self._files[session] = fresh
+        self._lost_unsynced = self._lost_unsynced or lost > 0
+        self.stats.events_written += 1
+        self._notify([event])
 
     def _close(self, session_file: SessionFile) -> None:
         try:

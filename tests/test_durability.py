@@ -522,33 +522,101 @@ def test_the_writer_reopens_any_torn_log_and_continues_its_chain(tmp_path, cut, 
     assert damage is None or "fails its checksum" in damage
 
 
-def test_a_failed_fsync_is_never_retried_and_stops_new_calls_until_restart(tmp_path, monkeypatch):
+def _failing_fsync(monkeypatch, fail_from: int, fail_until: int, damage=None) -> list[int]:
+    """Make the log's fsyncs number `fail_from`..`fail_until` fail with EIO.
+
+    Returns the inodes synced, in order. `damage(fd)` runs before a failure:
+    what the lost pages look like when read back.
+    """
     synced: list[int] = []
     real = os.fsync
 
     def fsync(fd: int) -> None:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # a log, not its directory
-            synced.append(fd)
-            if len(synced) == 2:
+        status = os.fstat(fd)
+        if stat.S_ISREG(status.st_mode):  # a log, not its directory
+            synced.append(status.st_ino)
+            if fail_from <= len(synced) <= fail_until:
+                if damage is not None:
+                    damage(fd)
                 raise OSError(errno.EIO, "injected")
         real(fd)
 
     monkeypatch.setattr(recorder.logfile.os, "fsync", fsync)
+    return synced
+
+
+def _reasons(data_dir: Path, session: str = "s") -> list[str]:
+    return [e["reason"] for e in read_session(data_dir, session)]
+
+
+def test_a_failed_fsync_is_never_retried_the_file_is_sealed_and_a_new_one_goes_on(
+    tmp_path, monkeypatch
+):
+    synced = _failing_fsync(monkeypatch, fail_from=2, fail_until=2)
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
     assert _told(rec) is True
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
-    assert _told(rec) is False  # its sync failed: waiting callers hear so
-    failed = len(synced)
+    assert _told(rec) is True  # "two" reached the disk in the new file
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="three")))
-    assert _told(rec) is False  # written, but taplog now refuses until restart
-    assert not rec.accepting and "fsync of s.jsonl failed" in rec.health()["reason"]
-    assert "restart taplog" in rec.health()["reason"]
+    assert _told(rec) is True
+    assert rec.accepting
     rec.close()
-    assert len(synced) > failed  # "three" went to a reopened file with its own fsyncs
-    assert [e["reason"] for e in read_session(tmp_path, "s")] == ["one", "two", "three"]
+    one, two, sealed, three = _reasons(tmp_path)
+    assert (one, two, three) == ("one", "two", "three")
+    assert sealed.startswith("an fsync of this log failed (injected); its 2 whole lines")
+    (kept,) = (tmp_path / "quarantine").glob("s.*.suspect.jsonl")
+    assert f"quarantine/{kept.name}" in sealed
+    assert [e["reason"] for e in read_events(kept)] == ["one", "two"]
+    assert synced[:2] == [kept.stat().st_ino] * 2  # synced once, failed once
+    assert kept.stat().st_ino not in synced[2:]  # and never synced again
     assert verify(tmp_path)[0].ok
+
+
+def test_what_a_failed_fsync_lost_stays_in_quarantine_and_the_log_says_so(tmp_path, monkeypatch):
+    def lose_the_last_line(fd: int) -> None:
+        size = os.fstat(fd).st_size
+        stale = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)  # the log's own fd appends
+        os.pwrite(stale, b"\0" * 40, size - 40)  # the unsynced pages came back stale
+        os.close(stale)
+
+    _failing_fsync(monkeypatch, fail_from=2, fail_until=2, damage=lose_the_last_line)
+    rec = Recorder(tmp_path, fsync="always")
+    rec.start()
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
+    assert _told(rec) is True
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
+    assert _told(rec) is False  # "two" is not on disk: under `always` its caller is cut off
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="three")))
+    assert _told(rec) is True and rec.accepting
+    rec.close()
+    one, sealed, three = _reasons(tmp_path)
+    assert three == "three"
+    assert one == "one"
+    assert "its 1 whole lines were copied" in sealed
+    assert "bytes after them did not read back whole and stay there" in sealed
+    (kept,) = (tmp_path / "quarantine").glob("s.*.suspect.jsonl")
+    assert b'"reason":"two"' not in (tmp_path / "sessions" / "s.jsonl").read_bytes()
+    assert kept.read_bytes().endswith(b"\0" * 40)  # the lost line is kept as it read back
+    assert stat.S_IMODE((tmp_path / "sessions" / "s.jsonl").stat().st_mode) == 0o600
+    assert verify(tmp_path)[0].ok
+
+
+def test_when_sealing_a_failed_fsync_fails_too_new_calls_wait_for_a_restart(tmp_path, monkeypatch):
+    _failing_fsync(monkeypatch, fail_from=2, fail_until=10**6)
+    rec = Recorder(tmp_path, fsync="always")
+    rec.start()
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
+    assert _told(rec) is True
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
+    assert _told(rec) is False  # its sync failed and so did the new file's: callers hear so
+    assert not rec.accepting
+    reason = rec.health()["reason"]
+    assert "fsync of s.jsonl failed (injected) and so did sealing it" in reason
+    assert "restart taplog" in reason
+    rec.close()
+    assert _reasons(tmp_path)[:2] == ["one", "two"]
 
 
 def test_a_queue_over_its_high_water_mark_refuses_new_calls_and_drops_nothing(
