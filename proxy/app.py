@@ -54,9 +54,6 @@ log = logging.getLogger("taplog")
 
 METRICS = web.AppKey("metrics", Metrics)
 DISK_CHECK_SECONDS = 2.0
-# The HTTP parser's limits, for every runner of the app (production and tests alike).
-# A request over them is refused by the parser with a plain-text 400, before routing.
-HTTP_LIMITS = {"max_line_size": 8190, "max_field_size": 8190, "max_headers": 128}
 
 
 async def _recorder(app: web.Application) -> AsyncIterator[None]:

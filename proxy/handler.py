@@ -7,8 +7,8 @@ Order matters and is part of the contract:
 2. refuse with 503 when the recorder cannot take more (record or refuse),
    before anything reaches a vendor;
 3. read the body (over the limit: 413; not all there within the body
-   timeout: 408), resolve the session (a bad explicit id: 400, nothing
-   created);
+   timeout: 408; naming an upstream of its own: 400), resolve the session
+   (a bad explicit id: 400, nothing created);
 4. hand `session.started` / `llm.request` to the recorder, forward, and let
    `forward` record the answer whatever happens to it.
 """
@@ -79,6 +79,13 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
 
     headers = {name.lower(): value for name, value in request.headers.items()}
     parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
+    override = routing.upstream_override(headers, parsed)
+    if override is not None:
+        message = (
+            f"the {override} would choose the upstream; "
+            "taplog forwards only to its configured vendors"
+        )
+        return errors.error_response(route.provider, 400, message, "upstream_override")
     key_fp = fingerprint(api_key(headers))
     call = Call(route.api, headers, parsed, key_fp, route.session, _retry_count(headers) > 0)
     try:

@@ -10,9 +10,10 @@ import signal
 from aiohttp import web
 
 from proxy import auth
-from proxy.app import HTTP_LIMITS, create_app
+from proxy.app import create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
+from proxy.runner import ProxyRunner
 from proxy.state import LIFECYCLE
 from recorder import __version__
 
@@ -46,13 +47,7 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
     if not (settings.auth_tokens or auth.is_loopback(settings.host)):
         log.error(auth.INSECURE_WARNING, settings.host or "every interface")
     app = create_app(settings, fallbacks)
-    runner = web.AppRunner(
-        app,
-        handler_cancellation=True,
-        shutdown_timeout=settings.shutdown_grace,
-        access_log=None,
-        **HTTP_LIMITS,
-    )
+    runner = ProxyRunner(app, shutdown_timeout=settings.shutdown_grace, access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.host, settings.port)

@@ -18,9 +18,10 @@ import anthropic
 import openai
 import pytest
 
-from proxy.app import HTTP_LIMITS, create_app
+from proxy.app import create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks, load_fallbacks
+from proxy.runner import ProxyRunner
 from proxy.state import RECORDER
 from recorder.events import Event
 from recorder.reader import read_all
@@ -94,7 +95,7 @@ def start_taplog(
 ) -> Taplog:
     settings = Settings(data_dir=data_dir, **overrides)
     app = create_app(settings, fallbacks)
-    url = servers.serve(app, handler_cancellation=True, shutdown_timeout=5, **HTTP_LIMITS)
+    url = servers.serve(app, ProxyRunner, shutdown_timeout=5)
     return Taplog(url, data_dir, app, servers)
 
 
