@@ -146,6 +146,15 @@ class Settings:
     read_timeout: float = setting(
         600.0, "Seconds a vendor may stay silent before the call times out.", _positive
     )
+    total_timeout: float = setting(
+        3600.0, "Seconds a whole call may take, streaming included (then: cut off).", _positive
+    )
+    max_answer_mb: float = setting(
+        256.0, "Most bytes one answer may stream to a client, in MiB (then: cut off).", _positive
+    )
+    max_sse_event_mb: float = setting(
+        16.0, "Largest stream event (and so stream line) a vendor may send, in MiB.", _positive
+    )
     shutdown_grace: float = setting(
         30.0, "Seconds in-flight calls may take to finish on SIGINT/SIGTERM.", _positive
     )
