@@ -142,6 +142,12 @@ class Settings:
     body_timeout: float = setting(
         60.0, "Seconds a client may take to send its request body (then: 408).", _positive
     )
+    header_timeout: float = setting(
+        60.0,
+        "Seconds a connection may take to send a request's headers, or stay idle "
+        "between requests (then: closed).",
+        _positive,
+    )
     connect_timeout: float = setting(10.0, "Seconds to connect to a vendor.", _positive)
     read_timeout: float = setting(
         600.0, "Seconds a vendor may stay silent before the call times out.", _positive

@@ -1,5 +1,10 @@
 """The aiohttp runner taplog serves with, and its answer to requests the HTTP parser refuses.
 
+A connection gets `--header-timeout` seconds to deliver a request's headers
+and as long to stay idle between requests: aiohttp's keep-alive timer closes
+a connection whose handler is still waiting for a whole request when it
+fires, however slowly bytes trickle in, so it bounds slow-header clients too.
+
 aiohttp answers a malformed request with a plain-text 400 that quotes the
 offending bytes, and logs a traceback that quotes them again: a broken
 `Authorization` line would put its API key into the client's answer and
@@ -17,6 +22,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from proxy import errors
+from proxy.state import SETTINGS
 
 log = logging.getLogger("taplog")
 
@@ -64,10 +70,16 @@ class _Server(web.Server):
 
 
 class ProxyRunner(web.AppRunner):
-    """`web.AppRunner` with taplog's parser limits and parser-error answers."""
+    """`web.AppRunner` with taplog's parser limits, header timeout and parser-error answers."""
 
     def __init__(self, app: web.Application, **options: Any) -> None:
-        super().__init__(app, handler_cancellation=True, **HTTP_LIMITS, **options)
+        super().__init__(
+            app,
+            handler_cancellation=True,
+            keepalive_timeout=app[SETTINGS].header_timeout,
+            **HTTP_LIMITS,
+            **options,
+        )
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()

@@ -3,7 +3,9 @@ another host. Each case asserts its exact answer, then that a normal call still 
 
 from __future__ import annotations
 
+import select
 import socket
+import time
 
 import httpx
 import openai
@@ -333,6 +335,43 @@ def test_a_client_too_slow_to_send_its_body_gets_408_and_nothing_reaches_a_vendo
         body, "request_timeout", "request body not received within 0.3 s (--body-timeout)"
     )
     assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    readable, _, _ = select.select([sock], [], [], 0)
+    try:
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_client_trickling_its_headers_is_disconnected_after_the_header_timeout(
+    servers, fake, tmp_path
+):
+    from tests.conftest import start_taplog
+
+    taplog = start_taplog(
+        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", header_timeout=1.0
+    )
+    host, port = taplog.url.removeprefix("http://").split(":")
+    started, closed_after = time.monotonic(), None
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        for n in range(50):  # a header line every 0.1 s: 5 s unless cut off
+            if n == 3:
+                _still_serving(taplog)  # others are served meanwhile
+            time.sleep(0.1)
+            try:
+                sock.sendall(b"X-Slow-%d: a\r\n" % n)
+            except OSError:
+                closed_after = time.monotonic() - started
+                break
+            if _closed_by_peer(sock):
+                closed_after = time.monotonic() - started
+                break
+    assert closed_after is not None and 0.9 < closed_after < 3.5
+    assert [r.path for r in fake.requests] == ["/v1/chat/completions"]  # only the normal call
     _still_serving(taplog)
 
 
