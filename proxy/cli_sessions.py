@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
+from proxy.cli_config import config_option
 from proxy.cli_logs import data_dir_option
+from proxy.config import REPLAY_MODES
 from recorder.export import FORMATS
 
 
@@ -81,11 +83,35 @@ def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
     show_default=True,
     help="Stream pacing: 2 plays twice as fast as recorded, 0 sends without waiting.",
 )
-def replay(source: Path, host: str, port: int, speed: float) -> None:
-    """Answer model calls from a recording (a data dir or a session file), offline.
+@click.option(
+    "--mode",
+    type=click.Choice(REPLAY_MODES),
+    default="strict",
+    show_default=True,
+    help="What a call the recording lacks gets: a 404 (strict), the vendor (passthrough), "
+    "the vendor and a place in the recording (record-missing).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="passthrough / record-missing: where misses are recorded (as taplog serve's).",
+)
+@config_option
+def replay(
+    source: Path,
+    host: str,
+    port: int,
+    speed: float,
+    mode: str,
+    data_dir: Path | None,
+    config: Path | None,
+) -> None:
+    """Answer model calls from a recording (a data dir or a session file).
 
-    Strict: a request that matches no recorded one gets a 404 in the client's
-    API shape naming the closest recorded request. Point the SDK's base URL at it.
+    Strict (the default): offline; a request that matches no recorded one gets
+    a 404 in the client's API shape naming the closest recorded request. The
+    other modes run the full proxy (taplog serve --replay): a miss goes to the
+    vendor and is recorded into --data-dir. Point the SDK's base URL at it.
 
     Example: taplog replay taplog-data/sessions/run-7.jsonl --port 8788 --speed 0
     """
@@ -95,11 +121,48 @@ def replay(source: Path, host: str, port: int, speed: float) -> None:
     from recorder.reader import DamagedLine, UnsupportedEvent
 
     try:
-        asyncio.run(run_replay(source, host, port, speed))
+        if mode == "strict":
+            asyncio.run(run_replay(source, host, port, speed))
+        else:
+            _replay_through_proxy(source, host, port, speed, mode, data_dir, config)
     except (DamagedLine, UnsupportedEvent, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
+
+
+def _replay_through_proxy(
+    source: Path,
+    host: str,
+    port: int,
+    speed: float,
+    mode: str,
+    data_dir: Path | None,
+    config: Path | None,
+) -> None:
+    """`taplog serve --replay SOURCE --replay-mode MODE`, with the replay's own options."""
+    import asyncio
+
+    from proxy.cli_config import load_settings
+    from proxy.config import ConfigError
+    from proxy.server import ServeError, serve
+    from recorder.lock import DataDirBusy
+
+    flags = {
+        "host": host,
+        "port": port,
+        "data_dir": data_dir,
+        "replay": str(source),
+        "replay_mode": mode,
+        "replay_speed": speed,
+    }
+    try:
+        settings, fallbacks = load_settings(config, flags, ())
+        asyncio.run(serve(settings, fallbacks))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (ServeError, DataDirBusy) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.command("snapshot")
