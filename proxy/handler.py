@@ -10,7 +10,8 @@ Order matters and is part of the contract:
    timeout: 408);
 4. with `--replay`, answer from the recording when it holds the call (or
    refuse a miss in strict mode): nothing recorded, no session resolved;
-5. hand `session.started` / `llm.request` to the recorder, forward, and let
+5. resolve the session (a bad explicit id: 400, nothing created), hand
+   `session.started` / `llm.request` to the recorder, forward, and let
    `forward` record the answer whatever happens to it.
 """
 
