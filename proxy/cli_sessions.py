@@ -206,6 +206,7 @@ def resume(
     from proxy.fallbacks import parse_target
     from proxy.resume import ResumeError, dry_run_view, plan_resume
     from proxy.resume import resume as send
+    from proxy.server import client_base
     from recorder.export import dumps
     from recorder.reader import DamagedLine, UnsupportedEvent
 
@@ -223,8 +224,8 @@ def resume(
     except (ResumeError, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(resumed.text)
-    prefix = "/v1" if resumption.attempt.target.provider.type == "openai" else ""
-    base = f"http://{settings.host}:{settings.port}/s/{resumed.new}{prefix}"
+    suffix = "/v1" if resumption.attempt.target.provider.type == "openai" else ""
+    base = f"{client_base(settings, settings.port)}/s/{resumed.new}{suffix}"
     click.echo(f"\nsession {resumed.new} (resumes {session}); continue it through taplog serve")
     click.echo(f"  with the base URL {base}")
     if resumed.status is None or resumed.status >= 400:

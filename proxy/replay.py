@@ -31,7 +31,7 @@ from aiohttp import web
 from proxy.errors import error_response
 from proxy.routing import PASSTHROUGH, provider_for
 from recorder.bodies import parse_json
-from recorder.events import Event
+from recorder.events import LLM_RESPONSE, Event
 from recorder.replay_index import (
     REPLAYED_APIS,
     Recorded,
@@ -54,6 +54,7 @@ class Replayer:
     mode: str = STRICT
     speed: float = 1.0
     _watched: dict[str, list[Event]] = field(default_factory=dict)  # record-missing exchanges
+    _loop: asyncio.AbstractEventLoop | None = None
 
     async def answer(
         self, request: web.Request, provider: str, api: str, body: object
@@ -82,18 +83,27 @@ class Replayer:
         once every event of the call is in the log."""
         if self.mode != RECORD_MISSING:
             return await sending
+        self._loop = loop = asyncio.get_running_loop()
         self._watched[exchange] = []
         try:
             return await sending
-        finally:
-            loop = asyncio.get_running_loop()
+        finally:  # an answer not learned yet (an error) once the whole call is in the log
             recorder.when_written(lambda ok: loop.call_soon_threadsafe(self._learn, exchange))
 
     def observe(self, event: Event) -> None:
-        """A recorder observer (writer thread): keeps the events of watched calls."""
+        """A recorder observer (writer thread): keeps the events of watched calls.
+
+        A good answer is learned as soon as it is written: the proxy holds the end
+        of an answer until it is in the log, so the client cannot ask again before
+        the index has it.
+        """
         events = self._watched.get(event.get("exchange") or "")
-        if events is not None:
-            events.append(event)
+        if events is None:
+            return
+        events.append(event)
+        good = event.get("outcome") == "ok" and (event.get("status") or 999) < 400
+        if event["type"] == LLM_RESPONSE and good and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._learn, event["exchange"])
 
     def _learn(self, exchange: str) -> None:
         events = self._watched.pop(exchange, [])

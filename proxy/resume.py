@@ -84,8 +84,17 @@ def plan_resume(data_dir: Path, session: str, target: Target, new: str | None) -
         raise ResumeError(str(exc)) from None
     if (data_dir / "sessions" / f"{new}.jsonl").exists():
         raise ResumeError(f"session {new!r} already exists in {data_dir}")
-    client = CIMultiDictProxy(CIMultiDict({"user-agent": USER_AGENT}))
-    attempt = plan(target, "", api, body, b"", client, "")  # "": no client provider
+    # A call of taplog's own, as to a failover target: no client provider, so the
+    # target's own URL and key (from its variable), the body re-serialised.
+    attempt = plan(
+        target,
+        client_provider="",
+        client_api=api,
+        parsed=body,
+        raw=b"",
+        client_headers=CIMultiDictProxy(CIMultiDict({"user-agent": USER_AGENT})),
+        client_url="",
+    )
     return Resumption(session, events, new, attempt)
 
 

@@ -28,10 +28,16 @@ def _client_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
-def banner(settings: Settings, port: int, replayed: int | None = None) -> str:
+def client_base(settings: Settings, port: int) -> str:
+    """The base URL clients use (before /v1): a token prefix as the variable it comes from."""
     base = f"http://{_client_host(settings.host)}:{port}"
     if settings.auth_tokens:  # never printed: the variable it usually comes from
         base += "/t/$TAPLOG_AUTH_TOKEN"
+    return base
+
+
+def banner(settings: Settings, port: int, replayed: int | None = None) -> str:
+    base = client_base(settings, port)
     replaying = ""
     if replayed is not None:
         url = f"http://{_client_host(settings.host)}:{port}"
