@@ -32,6 +32,7 @@ from proxy.handler import proxy_call
 from proxy.labels import Bounded
 from proxy.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
 from proxy.observe import Observer
+from proxy.replay import REPLAYER, Replayer
 from proxy.responses_history import ResponsesHistory
 from proxy.state import (
     BREAKERS,
@@ -47,6 +48,7 @@ from proxy.state import (
 )
 from proxy.upstream import open_pool
 from recorder.lock import DataDirLock
+from recorder.replay_index import load_index
 from recorder.sessions import SessionResolver
 from recorder.writer import Recorder
 
@@ -67,6 +69,8 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         session_idle_seconds=settings.session_idle_minutes * 60,
         observers=[Observer(app[METRICS])],
     )
+    if REPLAYER in app:
+        recorder.observe(app[REPLAYER].observe)
     recorder.start()
     app[RECORDER] = recorder
     app[METRICS].recorder = recorder
@@ -187,6 +191,9 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app[TOKENS] = Tokens(settings.auth_tokens)
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
     app[RESPONSES_HISTORY] = ResponsesHistory()
+    if settings.replay:
+        index = load_index(Path(settings.replay))
+        app[REPLAYER] = Replayer(index, settings.replay_mode, settings.replay_speed)
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_compactor)

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 FSYNC_CHOICES = ("always", "interval", "never")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+REPLAY_MODES = ("strict", "passthrough", "record-missing")
 FAILOVER_TABLES = frozenset({"providers", "fallback"})  # read by proxy.fallbacks
 
 
@@ -97,6 +98,11 @@ def is_metadata_host(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return address.is_link_local
+
+
+def _replay_source(value: str) -> None:
+    if value and not Path(value).exists():
+        raise ValueError("must be an existing data dir or session file (empty: no replay)")
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9._~-]{16,256}")
@@ -198,6 +204,25 @@ class Settings:
         False,
         "DANGER: listen beyond loopback without tokens; anyone who reaches the port can "
         "call vendors through taplog (on your fallback keys) and read /metrics.",
+    )
+
+    replay: str = setting(
+        "",
+        "Answer model calls from this recording (a data dir or a session file) when it "
+        "holds them; empty: no replay.",
+        _replay_source,
+    )
+    replay_mode: str = setting(
+        "strict",
+        "With --replay, what a call the recording lacks gets: strict (a 404 naming the "
+        "closest recorded call), passthrough (the vendor, recorded), record-missing (the "
+        "vendor, recorded and answered from the recording from then on).",
+        OneOf(REPLAY_MODES),
+    )
+    replay_speed: float = setting(
+        1.0,
+        "With --replay, stream pacing: 2 plays twice as fast as recorded, 0 without waiting.",
+        _not_negative,
     )
 
     @property

@@ -13,6 +13,7 @@ from proxy import auth
 from proxy.app import create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
+from proxy.replay import REPLAYER
 from proxy.runner import ProxyRunner
 from proxy.state import LIFECYCLE
 from recorder import __version__
@@ -28,12 +29,22 @@ def _client_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
-def banner(settings: Settings, port: int) -> str:
+def client_base(settings: Settings, port: int) -> str:
+    """The base URL clients use (before /v1): a token prefix as the variable it comes from."""
     base = f"http://{_client_host(settings.host)}:{port}"
     if settings.auth_tokens:  # never printed: the variable it usually comes from
         base += "/t/$TAPLOG_AUTH_TOKEN"
+    return base
+
+
+def banner(settings: Settings, port: int, replayed: int | None = None) -> str:
+    base = client_base(settings, port)
+    replaying = ""
+    if replayed is not None:
+        url = f"http://{_client_host(settings.host)}:{port}"
+        replaying = f"taplog replay: {replayed} calls on {url} (misses: {settings.replay_mode})\n"
     return (
-        f"taplog {__version__} recording to {settings.data_dir.resolve() / 'sessions'}\n"
+        f"{replaying}taplog {__version__} recording to {settings.data_dir.resolve() / 'sessions'}\n"
         f"  export OPENAI_BASE_URL={base}/v1\n"
         f"  export ANTHROPIC_BASE_URL={base}\n"
         "Ready. Ctrl-C stops after the calls in flight finish."
@@ -61,7 +72,9 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        print(banner(settings, runner.addresses[0][1]), flush=True)
+        replayer = app.get(REPLAYER)
+        replayed = None if replayer is None else len(replayer.index)
+        print(banner(settings, runner.addresses[0][1], replayed), flush=True)
         await stop.wait()
         log.info("stopping; finishing calls in flight")
         app[LIFECYCLE].stopping = True
