@@ -58,8 +58,8 @@ export function barChart(rows, series, format, { labelWidth = 170, note = () => 
     const rowTop = legendH + r * rowH + 6;
     const mid = rowTop + (series.length * (barH + gap)) / 2;
     const label = row.label.length > 26 ? row.label.slice(0, 25) + "…" : row.label;
-    return s("g", { class: "bar" },
-      s("text", { x: left - 8, y: mid + 4, "text-anchor": "end", class: "label" }, label, s("title", {}, row.label)),
+    return s("g", { class: "bar" }, s("title", {}, row.label),
+      s("text", { x: left - 8, y: mid + 4, "text-anchor": "end", class: "label" }, label),
       row.values.map((value, i) => {
         const y = rowTop + i * (barH + gap);
         return [

@@ -46,7 +46,7 @@ export function fmtInt(n) {
 export function fmtMoney(usd) {
   if (usd === null || usd === undefined) return "–";
   if (usd === 0) return "$0";
-  return usd < 0.01 ? `$${Number(usd.toPrecision(3))}` : `$${usd.toFixed(usd < 10 ? 4 : 2)}`;
+  return usd < 1 ? `$${Number(usd.toPrecision(3))}` : `$${usd.toFixed(2)}`;
 }
 
 export function fmtMs(ms) {
