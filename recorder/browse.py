@@ -157,7 +157,7 @@ def call_detail(con: duckdb.DuckDBPyConnection, session: str, exchange: str) -> 
     for event in events:
         if event.get("type") == "llm.request" and event.get("translated_from"):
             event["upstream_body"] = decode_body(event).decode("utf-8", "replace")
-    first = events[0] if events[0].get("type") == "llm.request" else {}
+    first = next((e for e in events if e.get("type") == "llm.request"), {})
     previous = con.execute(
         "SELECT api, request_body FROM llm_calls WHERE session = ? AND started_at < "
         "(SELECT started_at FROM llm_calls WHERE session = ? AND exchange = ?) "

@@ -79,6 +79,8 @@ export function renderSession(view, session, exchange) {
 
   function pick(kind, key) {
     selected = { kind, key };
+    const link = `#/session/${encodeURIComponent(session)}` + (kind === "call" ? `/${encodeURIComponent(key)}` : "");
+    history.replaceState(null, "", link);  // a link to the call, without reloading the page
     draw();
     showSelected();
     panel.scrollIntoView({ behavior: "smooth", block: "start" });
@@ -102,6 +104,17 @@ export function renderSession(view, session, exchange) {
     return true;
   }
 
+  function selectedCall() {
+    return selected && selected.kind === "call" && detail ? detail.calls.find((c) => c.exchange === selected.key) : null;
+  }
+
+  async function refresh() {
+    const before = selectedCall();
+    if (!(await load())) return;
+    const after = selectedCall();
+    if (before && after && !before.ended_at && after.ended_at) showSelected();  // its answer came
+  }
+
   function follow(fromSeq) {
     stream = new EventSource(`${base}/events?from=${fromSeq}`);
     stream.onopen = () => { live.className = "live on"; live.textContent = "● live"; };
@@ -113,7 +126,7 @@ export function renderSession(view, session, exchange) {
     });
     stream.onmessage = () => {
       clearTimeout(timer);
-      timer = setTimeout(load, REFRESH_DELAY_MS);
+      timer = setTimeout(refresh, REFRESH_DELAY_MS);
     };
   }
 
