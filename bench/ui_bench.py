@@ -4,7 +4,8 @@
 
 Endpoints: the median time of each JSON endpoint a page loads (the sessions
 list, the largest session, one of its calls, the overview) over a synthetic
-history (bench/synth_history.py, generated when DIR holds no logs).
+history (bench/synth_history.py, generated when DIR holds no logs), read from
+the JSONL logs, then again after compacting every session into Parquet.
 Live: `--calls` OpenAI SDK calls through taplog (`ui` on, fsync interval) to
 the tests' fake vendor, each timed from the SDK's return to the arrival of
 its `llm.response` on the session's event stream (the page's trigger to
@@ -30,6 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 from bench import synth_history  # noqa: E402
 from proxy.app import HTTP_LIMITS, create_app  # noqa: E402
 from proxy.config import Settings  # noqa: E402
+from recorder.compaction import COMPACTED_DIR, compact  # noqa: E402
 from recorder.query import connect  # noqa: E402
 from tests.fake_vendor import FakeVendor  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
@@ -58,7 +60,7 @@ def endpoints(data_dir: Path, repeats: int) -> dict[str, float]:
         return {
             "sessions list (200 newest)": _median_ms(f"{base}/sessions", repeats),
             "sessions, text search": _median_ms(f"{base}/sessions?text=weather", repeats),
-            f"largest session ({biggest})": _median_ms(f"{base}/sessions/{biggest}", repeats),
+            "the largest session": _median_ms(f"{base}/sessions/{biggest}", repeats),
             "one call of it": _median_ms(f"{base}/sessions/{biggest}/calls/{exchange}", repeats),
             "overview": _median_ms(f"{base}/overview", repeats),
         }
@@ -127,8 +129,13 @@ def main() -> None:
         synth_history.main(["--data-dir", str(args.data_dir), "--events", str(args.events)])
     logs = sum(p.stat().st_size for p in (args.data_dir / "sessions").glob("*.jsonl"))
     print(f"endpoints over {args.data_dir} ({logs / 2**20:.0f} MiB of JSONL), median ms:")
-    for name, ms in endpoints(args.data_dir, args.repeats).items():
-        print(f"  {name:<48} {ms:8.1f}")
+    compacted = (args.data_dir / COMPACTED_DIR).exists()  # then the logs are never read alone
+    before = {} if compacted else endpoints(args.data_dir, args.repeats)
+    compact(args.data_dir, 0)
+    after = endpoints(args.data_dir, args.repeats)
+    print(f"  {'':<48} {'JSONL':>8} {'compacted':>10}")
+    for name, ms in after.items():
+        print(f"  {name:<48} {before.get(name, float('nan')):8.1f} {ms:10.1f}")
     gaps = sorted(live(args.calls))
     p95 = gaps[int(0.95 * (len(gaps) - 1))]
     print(

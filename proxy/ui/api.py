@@ -27,13 +27,18 @@ class BadParameter(ValueError):
     pass
 
 
-async def _query(request: web.Request, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+async def _query(
+    request: web.Request,
+    work: Callable[[duckdb.DuckDBPyConnection], T],
+    session: str | None = None,
+) -> T:
+    """`work` on a fresh connection, in a thread; over one session's log alone if named."""
     from recorder.query import connect  # DuckDB loads on the first query, not at start-up
 
     data_dir = request.app[UI].data_dir
 
     def run() -> T:
-        con = connect(data_dir)
+        con = connect(data_dir, only=session)
         try:
             return work(con)
         finally:
@@ -116,13 +121,13 @@ async def sessions(request: web.Request) -> dict[str, Any]:
 @_answer
 async def session(request: web.Request) -> dict[str, Any]:
     name = _session(request)
-    return await _query(request, lambda con: browse.session_detail(con, name))
+    return await _query(request, lambda con: browse.session_detail(con, name), name)
 
 
 @_answer
 async def call(request: web.Request) -> dict[str, Any]:
     name, exchange = _session(request), request.match_info["exchange"]
-    return await _query(request, lambda con: browse.call_detail(con, name, exchange))
+    return await _query(request, lambda con: browse.call_detail(con, name, exchange), name)
 
 
 @_answer
