@@ -181,4 +181,4 @@ def event_line(event: dict[str, Any], width: int | None = 100) -> str:
     except (KeyError, TypeError, ValueError):
         at = "??:??:??.???"
     seq, kind = f"#{event.get('seq')}", cell(event.get("type"))
-    return f"{at}  {seq:>5}  {kind:<14}{_event_summary(event, width)}".rstrip()
+    return f"{at}  {seq:>5}  {kind:<15} {_event_summary(event, width)}".rstrip()
