@@ -124,9 +124,8 @@ export function renderSession(view, session, exchange) {
       live.textContent = "✕ " + JSON.parse(event.data).error;
       stream.close();
     });
-    stream.onmessage = () => {
-      clearTimeout(timer);
-      timer = setTimeout(refresh, REFRESH_DELAY_MS);
+    stream.onmessage = () => {  // at most one redraw per REFRESH_DELAY_MS, however busy
+      if (timer === null) timer = setTimeout(() => { timer = null; refresh(); }, REFRESH_DELAY_MS);
     };
   }
 
