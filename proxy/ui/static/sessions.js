@@ -18,6 +18,7 @@ const COLUMNS = [
 ];
 const RANGES = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 h"], ["7d", "last 7 days"], ["30d", "last 30 days"]];
 const HOURS = { "1h": 1, "24h": 24, "7d": 168, "30d": 720 };
+const LIMIT = 200;  // sessions listed at once
 
 function localInput(iso) {
   if (!iso) return "";
@@ -56,7 +57,7 @@ function filters(params, models) {
 }
 
 function apiQuery(params) {
-  const query = new URLSearchParams();
+  const query = new URLSearchParams({ limit: LIMIT });
   const hours = HOURS[params.get("range")];
   const since = hours ? new Date(Date.now() - hours * 3600e3).toISOString() : params.get("since");
   if (since) query.set("since", since);
@@ -114,5 +115,6 @@ export async function renderSessions(view, params) {
   }
   body.replaceChildren(
     h("table", { class: "sessions" }, h("thead", {}, header(params)), h("tbody", {}, found.sessions.map(row))),
-    h("p", { class: "muted small" }, `${found.sessions.length} session${found.sessions.length === 1 ? "" : "s"}`));
+    h("p", { class: "muted small" }, `${found.sessions.length} session${found.sessions.length === 1 ? "" : "s"}`,
+      found.sessions.length === LIMIT ? ` (the first ${LIMIT} in this order: narrow the filters to see others)` : ""));
 }
