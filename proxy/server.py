@@ -31,10 +31,12 @@ def banner(settings: Settings, port: int) -> str:
     base = f"http://{_client_host(settings.host)}:{port}"
     if settings.auth_tokens:  # never printed: the variable it usually comes from
         base += "/t/$TAPLOG_AUTH_TOKEN"
+    ui = f"  web UI: {base}/ui/\n" if settings.ui else ""
     return (
         f"taplog {__version__} recording to {settings.data_dir.resolve() / 'sessions'}\n"
         f"  export OPENAI_BASE_URL={base}/v1\n"
         f"  export ANTHROPIC_BASE_URL={base}\n"
+        f"{ui}"
         "Ready. Ctrl-C stops after the calls in flight finish."
     )
 

@@ -11,6 +11,7 @@ import threading
 import time
 
 import httpx
+import openai
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -19,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.cli import main
 from recorder.query import connect
 from recorder.reader import read_session
-from tests.conftest import start_taplog
-from tests.test_cli import TAPLOG, _env
+from tests.conftest import OPENAI_KEY, start_taplog
+from tests.test_cli import TAPLOG, Served, _env
 from tests.ui_traffic import SESSIONS, ask, openai_client, recorded  # noqa: F401  (a fixture)
 
 TOKEN = "ui-test-token-0123456789abcdef"
@@ -254,6 +255,40 @@ def test_tokens_guard_the_ui_like_metrics(servers, fake, tmp_path):
     assert page.status_code == 200 and page.headers["referrer-policy"] == "no-referrer"
     assert httpx.get(f"{proxy.url}/ui/", headers={"X-Taplog-Token": TOKEN}).status_code == 200
     assert fake.requests == []  # none of it went to a vendor
+
+
+def test_serve_ui_prints_where_the_pages_are_and_serves_them(fake, tmp_path):
+    served = Served(
+        "--ui",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--openai-base",
+        f"{fake.url}/v1",
+        "--anthropic-base",
+        fake.url,
+    )
+    try:
+        page = next(line for line in served.banner if "web UI" in line).split()[-1]
+        assert page == served.url + "/ui/"
+        assert "<title>taplog</title>" in httpx.get(page).text
+        assert httpx.get(page + "api/sessions").json() == {"sessions": [], "models": []}
+        client = openai.OpenAI(
+            base_url=f"{served.url}/s/watched/v1", api_key=OPENAI_KEY, max_retries=0
+        )
+        client.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "hi"}]
+        )
+        log = tmp_path / "data" / "sessions" / "watched.jsonl"
+        while not log.exists():
+            time.sleep(0.02)
+        with httpx.stream("GET", page + "api/sessions/watched/events", timeout=30) as live:
+            assert live.status_code == 200
+            stopping = time.monotonic()
+            code, _ = served.stop()  # while a page follows the session
+        assert code == 0 and time.monotonic() - stopping < 10  # the page did not hold it up
+    finally:
+        if served.process.poll() is None:
+            served.stop()
 
 
 def test_ui_command_refuses_to_listen_beyond_loopback_without_tokens(tmp_path):
