@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from proxy.ui.common import UI, guarded, json_error, json_response
+from proxy.ui.common import UI, guarded, json_error, json_response, session_file
 from recorder import browse
-from recorder.sessions import SESSION_ID
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,10 +101,9 @@ def _answer(work: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
 
 
 def _session(request: web.Request) -> str:
-    session = request.match_info["session"]
-    if not SESSION_ID.fullmatch(session):
-        raise browse.UnknownSession(f"no session {session!r} in this data dir")
-    return session
+    if session_file(request) is None:
+        raise browse.UnknownSession(f"no session {request.match_info['session']!r} here")
+    return request.match_info["session"]
 
 
 @_answer

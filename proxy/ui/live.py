@@ -36,7 +36,7 @@ def _start_seq(request: web.Request) -> int | None:
 async def session_events(request: web.Request) -> web.StreamResponse:
     path = session_file(request)
     if path is None:
-        return json_error(404, f"no session {request.match_info['session']!r} in this data dir")
+        return json_error(404, f"no session {request.match_info['session']!r} here")
     after = _start_seq(request)
     if after is None:
         return json_error(400, "from / Last-Event-ID: give the seq of the last event seen")
