@@ -10,7 +10,8 @@ taplog's own endpoints, beside the proxied API paths:
                    configured it needs one (X-Taplog-Token, Authorization:
                    Bearer, or GET /t/<token>/metrics), see proxy.auth
 
-None of them reveals configuration, keys, paths or upstream URLs.
+None of them reveals configuration, keys, paths or upstream URLs. With the
+`ui` setting, the web UI (proxy.ui) is mounted at /ui/ and /t/<token>/ui/.
 """
 
 from __future__ import annotations
@@ -158,12 +159,7 @@ def _probe_writable(folder: Path) -> str | None:
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; rendered off the loop from a copy of the breaker states."""
-    presented = (
-        request.match_info.get("token"),
-        request.headers.get(auth.TOKEN_HEADER),
-        auth.bearer(request.headers.get("authorization")),
-    )
-    if not request.app[TOKENS].accepts(*presented):
+    if not request.app[TOKENS].accepts(*auth.presented(request)):
         return errors.error_response("openai", 401, auth.REFUSED, "unauthorized")
     app_metrics = request.app[METRICS]
     app_metrics.breaker_states = request.app[BREAKERS].states()
@@ -203,5 +199,9 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get(auth.PREFIX + "{token}/metrics", metrics)
+    if settings.ui:
+        from proxy.ui import add_ui
+
+        add_ui(app, settings.data_dir, app[TOKENS], auth.is_loopback(settings.host))
     app.router.add_route("*", "/{tail:.*}", proxy_call)
     return app

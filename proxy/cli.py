@@ -116,3 +116,8 @@ from proxy.cli_sessions import COMMANDS as SESSION_COMMANDS  # noqa: E402
 
 for command in SESSION_COMMANDS:
     main.add_command(command)
+
+from proxy.cli_ui import COMMANDS as WATCH_COMMANDS  # noqa: E402
+
+for command in WATCH_COMMANDS:
+    main.add_command(command)

@@ -200,6 +200,11 @@ class Settings:
         _tokens,
         secret=True,
     )
+    ui: bool = setting(
+        False,
+        "Serve the web UI (sessions, timelines, costs, live updates) at /ui/ on the proxy; "
+        "with inbound tokens it needs one, as /metrics does.",
+    )
     insecure_no_auth: bool = setting(
         False,
         "DANGER: listen beyond loopback without tokens; anyone who reaches the port can "

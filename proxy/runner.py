@@ -22,7 +22,6 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from proxy import errors
-from proxy.state import SETTINGS
 
 log = logging.getLogger("taplog")
 
@@ -72,11 +71,11 @@ class _Server(web.Server):
 class ProxyRunner(web.AppRunner):
     """`web.AppRunner` with taplog's parser limits, header timeout and parser-error answers."""
 
-    def __init__(self, app: web.Application, **options: Any) -> None:
+    def __init__(self, app: web.Application, header_timeout: float, **options: Any) -> None:
         super().__init__(
             app,
             handler_cancellation=True,
-            keepalive_timeout=app[SETTINGS].header_timeout,
+            keepalive_timeout=header_timeout,
             **HTTP_LIMITS,
             **options,
         )

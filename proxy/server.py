@@ -43,10 +43,12 @@ def banner(settings: Settings, port: int, replayed: int | None = None) -> str:
     if replayed is not None:
         url = f"http://{_client_host(settings.host)}:{port}"
         replaying = f"taplog replay: {replayed} calls on {url} (misses: {settings.replay_mode})\n"
+    ui = f"  web UI: {base}/ui/\n" if settings.ui else ""
     return (
         f"{replaying}taplog {__version__} recording to {settings.data_dir.resolve() / 'sessions'}\n"
         f"  export OPENAI_BASE_URL={base}/v1\n"
         f"  export ANTHROPIC_BASE_URL={base}\n"
+        f"{ui}"
         "Ready. Ctrl-C stops after the calls in flight finish."
     )
 
@@ -58,7 +60,12 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
     if not (settings.auth_tokens or auth.is_loopback(settings.host)):
         log.error(auth.INSECURE_WARNING, settings.host or "every interface")
     app = create_app(settings, fallbacks)
-    runner = ProxyRunner(app, shutdown_timeout=settings.shutdown_grace, access_log=None)
+    runner = ProxyRunner(
+        app,
+        settings.header_timeout,
+        shutdown_timeout=settings.shutdown_grace,
+        access_log=None,
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.host, settings.port)

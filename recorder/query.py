@@ -19,6 +19,7 @@ locked before the user's SQL runs. Values go in as parameters, never pasted.
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,10 @@ class Sources:
     compacted: dict[str, str]  # session -> segment path
 
 
-def sources(data_dir: Path) -> Sources:
-    logs = {p.stem: p for p in (data_dir / "sessions").glob("*.jsonl")}
+def sources(data_dir: Path, only: str | None = None) -> Sources:
+    """Where each session is read from; just session `only` when given."""
+    pattern = "*.jsonl" if only is None else f"{glob.escape(only)}.jsonl"
+    logs = {p.stem: p for p in (data_dir / "sessions").glob(pattern)}
     compacted = compacted_sessions(data_dir, logs)
     return Sources(
         jsonl=[str(p) for s, p in sorted(logs.items()) if s not in compacted],
@@ -70,13 +73,19 @@ def _events_sql(found: Sources) -> str:
     return " UNION ALL ".join(parts)
 
 
-def connect(data_dir: Path, writable: tuple[Path, ...] = ()) -> duckdb.DuckDBPyConnection:
-    """A locked-down connection with the views; `writable` files may be written by taplog."""
+def connect(
+    data_dir: Path, writable: tuple[Path, ...] = (), only: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A locked-down connection with the views; `writable` files may be written by taplog.
+
+    With `only`, the views hold that one session alone: a query about it reads its
+    own log, not the whole history.
+    """
     data_dir = data_dir.resolve()
     con = duckdb.connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     )
-    found = sources(data_dir)
+    found = sources(data_dir, only)
     con.execute(
         "CREATE TEMP TABLE compacted_sessions AS "
         "SELECT unnest(?::VARCHAR[]) AS session, unnest(?::VARCHAR[]) AS filename",

@@ -34,6 +34,20 @@ def _check_known(event: Event, where: str) -> None:
         raise UnsupportedEvent(f"{where}: unknown event type {event.get('type')!r}")
 
 
+def parse_line(line: bytes, where: str) -> Event:
+    """One whole log line, verified and parsed; `where` names it in errors."""
+    if verify_line(line) is None:
+        raise DamagedLine(f"{where}: line fails its checksum")
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        event = None
+    if not isinstance(event, dict):
+        raise DamagedLine(f"{where}: line is not a JSON object")
+    _check_known(event, where)
+    return event
+
+
 def read_events(path: Path) -> Iterator[Event]:
     """The events of one session file, in order."""
     offset = 0
@@ -43,16 +57,50 @@ def read_events(path: Path) -> Iterator[Event]:
             offset += len(line)
             if not line.endswith(b"\n"):
                 return  # torn tail of an interrupted write
-            if verify_line(line) is None:
-                raise DamagedLine(f"{where}: line fails its checksum")
-            try:
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                event = None
-            if not isinstance(event, dict):
-                raise DamagedLine(f"{where}: line is not a JSON object")
-            _check_known(event, where)
-            yield event
+            yield parse_line(line, where)
+
+
+class LogRewritten(RuntimeError):
+    """A followed log became shorter than what was read of it (repaired or replaced)."""
+
+
+class LogFollower:
+    """The events of a session file as it grows, after a given seq; whole lines only.
+
+    Each `poll` reads just the bytes appended since the last one (a size check when
+    nothing changed), so a reader can poll often; a line still being written is left
+    for the next poll.
+    """
+
+    def __init__(self, path: Path, after_seq: int = 0) -> None:
+        self.path = path
+        self.after_seq = after_seq
+        self._offset = 0
+        self._line = 0
+
+    def has_more(self) -> bool:
+        """Whether the file changed size since the last poll (a `stat`, nothing read)."""
+        return self.path.stat().st_size != self._offset
+
+    def poll(self) -> list[Event]:
+        size = self.path.stat().st_size
+        if size < self._offset:
+            raise LogRewritten(f"{self.path} was cut back or replaced while being followed")
+        if size == self._offset:
+            return []
+        with open(self.path, "rb") as log_file:
+            log_file.seek(self._offset)
+            chunk = log_file.read(size - self._offset)
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        events = []
+        for line in whole.splitlines(keepends=True):
+            self._line += 1
+            event = parse_line(line, f"{self.path}:{self._line} (byte {self._offset})")
+            self._offset += len(line)
+            if event.get("seq", 0) > self.after_seq:
+                events.append(event)
+                self.after_seq = event["seq"]
+        return events
 
 
 def session_files(data_dir: Path) -> list[Path]:

@@ -95,7 +95,9 @@ def start_taplog(
 ) -> Taplog:
     settings = Settings(data_dir=data_dir, **overrides)
     app = create_app(settings, fallbacks)
-    url = servers.serve(app, ProxyRunner, shutdown_timeout=5)
+    url = servers.serve(
+        app, ProxyRunner, header_timeout=settings.header_timeout, shutdown_timeout=5
+    )
     return Taplog(url, data_dir, app, servers)
 
 
@@ -137,12 +139,19 @@ class Vendors:
         self.openai.url = servers.serve(self.openai.app(), handler_cancellation=True)
         self.anthropic.url = servers.serve(self.anthropic.app(), handler_cancellation=True)
 
-    def proxy(self, servers: ServerThread, data_dir: Path, rules: dict[str, Any]) -> Taplog:
-        """taplog in front of both, with these fallback rules."""
+    def proxy(
+        self, servers: ServerThread, data_dir: Path, rules: dict[str, Any], **overrides: Any
+    ) -> Taplog:
+        """taplog in front of both, with these fallback rules (and other settings)."""
         openai_base, anthropic_base = f"{self.openai.url}/v1", self.anthropic.url
         fallbacks = load_fallbacks(openai_base, anthropic_base, rules, ())
         return start_taplog(
-            servers, data_dir, fallbacks, openai_base=openai_base, anthropic_base=anthropic_base
+            servers,
+            data_dir,
+            fallbacks,
+            openai_base=openai_base,
+            anthropic_base=anthropic_base,
+            **overrides,
         )
 
 
