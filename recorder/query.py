@@ -9,7 +9,10 @@
 `events` reads each session from one place: its compacted Parquet file when
 that file matches the log (same size), else the JSONL itself, which stays the
 source of truth; a row is never counted twice. A torn last line of a file
-being written is skipped.
+being written is skipped. Bodies stored beside the log (`recorder.blobs`)
+are spliced back into `data` from `blobs/`, so `data -> 'body'` and the
+views' `request_body` / `response_body` read as if they were inline; a
+missing blob makes the query fail with a message that names it.
 
 The SQL surface is read-only and cannot leave the data dir: only SELECT,
 DESCRIBE, SHOW, SUMMARIZE and EXPLAIN statements run; DuckDB's file access is
@@ -25,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from recorder.blobs import BLOBS_DIR
 from recorder.compaction import COMPACTED_DIR, compacted_sessions, sql_list
 from recorder.views import EVENT_COLUMNS, VIEWS, typed_events
 
@@ -41,18 +45,45 @@ class Sources:
 
     jsonl: list[str]
     compacted: dict[str, str]  # session -> segment path
+    blobs: str | None  # a glob of the blob files, when there are any
 
 
 def sources(data_dir: Path) -> Sources:
     logs = {p.stem: p for p in (data_dir / "sessions").glob("*.jsonl")}
     compacted = compacted_sessions(data_dir, logs)
+    blobs = data_dir / BLOBS_DIR
     return Sources(
         jsonl=[str(p) for s, p in sorted(logs.items()) if s not in compacted],
         compacted={s: str(p) for s, p in compacted.items()},
+        blobs=str(blobs / "*" / "*.json") if next(blobs.glob("*/*.json"), None) else None,
     )
 
 
+_MISSING_BLOB = (
+    "error('blob ' || e.blob_sha256 || ' of session ' || e.session || ' seq ' || e.seq || "
+    "' is missing from blobs/; run taplog verify')"
+)
+
+
 def _events_sql(found: Sources) -> str:
+    """Every event, with the fields its blob holds merged back into `data`."""
+    if found.blobs is None:
+        blobs = "(SELECT NULL::VARCHAR AS sha256, NULL::VARCHAR AS fields WHERE false)"
+    else:
+        blobs = (
+            "(SELECT parse_filename(filename, true) AS sha256, content AS fields "
+            f"FROM read_text({sql_list([found.blobs])[1:-1]}))"
+        )
+    return (
+        "SELECT e.* REPLACE (CASE WHEN e.blob_sha256 IS NULL THEN e.data "
+        f"WHEN b.fields IS NULL THEN {_MISSING_BLOB} "
+        # the blob's fields spliced in as text: `{…envelope…}` + `{"body":…}`, no rewriting
+        "ELSE (left(rtrim(e.data::VARCHAR), -1) || ',' || substr(b.fields, 2))::JSON END AS data) "
+        f"FROM ({_stored_events_sql(found)}) e LEFT JOIN {blobs} b ON b.sha256 = e.blob_sha256"
+    )
+
+
+def _stored_events_sql(found: Sources) -> str:
     parts = []
     if found.compacted:
         columns = EVENT_COLUMNS.replace("data", "data::JSON AS data")
@@ -85,7 +116,7 @@ def connect(data_dir: Path, writable: tuple[Path, ...] = ()) -> duckdb.DuckDBPyC
     con.execute("CREATE VIEW events AS " + _events_sql(found))
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
-    readable = [f"{data_dir / 'sessions'}/", f"{data_dir / COMPACTED_DIR}/"]
+    readable = [f"{data_dir / d}/" for d in ("sessions", COMPACTED_DIR, BLOBS_DIR)]
     con.execute("SET allowed_directories = ?", [readable])
     con.execute("SET allowed_paths = ?", [[str(p.resolve()) for p in writable]])
     con.execute("SET enable_external_access = false")

@@ -3,7 +3,9 @@
 A last line without its newline is a write cut short by a crash: it is
 skipped (the writer repairs it when it opens the file again). Anything else
 that does not parse or verify is damage and raises `DamagedLine`, naming the
-file and byte offset; it is never skipped silently.
+file and byte offset; it is never skipped silently. Bodies stored beside the
+log (`recorder.blobs`) are put back into their events, checked against their
+hash; a blob that is missing or changed is damage too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import orjson
 
+from recorder.blobs import BlobError, blobs_folder, resolve
 from recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
 
 
@@ -34,8 +37,10 @@ def _check_known(event: Event, where: str) -> None:
         raise UnsupportedEvent(f"{where}: unknown event type {event.get('type')!r}")
 
 
-def read_events(path: Path) -> Iterator[Event]:
-    """The events of one session file, in order."""
+def read_events(path: Path, resolve_blobs: bool = True) -> Iterator[Event]:
+    """The events of one session file, in order; with their blobs' fields put back unless
+    `resolve_blobs` is False (for copying lines as they are stored)."""
+    blobs = blobs_folder(path)
     offset = 0
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
@@ -52,6 +57,11 @@ def read_events(path: Path) -> Iterator[Event]:
             if not isinstance(event, dict):
                 raise DamagedLine(f"{where}: line is not a JSON object")
             _check_known(event, where)
+            if resolve_blobs:
+                try:
+                    resolve(blobs, event)
+                except BlobError as exc:
+                    raise DamagedLine(f"{where}: {exc}") from None
             yield event
 
 

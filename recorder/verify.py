@@ -2,8 +2,9 @@
 
 A session log is whole when every line ends in a newline and verifies
 against its own checksum `h`, its `seq` runs 1, 2, 3… without gaps, each
-line's `prev` is the `h` of the line before (the first line's is null), and
-every line belongs to the file's session. Each violation is a `Finding` that
+line's `prev` is the `h` of the line before (the first line's is null),
+every line belongs to the file's session, and every blob a line points at
+(`recorder.blobs`) is there and matches its hash. Each violation is a `Finding` that
 names the file, the line, its byte offset and the reason; checking goes on
 after one, so a report shows all of them (up to `MAX_FINDINGS` per file).
 
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import orjson
 
+from recorder import blobs
 from recorder.events import verify_line
 from recorder.lock import DataDirLock
 from recorder.logfile import open_session_file
@@ -100,8 +102,9 @@ class _Chain:
 
 
 def verify_file(path: Path) -> Report:
-    """Check one session log: checksums, the hash chain, gapless seq, a torn tail."""
+    """Check one session log: checksums, the hash chain, gapless seq, blobs, a torn tail."""
     report, chain, offset = Report(path), _Chain(), 0
+    blob_check = _BlobCheck(blobs.blobs_folder(path))
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
             start, offset = offset, offset + len(line)
@@ -113,14 +116,28 @@ def verify_file(path: Path) -> Report:
                 report.torn = Finding(path, number, start, reason, torn=True)
                 break
             report.lines = number
-            reasons = _check_line(line, path.stem, chain)
+            reasons = _check_line(line, path.stem, chain, blob_check)
             if reasons:
                 report._damaged(number, start, reasons)
     report.size = offset
     return report
 
 
-def _check_line(line: bytes, session: str, chain: _Chain) -> list[str]:
+class _BlobCheck:
+    """Each blob checked once per file, however many lines point at it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.seen: dict[str, str | None] = {}
+
+    def __call__(self, ref: object) -> str | None:
+        key = orjson.dumps(ref).decode()
+        if key not in self.seen:
+            self.seen[key] = blobs.check(self.folder, ref)
+        return self.seen[key]
+
+
+def _check_line(line: bytes, session: str, chain: _Chain, blob_check: _BlobCheck) -> list[str]:
     digest = verify_line(line)
     if digest is None:
         chain.lost()
@@ -135,6 +152,10 @@ def _check_line(line: bytes, session: str, chain: _Chain) -> list[str]:
     reasons = chain.check(event, digest)
     if event.get("session") != session:
         reasons.append(f"belongs to session {event.get('session')!r}, not {session!r}")
+    if "blob" in event:
+        problem = blob_check(event["blob"])
+        if problem:
+            reasons.append(problem)
     return reasons
 
 

@@ -9,7 +9,9 @@ and are logged; `accepting` turns False when the queue is over its high-water
 mark or the disk fails, and the proxy then refuses *new* calls with a 503
 before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
-space returns. A failed fsync is different: the kernel may already have
+space returns. Bodies over the inline limit go to blobs (`recorder.blobs`)
+just before the lines that point at them, and a blob that cannot be written
+fails the write the same way. A failed fsync is different: the kernel may already have
 dropped the data it could not write, and a second fsync would report success
 over the loss. So it is never retried: the file is closed (a later write
 reopens it, checking its tail) and `accepting` turns False until taplog is
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from recorder.blobs import BLOBS_DIR, BlobStore
 from recorder.events import ERROR, Event, make_event
 from recorder.logfile import SessionFile, open_session_file
 from recorder.reader import tool_events
@@ -147,11 +150,13 @@ class Recorder:
         retry_seconds: float = 1.0,
         session_idle_seconds: float = 3600.0,
         observers: Iterable[Observer] = (),
+        body_inline_max: int = 1024 * 1024,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
         self.sessions_dir = data_dir / "sessions"
         self.quarantine_dir = data_dir / "quarantine"
+        self.blobs = BlobStore(data_dir / BLOBS_DIR, body_inline_max, sync=fsync != "never")
         self.fsync = fsync
         self.high_water_bytes = high_water_bytes
         self._max_open = max_open_files
@@ -174,7 +179,7 @@ class Recorder:
     # -- event-loop side ---------------------------------------------------
 
     def start(self) -> None:
-        for folder in (self.sessions_dir, self.quarantine_dir):
+        for folder in (self.sessions_dir, self.quarantine_dir, self.blobs.folder):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._thread.start()
 
@@ -329,6 +334,7 @@ class Recorder:
             by_session.setdefault(event["session"], []).append(event)
         for session, events in list(by_session.items()):
             try:
+                self.blobs.move_out(events)  # before the lines that point at them
                 session_file = self._file(session)
                 before = session_file.size
                 session_file.append(events)
