@@ -66,39 +66,53 @@ _MISSING_BLOB = (
 
 
 def _events_sql(found: Sources) -> str:
-    """Every event, with the fields its blob holds merged back into `data`."""
-    if found.blobs is None:
-        blobs = "(SELECT NULL::VARCHAR AS sha256, NULL::VARCHAR AS fields WHERE false)"
-    else:
-        blobs = (
-            "(SELECT parse_filename(filename, true) AS sha256, content AS fields "
-            f"FROM read_text({sql_list([found.blobs])[1:-1]}))"
-        )
-    return (
-        "SELECT e.* REPLACE (CASE WHEN e.blob_sha256 IS NULL THEN e.data "
-        f"WHEN b.fields IS NULL THEN {_MISSING_BLOB} "
-        # the blob's fields spliced in as text: `{…envelope…}` + `{"body":…}`, no rewriting
-        "ELSE (left(rtrim(e.data::VARCHAR), -1) || ',' || substr(b.fields, 2))::JSON END AS data) "
-        f"FROM ({_stored_events_sql(found)}) e LEFT JOIN {blobs} b ON b.sha256 = e.blob_sha256"
-    )
+    """Every event once, with the fields its blob holds put back into `data`.
 
-
-def _stored_events_sql(found: Sources) -> str:
+    Compacted rows without a blob stay a plain scan, so filters still reach the
+    Parquet reader; only rows that point at a blob go through the join.
+    """
+    blobs = _blob_files(found)
     parts = []
     if found.compacted:
         columns = EVENT_COLUMNS.replace("data", "data::JSON AS data")
         segments = sql_list(sorted(set(found.compacted.values())))
-        parts.append(
+        rows = (
             f"SELECT {columns} FROM read_parquet({segments}, filename = true) "
             "SEMI JOIN compacted_sessions USING (filename, session)"
         )
+        if blobs is None:
+            parts.append(rows)
+        else:
+            parts.append(f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL")
+            parts.append(
+                _with_blobs(f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NOT NULL", blobs)
+            )
     if found.jsonl:
-        parts.append(
-            typed_events(f"read_ndjson_objects({sql_list(found.jsonl)}, ignore_errors = true)")
-        )
+        rows = typed_events(f"read_ndjson_objects({sql_list(found.jsonl)}, ignore_errors = true)")
+        parts.append(rows if blobs is None else _with_blobs(rows, blobs))
     if not parts:  # an empty data dir still answers queries, with no rows
         parts.append(typed_events("(SELECT NULL::JSON AS json WHERE false)"))
     return " UNION ALL ".join(parts)
+
+
+def _blob_files(found: Sources) -> str | None:
+    """The blobs as (sha256, fields as JSON text), or None when there are none."""
+    if found.blobs is None:
+        return None
+    return (
+        "(SELECT parse_filename(filename, true) AS sha256, content AS fields "
+        f"FROM read_text({sql_list([found.blobs])[1:-1]}))"
+    )
+
+
+def _with_blobs(rows: str, blobs: str) -> str:
+    """`rows` with each blob's fields spliced into `data` as text: `{…}` + `{"body":…}`."""
+    return (
+        "SELECT e.* REPLACE (CASE WHEN e.blob_sha256 IS NULL THEN e.data "
+        f"WHEN b.fields IS NULL THEN {_MISSING_BLOB} "
+        "ELSE (left(rtrim(e.data::VARCHAR), -1) || ',' || substr(b.fields, 2))::JSON END AS data) "
+        f"FROM ({rows}) e LEFT JOIN {blobs} b ON b.sha256 = e.blob_sha256"
+    )
 
 
 def connect(data_dir: Path, writable: tuple[Path, ...] = ()) -> duckdb.DuckDBPyConnection:
