@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,31 +57,27 @@ class BlobStore:
         self.inline_max = inline_max
         self.sync = sync
 
-    def move_out(self, events: Iterable[Event]) -> None:
-        """Store the large bodies of `events` and put references in their place.
+    def move_out(self, event: Event, line_size: int) -> bool:
+        """Store the body fields of `event` in a blob if they are too large to stay in
+        its line (of `line_size` bytes), and put a reference in their place.
 
-        Raises OSError when a blob cannot be written; events already moved out keep
-        their (written) blobs, the others keep their bodies, so a retry is safe.
+        Raises OSError when the blob cannot be written; the event is then unchanged.
         """
-        for event in events:
-            if event["type"] in _CARRIERS and "blob" not in event:
-                self._move_out(event)
-
-    def _move_out(self, event: Event) -> None:
+        if line_size <= self.inline_max or event["type"] not in _CARRIERS or "blob" in event:
+            return False
         fields = {name: event[name] for name in MOVABLE_FIELDS if event.get(name) is not None}
-        if not fields:
-            return
         try:
             content = orjson.dumps(fields)
-        except TypeError:  # not serialisable as is: left inline, for `seal` to sanitise
-            return
+        except TypeError:  # not serialisable as is: left inline, sanitised by `seal`
+            return False
         if len(content) <= self.inline_max:
-            return
+            return False
         sha256 = hashlib.sha256(content).hexdigest()
         self._store(sha256, content)
         for name in fields:
             del event[name]
         event["blob"] = {"sha256": sha256, "size": len(content), "fields": list(fields)}
+        return True
 
     def _store(self, sha256: str, content: bytes) -> None:
         path = blob_path(self.folder, sha256)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from recorder.blobs import BlobStore
 from recorder.events import ERROR, Event, make_event, seal, verify_line
 
 _BLOCK = 64 * 1024
@@ -48,8 +49,11 @@ def _last_newline_before(fd: int, end: int) -> int:
 class SessionFile:
     """An open session log positioned after its last verified line."""
 
-    def __init__(self, path: Path, quarantine: Path, sync_dir: bool) -> None:
+    def __init__(
+        self, path: Path, quarantine: Path, sync_dir: bool, blobs: BlobStore | None = None
+    ) -> None:
         self.path = path
+        self.blobs = blobs
         created = not path.exists()
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         if created and sync_dir:
@@ -101,6 +105,9 @@ class SessionFile:
     def append(self, events: Iterable[Event]) -> None:
         """Write events as one batch; on any error the file is left as before.
 
+        Large bodies go to blobs first (`recorder.blobs`), so a line never points at
+        a blob that is not written; a blob that cannot be written fails the batch.
+
         Should undoing a failed write fail too, the file is marked `broken`: the
         writer closes it and opens it anew, which moves the torn bytes aside.
         Whole lines of that batch which did reach the file stay, and are written
@@ -109,7 +116,10 @@ class SessionFile:
         seq, prev, lines = self.seq, self.prev, []
         for event in events:
             seq += 1
-            line, prev = seal(event, seq, prev)
+            line, digest = seal(event, seq, prev)
+            if self.blobs is not None and self.blobs.move_out(event, len(line)):
+                line, digest = seal(event, seq, prev)  # now pointing at its blob
+            prev = digest
             lines.append(line)
         data = b"".join(lines)
         try:
@@ -143,7 +153,7 @@ class SessionFile:
 
 
 def open_session_file(
-    path: Path, quarantine: Path, sync_dir: bool
+    path: Path, quarantine: Path, sync_dir: bool, blobs: BlobStore | None = None
 ) -> tuple[SessionFile, str | None]:
     """Open a session log for appending, repairing it first; what the writer does.
 
@@ -151,8 +161,8 @@ def open_session_file(
     was moved to `quarantine` whole and a new one started with an `error` event.
     """
     try:
-        return SessionFile(path, quarantine, sync_dir), None
+        return SessionFile(path, quarantine, sync_dir, blobs), None
     except DamagedLog as exc:
-        session_file = SessionFile(path, quarantine, sync_dir)
+        session_file = SessionFile(path, quarantine, sync_dir, blobs)
         session_file.append([make_event(ERROR, path.stem, None, reason=str(exc))])
         return session_file, str(exc)

@@ -334,7 +334,6 @@ class Recorder:
             by_session.setdefault(event["session"], []).append(event)
         for session, events in list(by_session.items()):
             try:
-                self.blobs.move_out(events)  # before the lines that point at them
                 session_file = self._file(session)
                 before = session_file.size
                 session_file.append(events)
@@ -375,7 +374,9 @@ class Recorder:
             _, oldest = self._files.popitem(last=False)
             self._close(oldest)
         path = self.sessions_dir / f"{session}.jsonl"
-        session_file, damage = open_session_file(path, self.quarantine_dir, self.fsync != "never")
+        session_file, damage = open_session_file(
+            path, self.quarantine_dir, self.fsync != "never", self.blobs
+        )
         if damage is not None:
             log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
         self._files[session] = session_file
