@@ -26,7 +26,7 @@ COMPACTED_DIR = "compacted"
 MANIFEST = "manifest.json"
 MAX_SEGMENTS = 16
 # The columns of a segment (recorder.views); segments of another layout are not read,
-# and their sessions are compacted again. 2: `blob_sha256`.
+# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`.
 SEGMENT_LAYOUT = 2
 
 Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": name, "layout"}

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-FORMAT_VERSION = 2  # 2: bodies may be stored in blobs (recorder.blobs)
+FORMAT_VERSION = 2  # 2: blobs (recorder.blobs), transcript deltas (recorder.transcripts)
 
 SESSION_STARTED = "session.started"
 LLM_REQUEST = "llm.request"

@@ -34,7 +34,7 @@ def fork_session(data_dir: Path, session: str, at: int, new: str | None = None) 
     if not origin.is_file():
         raise ForkError(f"no session {session!r} in {data_dir}")
     # Copied as stored: blob references stay references to the same blobs.
-    prefix = [event for event in read_events(origin, resolve_blobs=False) if event["seq"] <= at]
+    prefix = [event for event in read_events(origin, as_stored=True) if event["seq"] <= at]
     if not prefix or prefix[-1]["seq"] != at:
         last = prefix[-1]["seq"] if prefix else 0
         raise ForkError(f"session {session!r} has no event {at} (its last is {last})")

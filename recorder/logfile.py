@@ -20,6 +20,7 @@ import orjson
 
 from recorder.blobs import BlobStore
 from recorder.events import ERROR, Event, make_event, seal, verify_line
+from recorder.transcripts import Ledger
 
 _BLOCK = 64 * 1024
 
@@ -54,6 +55,7 @@ class SessionFile:
     ) -> None:
         self.path = path
         self.blobs = blobs
+        self.transcripts = Ledger()  # what this handle wrote: a reopened file starts afresh
         created = not path.exists()
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         if created and sync_dir:
@@ -105,20 +107,24 @@ class SessionFile:
     def append(self, events: Iterable[Event]) -> None:
         """Write events as one batch; on any error the file is left as before.
 
-        Large bodies go to blobs first (`recorder.blobs`), so a line never points at
-        a blob that is not written; a blob that cannot be written fails the batch.
+        A request's resent history is stored as a delta on the one before
+        (`recorder.transcripts`), and large bodies go to blobs first
+        (`recorder.blobs`), so a line never points at a blob that is not written; a
+        blob that cannot be written fails the batch.
 
         Should undoing a failed write fail too, the file is marked `broken`: the
         writer closes it and opens it anew, which moves the torn bytes aside.
         Whole lines of that batch which did reach the file stay, and are written
         again after them (the same event ids twice, each line verifiable).
         """
-        seq, prev, lines = self.seq, self.prev, []
+        seq, prev, lines, learnt = self.seq, self.prev, [], {}
         for event in events:
             seq += 1
-            line, digest = seal(event, seq, prev)
-            if self.blobs is not None and self.blobs.move_out(event, len(line)):
-                line, digest = seal(event, seq, prev)  # now pointing at its blob
+            stored = self.transcripts.stored_form(event, learnt)
+            line, digest = seal(stored, seq, prev)
+            if self.blobs is not None and self.blobs.move_out(stored, len(line)):
+                line, digest = seal(stored, seq, prev)  # now pointing at its blob
+            event["seq"], event["prev"] = seq, prev
             prev = digest
             lines.append(line)
         data = b"".join(lines)
@@ -134,6 +140,7 @@ class SessionFile:
             raise
         self.size += len(data)
         self.seq, self.prev, self.dirty = seq, prev, True
+        self.transcripts.commit(learnt)
 
     def sync(self) -> None:
         if self.dirty:

@@ -4,10 +4,11 @@ Writers write only `FORMAT_VERSION`. A format change adds one function to
 `MIGRATIONS`, keyed by the version it upgrades *from*, that turns an event of
 that version into one of the next (and bumps `FORMAT_VERSION`); `upgrade`
 applies them in order, so readers see current events whatever the file holds.
-Version 2 added blob references (`recorder.blobs`): a version-1 event is a
-valid version-2 event as it is, so its migration only renumbers it, while a
-taplog that knows only version 1 refuses the newer lines instead of reading
-them without their bodies.
+Version 2 added blob references (`recorder.blobs`) and transcript deltas
+(`recorder.transcripts`): a version-1 event is a valid version-2 event as it
+is, so its migration only renumbers it, while a taplog that knows only
+version 1 refuses the newer lines instead of reading them without their
+bodies or with only a turn's worth of history.
 
 `migrate_data_dir` rewrites the files that hold older events: every event
 upgraded and resealed into a new hash chain (`seq` kept), written aside and
@@ -30,13 +31,13 @@ from recorder.reader import read_events, session_files
 Migration = Callable[[Event], Event]
 
 
-def _blob_references_added(event: Event) -> Event:
-    """1 -> 2: large bodies may now sit in blobs; nothing in a version-1 event changes."""
+def _blobs_and_deltas_added(event: Event) -> Event:
+    """1 -> 2: bodies may sit in blobs, histories be deltas; a version-1 event is whole."""
     return event
 
 
 # version -> the function that upgrades an event of that version to the next one.
-MIGRATIONS: dict[int, Migration] = {1: _blob_references_added}
+MIGRATIONS: dict[int, Migration] = {1: _blobs_and_deltas_added}
 
 
 def upgrade(event: Event) -> Event:
@@ -50,7 +51,7 @@ def upgrade(event: Event) -> Event:
 
 
 def outdated(path: Path) -> bool:
-    events = read_events(path, resolve_blobs=False)
+    events = read_events(path, as_stored=True)
     return any(event.get("v", 1) < format_.FORMAT_VERSION for event in events)
 
 
@@ -69,7 +70,7 @@ def migrate_data_dir(data_dir: Path) -> list[Path]:
 
 def _rewrite(path: Path, quarantine: Path) -> None:
     lines, prev = [], None
-    for event in read_events(path, resolve_blobs=False):
+    for event in read_events(path, as_stored=True):
         current = {k: v for k, v in upgrade(dict(event)).items() if k not in ("prev", "h")}
         line, prev = seal(current, event["seq"], prev)
         lines.append(line)
@@ -84,4 +85,4 @@ def _rewrite(path: Path, quarantine: Path) -> None:
 
 
 def _oldest(path: Path) -> int:
-    return min(event.get("v", 1) for event in read_events(path, resolve_blobs=False))
+    return min(event.get("v", 1) for event in read_events(path, as_stored=True))

@@ -65,11 +65,42 @@ _MISSING_BLOB = (
 )
 
 
-def _events_sql(found: Sources) -> str:
-    """Every event once, with the fields its blob holds put back into `data`.
+# A request's whole transcript from the deltas before it (recorder.transcripts): within a
+# run of its API's requests (a run starts where `keep` is 0, and `keep` never falls inside
+# a run), each earlier request gives its first `next keep - keep` items.
+_TRANSCRIPTS = """
+SELECT * EXCLUDE (t_items, t_next, t_run, t_before) REPLACE (
+    CASE WHEN transcript_keep IS NULL THEN data ELSE json_merge_patch(data, json_object('body',
+        json_object(CASE api WHEN 'openai.responses' THEN 'input' ELSE 'messages' END,
+        ('[' || array_to_string(list_concat(flatten(coalesce(t_before, [])), t_items), ',')
+            || ']')::JSON)))
+    END AS data)
+FROM (
+    SELECT *, list(list_slice(t_items, 1, t_next - transcript_keep)) OVER (
+        PARTITION BY session, api, transcript_keep IS NULL, t_run ORDER BY seq
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS t_before
+    FROM (
+        SELECT *,
+            sum((transcript_keep = 0)::INTEGER) OVER stream AS t_run,
+            lead(transcript_keep) OVER stream AS t_next
+        FROM (
+            SELECT *, CASE WHEN transcript_keep IS NULL THEN NULL
+                WHEN api = 'openai.responses' THEN json_extract(data, '$.body.input[*]')
+                ELSE json_extract(data, '$.body.messages[*]') END AS t_items
+            FROM ({rows})
+        )
+        WINDOW stream AS (PARTITION BY session, api, transcript_keep IS NULL ORDER BY seq)
+    )
+)
+"""
 
-    Compacted rows without a blob stay a plain scan, so filters still reach the
-    Parquet reader; only rows that point at a blob go through the join.
+
+def _events_sql(found: Sources) -> str:
+    """Every event once, as recorded: blobs and resent history put back into `data`.
+
+    Compacted rows that need neither stay a plain scan, so filters (a session, a
+    type) still reach the Parquet reader; only the others go through the blob join
+    and the transcript windows.
     """
     blobs = _blob_files(found)
     parts = []
@@ -80,19 +111,26 @@ def _events_sql(found: Sources) -> str:
             f"SELECT {columns} FROM read_parquet({segments}, filename = true) "
             "SEMI JOIN compacted_sessions USING (filename, session)"
         )
-        if blobs is None:
-            parts.append(rows)
-        else:
-            parts.append(f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL")
-            parts.append(
-                _with_blobs(f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NOT NULL", blobs)
-            )
+        # each part filtered by a plain conjunction, which the Parquet reader takes
+        parts.append(
+            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL AND transcript_keep IS NULL"
+        )
+        others = (
+            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NOT NULL UNION ALL "
+            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL AND transcript_keep IS NOT NULL"
+        )
+        parts.append(_as_recorded(others, blobs))
     if found.jsonl:
         rows = typed_events(f"read_ndjson_objects({sql_list(found.jsonl)}, ignore_errors = true)")
-        parts.append(rows if blobs is None else _with_blobs(rows, blobs))
+        parts.append(_as_recorded(rows, blobs))
     if not parts:  # an empty data dir still answers queries, with no rows
         parts.append(typed_events("(SELECT NULL::JSON AS json WHERE false)"))
     return " UNION ALL ".join(parts)
+
+
+def _as_recorded(rows: str, blobs: str | None) -> str:
+    """`rows` with their blobs' fields and their requests' whole transcripts put back."""
+    return _TRANSCRIPTS.format(rows=rows if blobs is None else _with_blobs(rows, blobs))
 
 
 def _blob_files(found: Sources) -> str | None:

@@ -5,7 +5,8 @@ skipped (the writer repairs it when it opens the file again). Anything else
 that does not parse or verify is damage and raises `DamagedLine`, naming the
 file and byte offset; it is never skipped silently. Bodies stored beside the
 log (`recorder.blobs`) are put back into their events, checked against their
-hash; a blob that is missing or changed is damage too.
+hash, and so is history a request resent (`recorder.transcripts`); a blob
+that is missing or changed is damage too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import orjson
 
 from recorder.blobs import BlobError, blobs_folder, resolve
 from recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
+from recorder.transcripts import Rebuilder, TranscriptError
 
 
 class DamagedLine(ValueError):
@@ -37,10 +39,11 @@ def _check_known(event: Event, where: str) -> None:
         raise UnsupportedEvent(f"{where}: unknown event type {event.get('type')!r}")
 
 
-def read_events(path: Path, resolve_blobs: bool = True) -> Iterator[Event]:
-    """The events of one session file, in order; with their blobs' fields put back unless
-    `resolve_blobs` is False (for copying lines as they are stored)."""
-    blobs = blobs_folder(path)
+def read_events(path: Path, as_stored: bool = False) -> Iterator[Event]:
+    """The events of one session file, in order, as they were recorded: bodies kept in
+    blobs and resent history stored once are put back, unless `as_stored` (for copying
+    lines as they are)."""
+    blobs, transcripts = blobs_folder(path), Rebuilder()
     offset = 0
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
@@ -57,10 +60,10 @@ def read_events(path: Path, resolve_blobs: bool = True) -> Iterator[Event]:
             if not isinstance(event, dict):
                 raise DamagedLine(f"{where}: line is not a JSON object")
             _check_known(event, where)
-            if resolve_blobs:
+            if not as_stored:
                 try:
-                    resolve(blobs, event)
-                except BlobError as exc:
+                    transcripts.rebuild(resolve(blobs, event))
+                except (BlobError, TranscriptError) as exc:
                     raise DamagedLine(f"{where}: {exc}") from None
             yield event
 

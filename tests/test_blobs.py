@@ -90,7 +90,7 @@ def test_large_bodies_go_to_blobs_and_every_reader_sees_them_as_inline(servers, 
 
     # Small lines; the big request, the big stream (raw events and reassembled body) in blobs.
     assert max(len(line) for line in log.read_bytes().splitlines()) < 6 * 1024
-    stored = list(read_events(log, resolve_blobs=False))
+    stored = list(read_events(log, as_stored=True))
     moved = [(e["type"], set(e["blob"]["fields"]) - {"body_raw"}) for e in stored if "blob" in e]
     assert moved == [
         ("llm.request", {"body"}),
@@ -149,7 +149,7 @@ def test_an_agent_run_with_every_body_in_blobs_replays_byte_for_byte(
     recording = Capture()
     agent(client(api, taplog.url, recording), stream)
     ((session, _),) = taplog.wait_responses(8).items()
-    stored = list(read_events(taplog.data_dir / "sessions" / f"{session}.jsonl", False))
+    stored = list(read_events(taplog.data_dir / "sessions" / f"{session}.jsonl", as_stored=True))
     assert sum("blob" in e for e in stored) >= 12  # nearly every request and answer
 
     replaying = Capture()
@@ -159,14 +159,18 @@ def test_an_agent_run_with_every_body_in_blobs_replays_byte_for_byte(
 
 def test_identical_bodies_are_stored_once(servers, fake, tmp_path):
     taplog = _taplog(servers, fake, tmp_path / "data")
-    oai = _oai(taplog)
     prompt = [{"role": "user", "content": "again " + BIG}]
-    first = oai.chat.completions.create(model="gpt-4.1", messages=prompt)
-    second = oai.chat.completions.create(model="gpt-4.1", messages=prompt)
+    first = _oai(taplog, "one").chat.completions.create(model="gpt-4.1", messages=prompt)
+    second = _oai(taplog, "two").chat.completions.create(model="gpt-4.1", messages=prompt)
     assert first == second  # the fake answers identical requests identically
-    taplog.wait_responses(2)
-    stored = list(read_events(taplog.data_dir / "sessions" / "big.jsonl", False))
-    refs = [e["blob"]["sha256"] for e in stored if "blob" in e]
+    sessions = taplog.wait_responses(2)
+    assert set(sessions) == {"one", "two"}
+    refs = [
+        e["blob"]["sha256"]
+        for session in sessions
+        for e in read_events(taplog.data_dir / "sessions" / f"{session}.jsonl", as_stored=True)
+        if "blob" in e
+    ]
     assert len(refs) == 4 and len(set(refs)) == 2  # two requests, two answers: two blobs
     assert [p.stem for p in _blobs(taplog.data_dir)] == sorted(set(refs))
 
@@ -178,7 +182,7 @@ def test_verify_and_readers_name_a_missing_or_changed_blob(servers, fake, tmp_pa
     )
     taplog.wait_responses(1)
     data = taplog.data_dir
-    stored = list(read_events(data / "sessions" / "big.jsonl", resolve_blobs=False))
+    stored = list(read_events(data / "sessions" / "big.jsonl", as_stored=True))
     request, answer = [e for e in stored if "blob" in e]
     changed = data / "blobs" / request["blob"]["sha256"][:2] / f"{request['blob']['sha256']}.json"
     missing = data / "blobs" / answer["blob"]["sha256"][:2] / f"{answer['blob']['sha256']}.json"
@@ -236,7 +240,7 @@ def test_a_blob_that_cannot_be_written_holds_its_line_back_until_space_returns(
     with pytest.raises(openai.InternalServerError, match="not recording"):
         oai.chat.completions.create(model="gpt-4.1", messages=prompt)
     log = taplog.data_dir / "sessions" / "big.jsonl"
-    on_disk = list(read_events(log, resolve_blobs=False)) if log.exists() else []
+    on_disk = list(read_events(log, as_stored=True)) if log.exists() else []
     assert not [e for e in on_disk if e["type"].startswith("llm.")]  # nothing points nowhere
     assert not list((taplog.data_dir / "blobs").glob("*/.*"))  # no partial blob left behind
 
