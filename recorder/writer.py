@@ -11,9 +11,9 @@ before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
 space returns. Bodies over the inline limit go to blobs (`recorder.blobs`)
 just before the lines that point at them, and a blob that cannot be written
-fails the write the same way. A failed fsync is different: the kernel may already have
-dropped the data it could not write, and a second fsync would report success
-over the loss. So it is never retried: the file is closed (a later write
+fails the write the same way. A failed fsync is different: the kernel may
+already have dropped the data it could not write, and a second fsync would
+report success over the loss. So it is never retried: the file is closed (a later write
 reopens it, checking its tail) and `accepting` turns False until taplog is
 restarted, with a reason that says so. The same holds should the writer
 thread itself ever fail: a proxy that cannot record refuses rather than
