@@ -19,8 +19,10 @@ from click.testing import CliRunner
 from proxy.cli import main
 from recorder.bodies import decode_body
 from recorder.compaction import compact
+from recorder.events import LLM_REQUEST, make_event
 from recorder.reader import DamagedLine, read_events, read_session
 from recorder.verify import verify
+from recorder.writer import EventRecord, Recorder
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, Taplog, start_taplog
 
 TURNS = 40
@@ -136,3 +138,27 @@ def test_a_delta_that_does_not_fit_its_history_is_damage(servers, fake, tmp_path
         read_session(taplog.data_dir, "chat")
     (report,) = verify(taplog.data_dir)
     assert any("transcript keeps" in finding.reason for finding in report.damage)
+
+
+def test_a_log_reopened_by_the_writer_starts_its_deltas_afresh(tmp_path):
+    """With one open file at a time, every switch of session closes and reopens a log."""
+    recorder = Recorder(tmp_path, fsync="never", max_open_files=1)
+    recorder.start()
+    sent: dict[str, list[list]] = {"a": [], "b": []}
+    for turn in range(6):
+        for session in ("a", "b", "a"):  # "a" twice: reopened, then written in the same file
+            messages = [{"role": "user", "content": f"{session} {n}"} for n in range(turn + 1)]
+            body = {"messages": messages, "model": "gpt-4.1"}
+            event = make_event(LLM_REQUEST, session, f"ex{turn}", api="openai.chat", body=body)
+            recorder.record(EventRecord(event))
+            sent[session].append(orjson.loads(orjson.dumps(messages)))
+            assert recorder.flush(10)
+    recorder.close()
+    for session, lists in sent.items():
+        path = tmp_path / "sessions" / f"{session}.jsonl"
+        kept = [e["transcript"]["keep"] for e in read_events(path, as_stored=True)]
+        # "a" keeps what it wrote while open (turn t: t items), starts afresh once reopened
+        expected = [k for t in range(6) for k in (t, 0)] if session == "a" else [0] * 6
+        assert kept == expected
+        assert [e["body"]["messages"] for e in read_session(tmp_path, session)] == lists
+    assert all(report.ok for report in verify(tmp_path))
