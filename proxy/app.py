@@ -69,6 +69,7 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
         session_idle_seconds=settings.session_idle_minutes * 60,
         observers=[Observer(app[METRICS])],
+        body_inline_max=settings.body_inline_max_bytes,
     )
     if REPLAYER in app:
         recorder.observe(app[REPLAYER].observe)

@@ -145,6 +145,12 @@ class Settings:
         OneOf(FSYNC_CHOICES),
     )
     max_body_mb: float = setting(64.0, "Largest request body accepted, in MiB.", _positive)
+    body_inline_max_kb: float = setting(
+        1024.0,
+        "Bodies (and raw streams) larger than this, in KiB, are stored beside the log in "
+        "blobs/, content-addressed; the log line points at them.",
+        _positive,
+    )
     body_timeout: float = setting(
         60.0, "Seconds a client may take to send its request body (then: 408).", _positive
     )
@@ -233,6 +239,10 @@ class Settings:
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def body_inline_max_bytes(self) -> int:
+        return int(self.body_inline_max_kb * 1024)
 
     @property
     def auth_tokens(self) -> tuple[str, ...]:

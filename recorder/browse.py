@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from recorder.bodies import decode_body
+from recorder.reader import read_events
 from recorder.transcript import new_messages
 
 if TYPE_CHECKING:
@@ -144,16 +146,18 @@ def session_detail(con: duckdb.DuckDBPyConnection, session: str) -> dict[str, An
     }
 
 
-def call_detail(con: duckdb.DuckDBPyConnection, session: str, exchange: str) -> dict[str, Any]:
+def call_detail(
+    con: duckdb.DuckDBPyConnection, log: Path, session: str, exchange: str
+) -> dict[str, Any]:
     """One client call: its events in order (requests as sent, answers, failovers) and
-    what it sent that the session's previous call had not."""
-    rows = con.execute(
-        "SELECT data FROM events WHERE session = ? AND exchange = ? ORDER BY seq",
-        [session, exchange],
-    ).fetchall()
-    if not rows:
+    what it sent that the session's previous call had not.
+
+    The events come from the session's `log` through the reader, which gives bodies
+    back byte for byte (the views rebuild resent history with its keys reordered).
+    """
+    events = [e for e in read_events(log) if e.get("exchange") == exchange]
+    if not events:
         raise UnknownSession(f"no call {exchange!r} in session {session!r}")
-    events = [orjson.loads(data) for (data,) in rows]
     for event in events:
         if event.get("type") == "llm.request" and event.get("translated_from"):
             event["upstream_body"] = decode_body(event).decode("utf-8", "replace")

@@ -125,7 +125,8 @@ async def session(request: web.Request) -> dict[str, Any]:
 @_answer
 async def call(request: web.Request) -> dict[str, Any]:
     name, exchange = _session(request), request.match_info["exchange"]
-    return await _query(request, lambda con: browse.call_detail(con, name, exchange), name)
+    log = request.app[UI].data_dir / "sessions" / f"{name}.jsonl"
+    return await _query(request, lambda con: browse.call_detail(con, log, name, exchange), name)
 
 
 @_answer
