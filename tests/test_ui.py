@@ -228,6 +228,30 @@ def test_live_stream_resumes_from_last_event_id_without_gaps(servers, fake, tmp_
     assert later[1][1]["body"]["messages"][-1]["content"] == "second"
 
 
+def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_history_once(
+    servers, fake, tmp_path
+):
+    proxy = start_taplog(
+        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", anthropic_base=fake.url, ui=True
+    )
+    client = openai.OpenAI(base_url=f"{proxy.url}/s/grow/v1", api_key=OPENAI_KEY, max_retries=0)
+    messages: list[dict] = []
+    for turn in ("one", "two", "three"):
+        messages.append({"role": "user", "content": turn})
+        answer = client.chat.completions.create(model="gpt-4.1", messages=messages)
+        messages.append({"role": "assistant", "content": answer.choices[0].message.content})
+    proxy.flush()
+    stored = (tmp_path / "data" / "sessions" / "grow.jsonl").read_bytes().splitlines()
+    assert b'"transcript":{"keep":3,"length":5}' in stored[-2]  # only its new turns stored
+    followed = [event for _, event in _sse(f"{proxy.url}/ui/api/sessions/grow/events", 7)]
+    assert followed == read_session(tmp_path / "data", "grow")
+    assert [len(e["body"]["messages"]) for e in followed if e["type"] == "llm.request"] == [
+        1,
+        3,
+        5,
+    ]
+
+
 def test_live_stream_refuses_a_bad_seq_and_an_unknown_session(recorded):  # noqa: F811
     base = f"{recorded.proxy.url}/ui/api/sessions"
     assert httpx.get(f"{base}/inert-script/events", params={"from": "-1"}).status_code == 400
