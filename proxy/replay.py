@@ -30,6 +30,7 @@ from aiohttp import web
 
 from proxy.errors import error_response
 from proxy.routing import PASSTHROUGH, provider_for
+from proxy.runner import listening, until_stopped
 from recorder.bodies import parse_json
 from recorder.events import LLM_RESPONSE, Event
 from recorder.replay_index import (
@@ -165,13 +166,7 @@ async def _replay(request: web.Request) -> web.StreamResponse:
 async def run_replay(source: Path, host: str, port: int, speed: float) -> None:
     """Serve until interrupted; prints the URL once listening."""
     runner = web.AppRunner(create_replay_app(source, speed), handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0]
-    url = f"http://{bound[0]}:{bound[1]}"
-    print(f"taplog replay: {len(runner.app[REPLAYER].index)} calls on {url}", flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
+    async with listening(runner, host, port) as (bound_host, bound_port, *_):
+        url = f"http://{bound_host}:{bound_port}"
+        print(f"taplog replay: {len(runner.app[REPLAYER].index)} calls on {url}", flush=True)
+        await until_stopped()

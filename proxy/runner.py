@@ -14,8 +14,12 @@ naming only the kind of fault, and one log line without the bytes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
+import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -84,3 +88,32 @@ class ProxyRunner(web.AppRunner):
         server = await super()._make_server()
         server.__class__ = _Server  # same state; only the per-connection handler differs
         return server
+
+
+class ServeError(RuntimeError):
+    """taplog cannot start; the message says why and what to do."""
+
+
+@contextlib.asynccontextmanager
+async def listening(runner: web.AppRunner, host: str, port: int) -> AsyncIterator[tuple]:
+    """`runner` set up and listening on host:port, its bound address yielded; cleaned up
+    on the way out, letting calls in flight finish within its shutdown timeout."""
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        yield runner.addresses[0]
+    finally:
+        await runner.cleanup()
+
+
+async def until_stopped() -> None:
+    """Return at the first SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()

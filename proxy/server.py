@@ -3,26 +3,18 @@ in flight finish within the grace period, flush the logs, exit 0."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
-
-from aiohttp import web
 
 from proxy import auth
 from proxy.app import create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks
 from proxy.replay import REPLAYER
-from proxy.runner import ProxyRunner
+from proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from proxy.state import LIFECYCLE
 from recorder import __version__
 
 log = logging.getLogger("taplog")
-
-
-class ServeError(RuntimeError):
-    """taplog cannot start; the message says why and what to do."""
 
 
 def _client_host(host: str) -> str:
@@ -66,24 +58,10 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
         shutdown_timeout=settings.shutdown_grace,
         access_log=None,
     )
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, settings.host, settings.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ServeError(
-                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
-            ) from None
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
+    async with listening(runner, settings.host, settings.port) as (_, port, *_):
         replayer = app.get(REPLAYER)
         replayed = None if replayer is None else len(replayer.index)
-        print(banner(settings, runner.addresses[0][1], replayed), flush=True)
-        await stop.wait()
+        print(banner(settings, port, replayed), flush=True)
+        await until_stopped()
         log.info("stopping; finishing calls in flight")
         app[LIFECYCLE].stopping = True
-    finally:
-        await runner.cleanup()

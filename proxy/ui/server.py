@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 
 from aiohttp import web
@@ -11,8 +9,7 @@ from aiohttp import web
 from proxy import auth
 from proxy.auth import Tokens
 from proxy.config import Settings
-from proxy.runner import ProxyRunner
-from proxy.server import ServeError
+from proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from proxy.ui import add_ui
 
 UI_EXPOSURE = auth.Exposure(
@@ -46,24 +43,9 @@ async def run_ui(settings: Settings) -> None:
     runner = ProxyRunner(
         create_ui_app(settings), settings.header_timeout, shutdown_timeout=2, access_log=None
     )
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, settings.host, settings.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ServeError(
-                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
-            ) from None
-        host, port = runner.addresses[0][:2]
+    async with listening(runner, settings.host, settings.port) as (host, port, *_):
         host = f"[{host}]" if ":" in host else host
         token = "/t/$TAPLOG_AUTH_TOKEN" if settings.auth_tokens else ""
         where = settings.data_dir.resolve() / "sessions"
         print(f"taplog ui reading {where}\n  open http://{host}:{port}{token}/ui/", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+        await until_stopped()
