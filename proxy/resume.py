@@ -18,7 +18,6 @@ variable's name) and sends and writes nothing.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from proxy.upstream import classify, open_pool, response_headers
 from recorder import __version__
 from recorder.bodies import parse_json
 from recorder.events import SESSION_STARTED, Event, make_event, new_id
-from recorder.exchange import LlmRequest, LlmResponse
+from recorder.exchange import LlmRequest
 from recorder.export import API_FORMATS, ExportError, session_path
 from recorder.lock import DataDirBusy, DataDirLock
 from recorder.reader import read_events
@@ -171,22 +170,7 @@ async def _send_recorded(settings: Settings, resumption: Resumption, recorder: R
         outcome, error = failure.outcome, failure.message
     finally:
         await pool.close()
-    recorder.record(
-        LlmResponse(
-            session=new,
-            exchange=exchange,
-            api=attempt.api,
-            provider=attempt.target.provider.name,
-            status=status,
-            headers=safe_headers(headers.items()),
-            chunks=sent.chunks,
-            outcome=outcome,
-            latency_ms=(time.perf_counter() - sent.started) * 1000,
-            ttfb_ms=sent.ttfb_ms,
-            error=error,
-            secrets=secrets,
-        )
-    )
+    recorder.record(sent.answer(new, exchange, status, headers, outcome, error, secrets))
     answer = parse_json(b"".join(chunk for _, chunk in sent.chunks))
     if status is None or status >= 400:
         return Resumed(new, status, error or _vendor_error(answer))
