@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -60,3 +61,16 @@ def test_every_guarantee_names_a_test_that_exists():
             ("| guarantee", "| `--fsync`", "| `always`", "| `interval`", "| `never`")
         ):
             assert "::test_" in row, f"a guarantee without a test: {row[:80]}"
+
+
+def test_no_tracked_file_holds_a_merge_conflict_marker():
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    marker = re.compile(rb"^(<{7}|={7}|>{7})( |$)", re.M)
+    conflicted = [
+        name
+        for name in tracked
+        if (ROOT / name).is_file() and marker.search((ROOT / name).read_bytes())
+    ]
+    assert conflicted == []
