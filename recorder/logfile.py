@@ -56,9 +56,9 @@ class SessionFile:
 
     def __init__(self, path: Path, quarantine: Path, sync_dir: bool) -> None:
         self.path = path
-        created = not path.exists()
+        self.created = not path.exists()  # its directory entry needs a sync to last
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        if created and sync_dir:
+        if self.created and sync_dir:
             _sync_directory(path.parent)
         self.size = os.fstat(self.fd).st_size
         self.seq = 0

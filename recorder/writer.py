@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from recorder.events import ERROR, Event, make_event
 from recorder.logfile import SessionFile, open_session_file, reseal
 from recorder.reader import tool_events
+from recorder.syncing import SyncPlan
 from recorder.toolevents import ToolLedger
 
 log = logging.getLogger("taplog.recorder")
@@ -166,7 +167,9 @@ class Recorder:
         self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
         self._closed = False
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
+        self._unsynced = SyncPlan(self.sessions_dir)
         self._states: dict[str, SessionState] = {}
+        self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
         self._last_sync = time.monotonic()
         self._observers: list[Observer] = list(observers)
         self.stats = WriterStats()
@@ -249,6 +252,7 @@ class Recorder:
         barriers: list[_Barrier] = []
         closing = False
         while True:
+            touched: set[str] = set()
             for item in self._take(self._wait_time(pending, closing)):
                 if item is _CLOSE:
                     closing = True
@@ -256,6 +260,8 @@ class Recorder:
                     barriers.append(item)
                 else:
                     pending.extend(self._build(item))
+                    touched.add(item.session)
+            self._track_waiting(touched)
             pending.extend(self._expire_idle())
             if pending:
                 pending = self._write(pending)
@@ -280,22 +286,25 @@ class Recorder:
             return self._retry_seconds
         if closing:
             return 0.0
-        deadlines = [
-            s.last_seen + self._idle_seconds for s in self._states.values() if s.tools.pending
-        ]
-        if self.fsync == "interval" and any(f.dirty for f in self._files.values()):
+        deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+        if self.fsync == "interval" and self._unsynced.due(self._files.values()):
             deadlines.append(self._last_sync + FSYNC_INTERVAL)
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _track_waiting(self, sessions: set[str]) -> None:
+        """Keep `_waiting` current, so the idle checks never scan every session seen."""
+        for session in sessions:
+            if self._states[session].tools.pending:
+                self._waiting.add(session)
+            else:
+                self._waiting.discard(session)
 
     def _expire_idle(self) -> list[Event]:
         """Close the tool calls of sessions idle for longer than the idle timeout."""
         now = time.monotonic()
-        return [
-            event
-            for session, state in self._states.items()
-            if state.tools.pending and now - state.last_seen >= self._idle_seconds
-            for event in state.tools.expire(session)
-        ]
+        idle = [s for s in self._waiting if now - self._states[s].last_seen >= self._idle_seconds]
+        self._waiting.difference_update(idle)
+        return [event for session in idle for event in self._states[session].tools.expire(session)]
 
     def _take(self, timeout: float | None) -> list[Any]:
         """Block for the first item (up to `timeout`), then drain what is there."""
@@ -369,14 +378,28 @@ class Recorder:
             self._files.move_to_end(session)
             return session_file
         if len(self._files) >= self._max_open:
-            _, oldest = self._files.popitem(last=False)
-            self._close(oldest)
-        path = self.sessions_dir / f"{session}.jsonl"
-        session_file, damage = open_session_file(path, self.quarantine_dir, self.fsync != "never")
-        if damage is not None:
-            log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
+            self._evict(*self._files.popitem(last=False))
+        session_file = self._unsynced.reclaim(session) or self._open(session)
         self._files[session] = session_file
         return session_file
+
+    def _open(self, session: str) -> SessionFile:
+        path = self.sessions_dir / f"{session}.jsonl"
+        session_file, damage = open_session_file(path, self.quarantine_dir, sync_dir=False)
+        if damage is not None:
+            log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
+        if session_file.created and self.fsync != "never":
+            self._unsynced.created(session_file)  # its name is synced with the next pass
+        return session_file
+
+    def _evict(self, session: str, session_file: SessionFile) -> None:
+        """Out of the open-file cache; an unsynced file stays open until the next sync."""
+        if not session_file.dirty or self.fsync == "never":
+            self._close(session_file)
+            return
+        self._unsynced.retire(session, session_file)
+        if self._unsynced.retired >= self._max_open:  # bound the open files
+            self._sync(force=True)
 
     def _sync_failed(self, session_file: SessionFile, exc: OSError) -> None:
         """Never fsync the same data twice: seal the file as suspect and go on in a new one.
@@ -417,12 +440,9 @@ class Recorder:
         now = time.monotonic()
         if not force and self.fsync == "interval" and now - self._last_sync < FSYNC_INTERVAL:
             return
-        dirty = [f for f in self._files.values() if f.dirty]
-        for session_file in dirty:
-            try:
-                session_file.sync()
-            except OSError as exc:
-                self._sync_failed(session_file, exc)
-        if dirty:
+        synced, failures = self._unsynced.run(list(self._files.values()))
+        for session_file, exc in failures:
+            self._sync_failed(session_file, exc)
+        if synced:
             self.stats.synced(time.monotonic() - now)
         self._last_sync = now
