@@ -159,9 +159,12 @@ class Recorder:
         self._retry_seconds = retry_seconds
         self._idle_seconds = session_idle_seconds
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Queue size as counts in and out: the loop side adds under a lock of its own
+        # (callers may be several threads), the writer side alone counts out, without
+        # it, so the loop never waits for a lock the writer holds.
         self._lock = threading.Lock()
-        self._queued_bytes = 0
-        self._queued_records = 0
+        self._records_in = self._bytes_in = 0  # ever queued
+        self._records_out = self._bytes_out = 0  # ever built (writer thread only)
         self._error: str | None = None  # cleared by the next good write
         self._fatal: str | None = None  # cleared only by a restart
         self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
@@ -191,9 +194,19 @@ class Recorder:
         if self._closed:
             raise RuntimeError("recorder is closed")
         with self._lock:
-            self._queued_bytes += record.size
-            self._queued_records += 1
+            self._records_in += 1
+            self._bytes_in += record.size
         self._queue.put(record)
+
+    @property
+    def _queued_records(self) -> int:
+        done = self._records_out  # read first: out never passes in
+        return self._records_in - done
+
+    @property
+    def _queued_bytes(self) -> int:
+        done = self._bytes_out
+        return self._bytes_in - done
 
     @property
     def accepting(self) -> bool:
@@ -329,9 +342,8 @@ class Recorder:
         except Exception as exc:  # a bug in one record must not stop the log
             log.exception("recorder: could not build events for session %s", record.session)
             events = [make_event(ERROR, record.session, None, reason=f"record failed: {exc!r}")]
-        with self._lock:
-            self._queued_bytes -= record.size
-            self._queued_records -= 1
+        self._records_out += 1
+        self._bytes_out += record.size
         return events
 
     def _write(self, pending: list[Event]) -> list[Event]:
