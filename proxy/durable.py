@@ -42,6 +42,7 @@ class EndGuard:
         streamed = headers.get("content-type", "").startswith("text/event-stream")
         module = api_module(api) if streamed else None
         self._is_end = module.is_end if module is not None else None
+        self._end_bytes: tuple[bytes, ...] = module.END_BYTES if module is not None else ()
         self._splitter = SseSplitter() if self._is_end is not None else None
         length = headers.get("content-length", "")
         self._remaining = int(length) if not streamed and length.isdigit() else None
@@ -59,7 +60,10 @@ class EndGuard:
             self._splitter = None  # an event too large to watch: the end of the body decides
             return False
         return any(
-            (event := parse_block(block)) is not None and self._is_end(event) for block in blocks
+            any(marker in block for marker in self._end_bytes)  # most blocks: no parsing
+            and (event := parse_block(block)) is not None
+            and self._is_end(event)
+            for block in blocks
         )
 
 
