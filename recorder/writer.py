@@ -211,20 +211,25 @@ class Recorder:
     @property
     def accepting(self) -> bool:
         """Whether new calls may start: the disk works and the queue has room."""
-        return self.health()["reason"] is None
+        return self._refusal() is None
 
     def health(self) -> dict[str, Any]:
-        reason = self._fatal or self._error
-        if reason is None and self._closed is False and not self._writer_alive():
-            reason = "the log writer is not running"
-        if reason is None and self._queued_bytes >= self.high_water_bytes:
-            reason = "recorder queue is over its high-water mark"
+        reason = self._refusal()
         return {
             "accepting": reason is None,
             "reason": reason,
             "queued_records": self._queued_records,
             "queued_bytes": self._queued_bytes,
         }
+
+    def _refusal(self) -> str | None:
+        """Why new calls are refused now, or None (asked on every call: builds nothing)."""
+        reason = self._fatal or self._error
+        if reason is None and self._closed is False and not self._writer_alive():
+            reason = "the log writer is not running"
+        if reason is None and self._queued_bytes >= self.high_water_bytes:
+            reason = "recorder queue is over its high-water mark"
+        return reason
 
     def _writer_alive(self) -> bool:
         return self._thread.is_alive() or self._thread.ident is None  # not started yet
