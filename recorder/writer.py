@@ -48,6 +48,7 @@ log = logging.getLogger("taplog.recorder")
 
 FSYNC_POLICIES = ("always", "interval", "never")
 FSYNC_INTERVAL = 0.1
+MAX_SESSION_STATES = 4096  # remembered sessions; a forgotten one is restored from its log
 SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 Observer = Callable[[Event], None]
@@ -281,6 +282,8 @@ class Recorder:
                     touched.add(item.session)
             self._track_waiting(touched)
             pending.extend(self._expire_idle())
+            if len(self._states) > MAX_SESSION_STATES:
+                self._forget_states()
             if pending:
                 pending = self._write(pending)
             self._sync(force=closing or self.fsync == "always")
@@ -324,6 +327,17 @@ class Recorder:
         idle = [s for s in self._waiting if now - self._states[s].last_seen >= self._idle_seconds]
         self._waiting.difference_update(idle)
         return [event for session in idle for event in self._states[session].tools.expire(session)]
+
+    def _forget_states(self) -> None:
+        """Forget the longest-idle half of the sessions without tool calls pending.
+
+        Without this a long-running proxy kept one state per session ever seen; a
+        forgotten session that comes back is restored from its log, as after a restart.
+        """
+        by_age = sorted(self._states, key=lambda session: self._states[session].last_seen)
+        for session in by_age[: len(by_age) - MAX_SESSION_STATES // 2]:
+            if session not in self._waiting:
+                del self._states[session]
 
     def _take(self, timeout: float | None) -> list[Any]:
         """Block for the first item (up to `timeout`), then drain what is there."""
