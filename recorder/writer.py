@@ -282,10 +282,10 @@ class Recorder:
                     touched.add(item.session)
             self._track_waiting(touched)
             pending.extend(self._expire_idle())
-            if len(self._states) > MAX_SESSION_STATES:
-                self._forget_states()
             if pending:
                 pending = self._write(pending)
+            if not pending and len(self._states) > MAX_SESSION_STATES:
+                self._forget_states()  # all written: a forgotten state reads back whole
             self._sync(force=closing or self.fsync == "always")
             if not pending:
                 written = self._error is None and self._fatal is None and not self._lost_unsynced
