@@ -99,13 +99,14 @@ class SyncPlan:
     def _sync_filesystem(
         self, sync: Callable[[int], None], files: list[SessionFile]
     ) -> list[Failure]:
-        dir_fd = os.open(self.directory, os.O_RDONLY)
         try:
-            sync(dir_fd)
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                sync(dir_fd)
+            finally:
+                os.close(dir_fd)
         except OSError as exc:  # which file lost data is unknown: all of them failed
             return [(f, exc) for f in dict.fromkeys(files)]
-        finally:
-            os.close(dir_fd)
         for session_file in files:
             session_file.dirty = False
         return []
