@@ -5,7 +5,8 @@
 - `ready_times`: seconds from starting `taplog serve` to its first healthy answer.
 - `disk_per_call`: log bytes per short non-streaming call.
 - `growth`: log bytes per turn of one 200-turn session whose transcript grows by a
-  user message and an answer each turn, as agents resend their whole history.
+  user message and an answer each turn, as agents resend their whole history
+  (blobs beside the log counted with the turn that first points at them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import httpx
 import orjson
 
 from bench.common import BODY, HEADERS, dir_bytes, p50, settle, start_taplog
+from recorder.blobs import BLOBS_DIR, blob_path
 from recorder.events import LLM_REQUEST, make_event
 from recorder.writer import EventRecord, Recorder
 
@@ -85,12 +87,18 @@ def growth(fake_url: str, turns: int = 200) -> list[int]:
         service.stop()
     per_exchange: dict[str | None, int] = defaultdict(int)
     order: list[str | None] = []
+    counted: set[str] = set()  # blobs, each counted with the first line that points at it
     for path in sorted((data_dir / "sessions").glob("*.jsonl")):
         for line in path.read_bytes().splitlines(keepends=True):
-            exchange = orjson.loads(line).get("exchange")
+            event = orjson.loads(line)
+            exchange = event.get("exchange")
             if exchange not in per_exchange:
                 order.append(exchange)
             per_exchange[exchange] += len(line)
+            blob = (event.get("blob") or {}).get("sha256")
+            if blob and blob not in counted:
+                counted.add(blob)
+                per_exchange[exchange] += blob_path(data_dir / BLOBS_DIR, blob).stat().st_size
     sizes = [per_exchange[e] for e in order if e is not None]
     sizes[0] += sum(per_exchange[e] for e in order if e is None)
     return sizes

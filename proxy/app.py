@@ -10,7 +10,8 @@ taplog's own endpoints, beside the proxied API paths:
                    configured it needs one (X-Taplog-Token, Authorization:
                    Bearer, or GET /t/<token>/metrics), see proxy.auth
 
-None of them reveals configuration, keys, paths or upstream URLs.
+None of them reveals configuration, keys, paths or upstream URLs. With the
+`ui` setting, the web UI (proxy.ui) is mounted at /ui/ and /t/<token>/ui/.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from proxy.handler import proxy_call
 from proxy.labels import Bounded
 from proxy.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
 from proxy.observe import Observer
+from proxy.replay import REPLAYER, Replayer
 from proxy.responses_history import ResponsesHistory
 from proxy.state import (
     BREAKERS,
@@ -47,6 +49,7 @@ from proxy.state import (
 )
 from proxy.upstream import open_pool
 from recorder.lock import DataDirLock
+from recorder.replay_index import load_index
 from recorder.sessions import SessionResolver
 from recorder.writer import Recorder
 
@@ -54,9 +57,6 @@ log = logging.getLogger("taplog")
 
 METRICS = web.AppKey("metrics", Metrics)
 DISK_CHECK_SECONDS = 2.0
-# The HTTP parser's limits, for every runner of the app (production and tests alike).
-# A request over them is refused by the parser with a plain-text 400, before routing.
-HTTP_LIMITS = {"max_line_size": 8190, "max_field_size": 8190, "max_headers": 128}
 
 
 async def _recorder(app: web.Application) -> AsyncIterator[None]:
@@ -69,7 +69,10 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
         session_idle_seconds=settings.session_idle_minutes * 60,
         observers=[Observer(app[METRICS])],
+        body_inline_max=settings.body_inline_max_bytes,
     )
+    if REPLAYER in app:
+        recorder.observe(app[REPLAYER].observe)
     recorder.start()
     app[RECORDER] = recorder
     app[METRICS].recorder = recorder
@@ -157,12 +160,7 @@ def _probe_writable(folder: Path) -> str | None:
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; rendered off the loop from a copy of the breaker states."""
-    presented = (
-        request.match_info.get("token"),
-        request.headers.get(auth.TOKEN_HEADER),
-        auth.bearer(request.headers.get("authorization")),
-    )
-    if not request.app[TOKENS].accepts(*presented):
+    if not request.app[TOKENS].accepts(*auth.presented(request)):
         return errors.error_response("openai", 401, auth.REFUSED, "unauthorized")
     app_metrics = request.app[METRICS]
     app_metrics.breaker_states = request.app[BREAKERS].states()
@@ -190,6 +188,9 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app[TOKENS] = Tokens(settings.auth_tokens)
     app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
     app[RESPONSES_HISTORY] = ResponsesHistory()
+    if settings.replay:
+        index = load_index(Path(settings.replay))
+        app[REPLAYER] = Replayer(index, settings.replay_mode, settings.replay_speed)
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_compactor)
@@ -199,5 +200,9 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get(auth.PREFIX + "{token}/metrics", metrics)
+    if settings.ui:
+        from proxy.ui import add_ui
+
+        add_ui(app, settings.data_dir, app[TOKENS], auth.is_loopback(settings.host))
     app.router.add_route("*", "/{tail:.*}", proxy_call)
     return app

@@ -24,6 +24,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aiohttp import web
 
 from proxy.config import MAKE_TOKEN, Settings
 
@@ -72,6 +75,16 @@ def bearer(value: str | None) -> str | None:
     return None
 
 
+def presented(request: web.Request) -> tuple[str | None, ...]:
+    """The tokens a request to one of taplog's own pages offers: the `/t/<token>/` path
+    prefix (matched as `{token}`), the X-Taplog-Token header, or a bearer token."""
+    return (
+        request.match_info.get("token"),
+        request.headers.get(TOKEN_HEADER),
+        bearer(request.headers.get("authorization")),
+    )
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -81,16 +94,29 @@ def is_loopback(host: str) -> bool:
         return False  # a name could resolve to anything
 
 
-def binding_problem(settings: Settings) -> str | None:
-    """Why `serve` must not start as configured, and how to fix it; None when it may."""
+@dataclass(frozen=True)
+class Exposure:
+    """What a server without tokens would let anyone do, and where its users put a token."""
+
+    exposes: str
+    token_use: str
+
+
+SERVE = Exposure(
+    "call vendors through taplog and read its metrics",
+    "give clients http://HOST:PORT/t/<token>/v1 as their base URL (or an X-Taplog-Token header)",
+)
+
+
+def binding_problem(settings: Settings, exposure: Exposure = SERVE) -> str | None:
+    """Why a server must not start as configured, and how to fix it; None when it may."""
     if is_loopback(settings.host) or settings.auth_tokens or settings.insecure_no_auth:
         return None
     return (
         f"refusing to listen on {settings.host or 'every interface'} without inbound tokens: "
-        "anyone who reaches the port could call vendors through taplog and read its metrics. "
+        f"anyone who reaches the port could {exposure.exposes}. "
         "Set TAPLOG_AUTH_TOKEN (or --auth-token) to one or more tokens, e.g. "
-        f"export TAPLOG_AUTH_TOKEN=$({MAKE_TOKEN}), and give clients "
-        "http://HOST:PORT/t/<token>/v1 as their base URL (or an X-Taplog-Token header); "
+        f"export TAPLOG_AUTH_TOKEN=$({MAKE_TOKEN}), and {exposure.token_use}; "
         "or listen on 127.0.0.1. Only on a network you fully trust: --insecure-no-auth."
     )
 

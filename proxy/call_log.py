@@ -62,6 +62,32 @@ class Try:
         self.ttfb_ms = at if self.ttfb_ms is None else self.ttfb_ms
         self.chunks.append((at, chunk))
 
+    def answer(
+        self,
+        session: str,
+        exchange: str,
+        status: int | None,
+        headers: CIMultiDict[str],
+        outcome: str,
+        error: str | None,
+        secrets: tuple[bytes, ...],
+    ) -> LlmResponse:
+        """What came back on this try, as the record the writer logs."""
+        return LlmResponse(
+            session=session,
+            exchange=exchange,
+            api=self.attempt.api,
+            provider=self.attempt.target.provider.name,
+            status=status,
+            headers=safe_headers(headers.items()),
+            chunks=self.chunks,
+            outcome=outcome,
+            latency_ms=(time.perf_counter() - self.started) * 1000,
+            ttfb_ms=self.ttfb_ms,
+            error=error,
+            secrets=secrets,
+        )
+
 
 def switch(source: Target, target: Target) -> dict[str, str]:
     return {
@@ -138,20 +164,8 @@ def record_response(
     outcome: str,
     error: str | None,
 ) -> None:
-    attempt = attempt_try.attempt
-    request.app[RECORDER].record(
-        LlmResponse(
-            session=call.exchange.session,
-            exchange=call.exchange.id,
-            api=attempt.api,
-            provider=attempt.target.provider.name,
-            status=status,
-            headers=safe_headers(headers.items()),
-            chunks=attempt_try.chunks,
-            outcome=outcome,
-            latency_ms=(time.perf_counter() - attempt_try.started) * 1000,
-            ttfb_ms=attempt_try.ttfb_ms,
-            error=error,
-            secrets=call.exchange.secrets + _own_secret(attempt),
-        )
+    secrets = call.exchange.secrets + _own_secret(attempt_try.attempt)
+    answer = attempt_try.answer(
+        call.exchange.session, call.exchange.id, status, headers, outcome, error, secrets
     )
+    request.app[RECORDER].record(answer)

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from proxy.cli_config import config_option, load_settings
 from proxy.cli_logs import COMMANDS
 from proxy.config import (
     SETTINGS,
     ConfigError,
     choices,
-    config_file,
     env_name,
     flag_name,
-    load,
 )
-from proxy.fallbacks import load_fallbacks
 from proxy.logs import configure_logging
 from recorder import __version__
 from recorder.lock import DataDirBusy
+from recorder.reader import DamagedLine, UnsupportedEvent
 
 _CLICK_TYPES: dict[str, Any] = {
     "int": click.INT,
@@ -45,13 +43,6 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
             option = click.option(flag_name(name), name, type=kind, help=help_text)
         command = option(command)
     return command
-
-
-config_option = click.option(
-    "--config",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="TOML file of settings (see config/taplog.example.toml). [$TAPLOG_CONFIG]",
-)
 
 
 @click.group()
@@ -76,6 +67,7 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
 
     Listening beyond loopback (--host 0.0.0.0) needs inbound tokens
     (TAPLOG_AUTH_TOKEN); clients then use http://HOST:8787/t/<token>/v1.
+    With --replay, calls the recording holds are answered from it.
 
     Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
     """
@@ -83,14 +75,14 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
     from proxy.server import serve as run
 
     try:
-        settings, fallbacks = _load(config, flags, fallback_rules)
+        settings, fallbacks = load_settings(config, flags, fallback_rules)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     configure_logging(settings.log_format, settings.log_level)
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(run(settings, fallbacks))
-    except (ServeError, DataDirBusy) as exc:
+    except (ServeError, DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -102,7 +94,7 @@ def check_config(file: Path) -> None:
     Example: taplog check-config config/taplog.example.toml
     """
     try:
-        _, fallbacks = _load(file, {}, ())
+        _, fallbacks = load_settings(file, {}, ())
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: ok")
@@ -118,17 +110,15 @@ def check_config(file: Path) -> None:
             click.echo(f"  warning: {unset}; {provider.name} cannot serve fallbacks")
 
 
-def _load(config: Path | None, flags: dict[str, Any], rules: tuple[str, ...]) -> tuple[Any, Any]:
-    path, from_file = config_file(config, os.environ)
-    settings = load(flags, os.environ, path)
-    fallbacks = load_fallbacks(settings.openai_base, settings.anthropic_base, from_file, rules)
-    return settings, fallbacks
-
-
 for command in COMMANDS:
     main.add_command(command)
 
 from proxy.cli_sessions import COMMANDS as SESSION_COMMANDS  # noqa: E402
 
 for command in SESSION_COMMANDS:
+    main.add_command(command)
+
+from proxy.cli_ui import COMMANDS as WATCH_COMMANDS  # noqa: E402
+
+for command in WATCH_COMMANDS:
     main.add_command(command)

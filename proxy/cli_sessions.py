@@ -1,8 +1,8 @@
-"""Commands that own sessions: `export`, `fork`, `replay`.
+"""Commands that own sessions: `export`, `fork`, `resume`, `replay`, `snapshot`, `migrate`.
 
 Thin: each parses its options and calls one function of `recorder` (or, for
-`replay`, runs the small app of `proxy.replay`). `export` and `fork` need no
-server; they work on the files alone.
+`resume` and `replay`, of `proxy.resume` and `proxy.replay`). `export`,
+`fork`, `snapshot`, `migrate` and strict `replay` work on the files alone.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
+from proxy.cli_config import config_option
 from proxy.cli_logs import data_dir_option
+from proxy.config import REPLAY_MODES
 from recorder.export import FORMATS
 
 
@@ -81,11 +83,35 @@ def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
     show_default=True,
     help="Stream pacing: 2 plays twice as fast as recorded, 0 sends without waiting.",
 )
-def replay(source: Path, host: str, port: int, speed: float) -> None:
-    """Answer model calls from a recording (a data dir or a session file), offline.
+@click.option(
+    "--mode",
+    type=click.Choice(REPLAY_MODES),
+    default="strict",
+    show_default=True,
+    help="What a call the recording lacks gets: a 404 (strict), the vendor (passthrough), "
+    "the vendor and a place in the recording (record-missing).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="passthrough / record-missing: where misses are recorded (as taplog serve's).",
+)
+@config_option
+def replay(
+    source: Path,
+    host: str,
+    port: int,
+    speed: float,
+    mode: str,
+    data_dir: Path | None,
+    config: Path | None,
+) -> None:
+    """Answer model calls from a recording (a data dir or a session file).
 
-    Strict: a request that matches no recorded one gets a 404 in the client's
-    API shape naming the closest recorded request. Point the SDK's base URL at it.
+    Strict (the default): offline; a request that matches no recorded one gets
+    a 404 in the client's API shape naming the closest recorded request. The
+    other modes run the full proxy (taplog serve --replay): a miss goes to the
+    vendor and is recorded into --data-dir. Point the SDK's base URL at it.
 
     Example: taplog replay taplog-data/sessions/run-7.jsonl --port 8788 --speed 0
     """
@@ -95,11 +121,115 @@ def replay(source: Path, host: str, port: int, speed: float) -> None:
     from recorder.reader import DamagedLine, UnsupportedEvent
 
     try:
-        asyncio.run(run_replay(source, host, port, speed))
+        if mode == "strict":
+            asyncio.run(run_replay(source, host, port, speed))
+        else:
+            _replay_through_proxy(source, host, port, speed, mode, data_dir, config)
     except (DamagedLine, UnsupportedEvent, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
+
+
+def _replay_through_proxy(
+    source: Path,
+    host: str,
+    port: int,
+    speed: float,
+    mode: str,
+    data_dir: Path | None,
+    config: Path | None,
+) -> None:
+    """`taplog serve --replay SOURCE --replay-mode MODE`, with the replay's own options."""
+    import asyncio
+
+    from proxy.cli_config import load_settings
+    from proxy.config import ConfigError
+    from proxy.server import ServeError, serve
+    from recorder.lock import DataDirBusy
+
+    flags = {
+        "host": host,
+        "port": port,
+        "data_dir": data_dir,
+        "replay": str(source),
+        "replay_mode": mode,
+        "replay_speed": speed,
+    }
+    try:
+        settings, fallbacks = load_settings(config, flags, ())
+        asyncio.run(serve(settings, fallbacks))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (ServeError, DataDirBusy) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("resume")
+@click.argument("session")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="PROVIDER:MODEL",
+    help="openai, anthropic or a provider of the config file, and the model to continue with.",
+)
+@click.option("--as", "new", help="The new session's id (default: a fresh one).")
+@click.option("--dry-run", is_flag=True, help="Print the request (no key); send and write nothing.")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The data dir to read SESSION from and record into (as taplog serve's).",
+)
+@config_option
+def resume(
+    session: str,
+    to: str,
+    new: str | None,
+    dry_run: bool,
+    data_dir: Path | None,
+    config: Path | None,
+) -> None:
+    """Continue SESSION on another model: its conversation, a note on top, sent and recorded.
+
+    The answer is recorded in a new session linked to SESSION; continue it
+    through taplog serve with the base URL …/s/NEW/v1. Keys come from the
+    provider's variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, or api_key_env).
+    Needs the data dir to itself: stop taplog serve first (--dry-run does not).
+
+    Example: taplog resume 20261130T004933Z-1a2b3c4d --to anthropic:claude-sonnet-4-6
+    """
+    import asyncio
+
+    from proxy.cli_config import load_settings
+    from proxy.config import ConfigError
+    from proxy.fallbacks import parse_target
+    from proxy.resume import ResumeError, dry_run_view, plan_resume
+    from proxy.resume import resume as send
+    from proxy.server import client_base
+    from recorder.export import dumps
+    from recorder.reader import DamagedLine, UnsupportedEvent
+
+    try:
+        settings, fallbacks = load_settings(config, {"data_dir": data_dir}, ())
+        target = parse_target("--to", to, fallbacks.providers)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        resumption = plan_resume(settings.data_dir, session, target, new)
+        if dry_run:
+            click.echo(dumps(dry_run_view(resumption)))
+            return
+        resumed = asyncio.run(send(settings, resumption))
+    except (ResumeError, DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(resumed.text)
+    suffix = "/v1" if resumption.attempt.target.provider.type == "openai" else ""
+    base = f"{client_base(settings, settings.port)}/s/{resumed.new}{suffix}"
+    click.echo(f"\nsession {resumed.new} (resumes {session}); continue it through taplog serve")
+    click.echo(f"  with the base URL {base}")
+    if resumed.status is None or resumed.status >= 400:
+        raise click.ClickException(f"the vendor did not answer ({resumed.status or 'no answer'})")
 
 
 @click.command("snapshot")
@@ -161,4 +291,4 @@ def migrate(data_dir: Path) -> None:
     click.echo(f"{len(rewritten)} session files upgraded")
 
 
-COMMANDS = [export, fork, replay, snapshot, migrate]
+COMMANDS = [export, fork, resume, replay, snapshot, migrate]

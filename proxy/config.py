@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 FSYNC_CHOICES = ("always", "interval", "never")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+REPLAY_MODES = ("strict", "passthrough", "record-missing")
 FAILOVER_TABLES = frozenset({"providers", "fallback"})  # read by proxy.fallbacks
 
 
@@ -99,6 +100,11 @@ def is_metadata_host(host: str) -> bool:
     return address.is_link_local
 
 
+def _replay_source(value: str) -> None:
+    if value and not Path(value).exists():
+        raise ValueError("must be an existing data dir or session file (empty: no replay)")
+
+
 _TOKEN = re.compile(r"[A-Za-z0-9._~-]{16,256}")
 MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
@@ -139,12 +145,33 @@ class Settings:
         OneOf(FSYNC_CHOICES),
     )
     max_body_mb: float = setting(64.0, "Largest request body accepted, in MiB.", _positive)
+    body_inline_max_kb: float = setting(
+        1024.0,
+        "Bodies (and raw streams) larger than this, in KiB, are stored beside the log in "
+        "blobs/, content-addressed; the log line points at them.",
+        _positive,
+    )
     body_timeout: float = setting(
         60.0, "Seconds a client may take to send its request body (then: 408).", _positive
+    )
+    header_timeout: float = setting(
+        60.0,
+        "Seconds a connection may take to send a request's headers, or stay idle "
+        "between requests (then: closed).",
+        _positive,
     )
     connect_timeout: float = setting(10.0, "Seconds to connect to a vendor.", _positive)
     read_timeout: float = setting(
         600.0, "Seconds a vendor may stay silent before the call times out.", _positive
+    )
+    total_timeout: float = setting(
+        3600.0, "Seconds a whole call may take, streaming included (then: cut off).", _positive
+    )
+    max_answer_mb: float = setting(
+        256.0, "Most bytes one answer may stream to a client, in MiB (then: cut off).", _positive
+    )
+    max_sse_event_mb: float = setting(
+        16.0, "Largest stream event (and so stream line) a vendor may send, in MiB.", _positive
     )
     shutdown_grace: float = setting(
         30.0, "Seconds in-flight calls may take to finish on SIGINT/SIGTERM.", _positive
@@ -179,15 +206,43 @@ class Settings:
         _tokens,
         secret=True,
     )
+    ui: bool = setting(
+        False,
+        "Serve the web UI (sessions, timelines, costs, live updates) at /ui/ on the proxy; "
+        "with inbound tokens it needs one, as /metrics does.",
+    )
     insecure_no_auth: bool = setting(
         False,
         "DANGER: listen beyond loopback without tokens; anyone who reaches the port can "
         "call vendors through taplog (on your fallback keys) and read /metrics.",
     )
 
+    replay: str = setting(
+        "",
+        "Answer model calls from this recording (a data dir or a session file) when it "
+        "holds them; empty: no replay.",
+        _replay_source,
+    )
+    replay_mode: str = setting(
+        "strict",
+        "With --replay, what a call the recording lacks gets: strict (a 404 naming the "
+        "closest recorded call), passthrough (the vendor, recorded), record-missing (the "
+        "vendor, recorded and answered from the recording from then on).",
+        OneOf(REPLAY_MODES),
+    )
+    replay_speed: float = setting(
+        1.0,
+        "With --replay, stream pacing: 2 plays twice as fast as recorded, 0 without waiting.",
+        _not_negative,
+    )
+
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def body_inline_max_bytes(self) -> int:
+        return int(self.body_inline_max_kb * 1024)
 
     @property
     def auth_tokens(self) -> tuple[str, ...]:

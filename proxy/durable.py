@@ -29,7 +29,7 @@ import asyncio
 from multidict import CIMultiDict
 
 from recorder.wire import api_module
-from recorder.wire.sse import SseSplitter, SseTooLarge, parse_block
+from recorder.wire.sse import SseSplitter, parse_block
 from recorder.writer import Recorder
 
 LOGGED_WAIT = 10.0
@@ -38,28 +38,28 @@ LOGGED_WAIT = 10.0
 class EndGuard:
     """Tells which chunk going to the client completes the answer."""
 
-    def __init__(self, api: str, headers: CIMultiDict[str]) -> None:
-        streamed = headers.get("content-type", "").startswith("text/event-stream")
-        module = api_module(api) if streamed else None
+    def __init__(self, api: str, headers: CIMultiDict[str], max_event_bytes: int) -> None:
+        self.streamed = headers.get("content-type", "").startswith("text/event-stream")
+        module = api_module(api) if self.streamed else None
         self._is_end = module.is_end if module is not None else None
         self._end_bytes: tuple[bytes, ...] = module.END_BYTES if module is not None else ()
-        self._splitter = SseSplitter() if self._is_end is not None else None
+        self._splitter = SseSplitter(max_event_bytes) if self.streamed else None
         length = headers.get("content-length", "")
-        self._remaining = int(length) if not streamed and length.isdigit() else None
+        self._remaining = int(length) if not self.streamed and length.isdigit() else None
 
     def completes(self, chunk: bytes) -> bool:
-        """Whether this chunk, added to those before it, completes the client's answer."""
+        """Whether this chunk, added to those before it, completes the client's answer.
+
+        Raises `SseTooLarge` when a stream event (or a line without an end) outgrows
+        `max_event_bytes`: watching any stream bounds what one event may hold.
+        """
         if self._remaining is not None:
             self._remaining -= len(chunk)
             return self._remaining <= 0
-        if self._splitter is None or self._is_end is None:
+        if self._splitter is None:
             return False  # only the end of the body completes it
-        try:
-            blocks = self._splitter.feed(chunk)
-        except SseTooLarge:
-            self._splitter = None  # an event too large to watch: the end of the body decides
-            return False
-        return any(
+        blocks = self._splitter.feed(chunk)
+        return self._is_end is not None and any(
             any(marker in block for marker in self._end_bytes)  # most blocks: no parsing
             and (event := parse_block(block)) is not None
             and self._is_end(event)

@@ -36,6 +36,12 @@ def error_body(provider: str, status: int, message: str, code: str) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
+def any_api_error_body(message: str, code: str) -> bytes:
+    """A 400 body for a request whose API is not known: both SDKs read this shape."""
+    error = {"type": "invalid_request_error", "message": f"taplog: {message}", "param": None}
+    return orjson.dumps({"type": "error", "error": {**error, "code": code}})
+
+
 def error_response(provider: str, status: int, message: str, code: str) -> web.Response:
     return web.Response(
         status=status,

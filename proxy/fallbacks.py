@@ -127,7 +127,7 @@ def _provider(name: str, table: Any) -> Provider:
     return Provider(name, kind, _check_url(f"{where}.base_url", table.get("base_url")), env, api)
 
 
-def _target(where: str, text: Any, providers: Mapping[str, Provider]) -> Target:
+def parse_target(where: str, text: Any, providers: Mapping[str, Provider]) -> Target:
     name, colon, model = text.partition(":") if isinstance(text, str) else ("", "", "")
     if not colon or not model:
         raise ConfigError(f"{where}: write targets as 'provider:model', got {text!r}")
@@ -155,7 +155,7 @@ def _rule(where: str, table: dict[str, Any], providers: Mapping[str, Provider]) 
         raise ConfigError(f"{where}.leave_out_untranslatable: true or false")
     if values["midstream"] not in MIDSTREAM:
         raise ConfigError(f"{where}.midstream: must be one of {', '.join(MIDSTREAM)}")
-    chain = tuple(_target(f"{where}.to[{i}]", t, providers) for i, t in enumerate(targets))
+    chain = tuple(parse_target(f"{where}.to[{i}]", t, providers) for i, t in enumerate(targets))
     return Rule(model, chain, **values)
 
 

@@ -11,6 +11,7 @@ with the outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from recorder.events import ERROR, make_event
 from recorder.exchange import Chunk, LlmResponse
 from recorder.secrets import safe_headers
 from recorder.wire.chaining import final_answer, response_id
+from recorder.wire.sse import SseTooLarge
 from recorder.writer import EventRecord
 
 
@@ -48,6 +50,7 @@ class Exchange:
     parsed: Any = None  # the client's request body, parsed
     started: float = field(default_factory=time.perf_counter)  # the upstream call started
     chunks: list[Chunk] = field(default_factory=list)
+    size: int = 0  # bytes in chunks
     delivered: int = 0  # chunks fully handed to the client
     ttfb_ms: float | None = None
 
@@ -59,6 +62,7 @@ class Exchange:
         if self.ttfb_ms is None:
             self.ttfb_ms = at
         self.chunks.append((at, chunk))
+        self.size += len(chunk)
 
 
 async def send(response: web.StreamResponse, chunk: bytes) -> None:
@@ -101,26 +105,38 @@ class _Answer:
             _record_answer(request, exchange, self.status, self.headers, outcome, error)
 
 
+class AnswerTooLarge(Exception):
+    """The answer streamed more than `--max-answer-mb`."""
+
+
 async def forward(
     request: web.Request, exchange: Exchange, body: bytes, headers: CIMultiDict[str]
 ) -> web.StreamResponse:
     app = request.app
+    settings = app[SETTINGS]
     answer = _Answer()
     exchange.started = time.perf_counter()
+    max_answer, max_event = _mib(settings.max_answer_mb), _mib(settings.max_sse_event_mb)
+    guard: EndGuard | None = None
     try:
-        async with app[POOL].request(
-            request.method,
-            URL(exchange.route.upstream_url, encoded=True),
-            data=body or None,
-            headers=headers,
-            allow_redirects=False,
-        ) as upstream:
+        async with (
+            asyncio.timeout(settings.total_timeout) as deadline,
+            app[POOL].request(
+                request.method,
+                URL(exchange.route.upstream_url, encoded=True),
+                data=body or None,
+                headers=headers,
+                allow_redirects=False,
+            ) as upstream,
+        ):
             answer.status, answer.headers = upstream.status, response_headers(upstream)
             answer.response = _client_response(upstream, answer.headers)
             await answer.response.prepare(request)
-            guard, held = EndGuard(exchange.route.api, answer.headers), []
+            guard, held = EndGuard(exchange.route.api, answer.headers, max_event), []
             async for chunk in upstream.content.iter_any():
                 exchange.keep(chunk)
+                if exchange.size > max_answer:
+                    raise AnswerTooLarge
                 if held or guard.completes(chunk):
                     held.append(chunk)  # the answer's end waits for its record
                     continue
@@ -129,15 +145,24 @@ async def forward(
             # Recorded before the client's response ends, so the agent's next call
             # (carrying tool results, naming this answer) always finds it logged.
             answer.finish(request, exchange, "ok" if answer.status < 400 else "upstream_error")
-            await _end(request, answer.response, exchange, held)
+            await end_answer(request, answer.response, exchange, held)
     except asyncio.CancelledError:
         stopping = app[LIFECYCLE].stopping
         answer.finish(request, exchange, "shutdown" if stopping else "client_disconnected")
         raise
     except ClientGone:
         answer.finish(request, exchange, "client_disconnected")
+    except AnswerTooLarge:
+        message = f"the answer streamed over {settings.max_answer_mb:g} MiB (--max-answer-mb)"
+        await _stop(request, exchange, answer, guard, "too_large", message)
+    except SseTooLarge:
+        message = f"a stream event is over {settings.max_sse_event_mb:g} MiB (--max-sse-event-mb)"
+        await _stop(request, exchange, answer, guard, "too_large", message)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        if not answer.recorded:
+        if deadline.expired():
+            message = f"the call took over {settings.total_timeout:g} s (--total-timeout)"
+            await _stop(request, exchange, answer, guard, "timeout", message)
+        elif not answer.recorded:
             failure = classify(exc)
             if answer.response is None:
                 _failure_answer(answer, exchange, failure)
@@ -149,10 +174,33 @@ async def forward(
     return answer.response
 
 
-async def _end(
+def _mib(value: float) -> int:
+    return int(value * 1024 * 1024)
+
+
+async def _stop(
+    request: web.Request,
+    exchange: Exchange,
+    answer: _Answer,
+    guard: EndGuard | None,
+    outcome: str,
+    message: str,
+) -> None:
+    """End an answer taplog will not pass on whole: a stream hears why, then is cut off."""
+    if answer.response is None:
+        _failure_answer(answer, exchange, UpstreamFailure(outcome, 504, message))
+    else:
+        if guard is not None and guard.streamed:
+            with contextlib.suppress(ClientGone):
+                await send(answer.response, errors.stream_error_event(exchange.route.api, message))
+        cut_off(request)
+    answer.finish(request, exchange, outcome, message)
+
+
+async def end_answer(
     request: web.Request, response: web.StreamResponse, exchange: Exchange, held: list[bytes]
 ) -> None:
-    """Send the held end of the answer once the answer is in the log (proxy.durable)."""
+    """Send the held end of a recorded answer once it is in the log (proxy.durable)."""
     app = request.app
     if not await logged(app[RECORDER]) and app[SETTINGS].fsync == "always":
         cut_off(request)  # never a complete answer that the log lacks

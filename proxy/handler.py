@@ -7,9 +7,11 @@ Order matters and is part of the contract:
 2. refuse with 503 when the recorder cannot take more (record or refuse),
    before anything reaches a vendor;
 3. read the body (over the limit: 413; not all there within the body
-   timeout: 408), resolve the session (a bad explicit id: 400, nothing
-   created);
-4. hand `session.started` / `llm.request` to the recorder, forward, and let
+   timeout: 408; naming an upstream of its own: 400);
+4. with `--replay`, answer from the recording when it holds the call (or
+   refuse a miss in strict mode): nothing recorded, no session resolved;
+5. resolve the session (a bad explicit id: 400, nothing created), hand
+   `session.started` / `llm.request` to the recorder, forward, and let
    `forward` record the answer whatever happens to it.
 """
 
@@ -25,6 +27,7 @@ from proxy.failover import Call as FailoverCall
 from proxy.failover import serve_with_fallbacks
 from proxy.fallbacks import Rule
 from proxy.forward import Exchange, forward
+from proxy.replay import REPLAYER
 from proxy.routing import PASSTHROUGH, RouteError
 from proxy.state import FALLBACKS, RECORDER, RESOLVER, SETTINGS, TOKENS
 from proxy.upstream import request_headers
@@ -82,6 +85,18 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
 
     headers = {name.lower(): value for name, value in request.headers.items()}
     parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
+    override = routing.upstream_override(headers, parsed)
+    if override is not None:
+        message = (
+            f"the {override} would choose the upstream; "
+            "taplog forwards only to its configured vendors"
+        )
+        return errors.error_response(route.provider, 400, message, "upstream_override")
+    replayer = app.get(REPLAYER)
+    if replayer is not None:
+        replayed = await replayer.answer(request, route.provider, route.api, parsed)
+        if replayed is not None:
+            return replayed
     key_fp = fingerprint(api_key(headers))
     call = Call(route.api, headers, parsed, key_fp, route.session, _retry_count(headers) > 0)
     try:
@@ -93,14 +108,25 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     exchange = Exchange(route, resolution.session, new_id("ex"), secrets, received, parsed)
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
+    sending = _send(request, exchange, body, key_fp)
+    if replayer is not None:
+        return await replayer.forwarding(exchange.id, recorder, sending)
+    return await sending
+
+
+async def _send(
+    request: web.Request, exchange: Exchange, body: bytes, key_fp: str | None
+) -> web.StreamResponse:
+    """Record the request and forward it (with fallbacks when its model has a rule)."""
+    app, route, parsed = request.app, exchange.route, exchange.parsed
     rule = _fallback_rule(app, route.api, parsed)
     if rule is not None:
         call = FailoverCall(exchange, parsed, body, request.headers, key_fp, rule)
         return await serve_with_fallbacks(request, call)
     upstream_headers = request_headers(request.headers)
-    recorder.record(
+    app[RECORDER].record(
         LlmRequest(
-            session=resolution.session,
+            session=exchange.session,
             exchange=exchange.id,
             api=route.api,
             provider=route.provider,

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 import orjson
-from aiohttp.http_exceptions import HttpProcessingError
 
 from recorder.events import Event
 
@@ -70,27 +69,9 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
-class MalformedRequests(logging.Filter):
-    """aiohttp's report of a request its HTTP parser refused, cut to one safe line.
-
-    The parser's message quotes the offending bytes (a header line, a piece of
-    the body), which may hold a client's key: only the error's kind is kept.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if record.name == "aiohttp.server" and isinstance(exc, HttpProcessingError):
-            record.msg = "refused a malformed HTTP request with %d (%s)"
-            record.args = (exc.code, type(exc).__name__)
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-            record.exc_info = record.exc_text = None
-        return True
-
-
 def configure_logging(log_format: str, level: str, stream: Any = None) -> None:
     """Send taplog's log lines to stderr in `log_format` (text or json)."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.addFilter(MalformedRequests())
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -391,6 +391,7 @@ def _recorder_families(recorder: Recorder) -> Iterator[Metric]:
 _TRACKED = web.RequestKey("taplog_tracked", bool)
 _STREAMING = web.RequestKey("taplog_streaming", bool)
 OWN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+OWN_ROUTES = "own-"  # routes named with this prefix are taplog's own pages (the UI), not calls
 
 
 def call_tracker(metrics: Metrics) -> Any:
@@ -398,7 +399,8 @@ def call_tracker(metrics: Metrics) -> Any:
 
     @web.middleware
     async def track(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path in OWN_PATHS:
+        route = request.match_info.route.name or ""
+        if request.path in OWN_PATHS or route.startswith(OWN_ROUTES):
             return await handler(request)
         metrics.in_flight.inc()
         request[_TRACKED] = True

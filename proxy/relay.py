@@ -1,8 +1,10 @@
 """Send a good answer to the client: as it came, or translated into its API.
 
-Bytes go out as they arrive. A stream is watched for its end marker: one that
-breaks first (cut, stalled past the idle timeout, malformed, or over without
-its end marker) is never passed off as complete. With `midstream = "continue"`
+Bytes go out as they arrive, except the end of the answer: what completes it
+waits until the answer is in the log (proxy.durable), as on the plain path.
+A stream is watched for its end marker: one that breaks first (cut, stalled
+past the idle timeout, malformed, or over without its end marker) is never
+passed off as complete. With `midstream = "continue"`
 the next target continues it (proxy.continuation); otherwise, or when that
 fails, the client's stream ends with an error event in its own format and no
 end marker.
@@ -31,7 +33,7 @@ from proxy.continuation import (
     supports_prefill,
 )
 from proxy.fallbacks import Target
-from proxy.forward import ClientGone, cut_off, send
+from proxy.forward import ClientGone, cut_off, end_answer, send
 from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY
 from proxy.translations import context, route_for
 from proxy.upstream import BrokenStream, classify, response_headers
@@ -116,7 +118,7 @@ async def relay(
     """Send a good answer to the client: as it came, or translated into the client's API."""
     attempt = attempt_try.attempt
     if attempt.translation is not None and not attempt.stream:
-        return _relay_translated_body(request, call, attempt_try, upstream, headers)
+        return await _relay_translated_body(request, call, attempt_try, upstream, headers)
     if attempt.translation is not None:
         stream: Relayed | Translated = Translated(call, attempt)
         sent_headers = CIMultiDict(
@@ -127,23 +129,28 @@ async def relay(
         sent_headers = CIMultiDict(headers)
         sent_headers.popall("content-length", None)
     response = web.StreamResponse(status=upstream.status, headers=sent_headers)
-    outcome, error, sent = "ok", None, bytearray()
+    outcome, error, sent, held = "ok", None, bytearray(), []
     try:
         await response.prepare(request)
         pending = [chunk for _, chunk in attempt_try.chunks]
-        await _pipe(response, _chunks(upstream, attempt_try, pending), stream.convert, sent)
+        chunks = _chunks(upstream, attempt_try, pending)
+        await _pipe(response, chunks, stream.convert, lambda: stream.finished, sent, held)
         if not stream.finished:
             raise BrokenStream("the stream ended before its end marker")
         if isinstance(stream, Translated):
             remember_answer(request, call, stream.answer)
         else:
             remember_answer(request, call, final_answer(attempt.api, attempt_try.chunks))
-        await response.write_eof()
+        record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
+        outcome = "recorded"
+        await end_answer(request, response, call.exchange, held)
     except asyncio.CancelledError:
-        outcome = "shutdown" if request.app[LIFECYCLE].stopping else "client_disconnected"
+        if outcome != "recorded":  # else it went wrong while the held end went out
+            outcome = "shutdown" if request.app[LIFECYCLE].stopping else "client_disconnected"
         raise
     except ClientGone:
-        outcome = "client_disconnected"
+        if outcome != "recorded":
+            outcome = "client_disconnected"
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         failure = classify(exc)
         outcome = failure.outcome
@@ -163,12 +170,20 @@ async def _pipe(
     response: web.StreamResponse,
     chunks: AsyncIterator[bytes],
     convert: Callable[[bytes], bytes],
+    finished: Callable[[], bool],
     sent: bytearray,
+    held: list[bytes],
 ) -> None:
-    """Convert and send every chunk, keeping a copy of what the client received."""
+    """Convert and send every chunk, keeping a copy of what the client received.
+
+    Output from the chunk that finishes the answer on is kept in `held` instead:
+    it goes out once the answer is in the log (`end_answer`).
+    """
     async for chunk in chunks:
         out = convert(chunk)
-        if out:
+        if held or finished():
+            held.append(out)
+        elif out:
             await send(response, out)
             sent += out
 
@@ -203,8 +218,7 @@ async def continue_elsewhere(
         return False
     view = client_view(call.api, sent)
     if view.ended:  # the whole answer is there; only its end marker was lost
-        await send(response, end_marker(call.api))
-        await response.write_eof()
+        await end_answer(request, response, call.exchange, [end_marker(call.api)])
         return True
     if not view.continuable:
         return False
@@ -294,27 +308,29 @@ async def _splice(
     attempt = attempt_try.attempt
     stream = Translated(call, attempt) if attempt.translation else Relayed(attempt.api, True)
     splice = Splice(call.api, view)
-    outcome, error = "ok", None
+    outcome, error, held = "ok", None, []
+    headers = response_headers(upstream)
     try:
         chunks = _chunks(upstream, attempt_try, [])
-        await _pipe(
-            response, chunks, lambda chunk: splice.convert(stream.convert(chunk)), bytearray()
-        )
+        convert = lambda chunk: splice.convert(stream.convert(chunk))  # noqa: E731
+        await _pipe(response, chunks, convert, lambda: stream.finished, bytearray(), held)
         if not stream.finished:
             raise BrokenStream("the continuation ended before its end marker")
-        await response.write_eof()
+        record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
+        outcome = "recorded"
+        await end_answer(request, response, call.exchange, held)
         return True
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         outcome, error = classify(exc).outcome, str(exc) or classify(exc).message
         return False
     except ClientGone:
-        outcome = "client_disconnected"
+        if outcome != "recorded":
+            outcome = "client_disconnected"
         return True
     finally:
         upstream.close()
-        record_response(
-            request, call, attempt_try, upstream.status, response_headers(upstream), outcome, error
-        )
+        if outcome != "recorded":
+            record_response(request, call, attempt_try, upstream.status, headers, outcome, error)
 
 
 async def open_upstream(
@@ -344,24 +360,30 @@ async def _chunks(upstream: aiohttp.ClientResponse, attempt_try: Try, pending: l
         yield chunk
 
 
-def _relay_translated_body(
+async def _relay_translated_body(
     request: web.Request,
     call: Call,
     attempt_try: Try,
     upstream: aiohttp.ClientResponse,
     headers: CIMultiDict[str],
-) -> web.Response:
-    """A whole answer translated into the client's API."""
+) -> web.StreamResponse:
+    """A whole answer translated into the client's API, sent once it is in the log."""
     attempt = attempt_try.attempt
     body = b"".join(chunk for _, chunk in attempt_try.chunks)  # read whole by _answer_start
     upstream.release()
     route = route_for(call.api, attempt.api)
     assert route is not None and attempt.translation is not None  # planned that way
     ctx = context(call.parsed, attempt.target.model, attempt.translation)
-    translated = route.answer(parse_json(body), ctx)
-    remember_answer(request, call, translated)
+    answer = route.answer(parse_json(body), ctx)
+    remember_answer(request, call, answer)
+    translated = orjson.dumps(answer)
     record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
-    return web.Response(body=orjson.dumps(translated), content_type="application/json")
+    response = web.StreamResponse(headers={"content-type": "application/json"})
+    response.content_length = len(translated)
+    with contextlib.suppress(ClientGone):
+        await response.prepare(request)
+        await end_answer(request, response, call.exchange, [translated])
+    return response
 
 
 def remember_answer(request: web.Request, call: Call, answer: dict | None) -> None:

@@ -1,61 +1,127 @@
-"""`taplog replay`: answer model calls from a recording instead of the vendor (strict mode).
+"""Answer model calls from a recording: `taplog replay` and `taplog serve --replay`.
 
-A small aiohttp app of its own, separate from the recording proxy: it reads
-no keys, calls no vendor and writes nothing. Each POST to a model API is
-matched to a recorded call by `recorder.replay_index.signature`; the recorded
-answer goes back byte for byte (status, the vendor's headers, the body), a
-stream event by event with its original pacing divided by `speed` (0: no
-waiting). A miss is a 404 in the client's API shape (`x-taplog-error:
-replay_miss`) naming the closest recorded request and the first field where it
-differs, so a test fails with a reason instead of a hang.
+Each POST to a model API is matched to a recorded call by
+`recorder.replay_index.signature`; the recorded answer goes back byte for byte
+(status, the vendor's headers, the body), a stream event by event with its
+original pacing divided by `speed` (0: no waiting). What a call the recording
+lacks (a miss) gets depends on the mode:
+
+    strict          a 404 in the client's API shape (`x-taplog-error:
+                    replay_miss`) naming the closest recorded request and the
+                    first field where it differs; nothing reaches a vendor
+    passthrough     the normal proxy path: forwarded to the vendor, recorded
+    record-missing  the same, and once its answer is in the log it joins the
+                    index, so the same request is answered from the recording
+                    from then on (VCR's "new episodes")
+
+`Replayer.answer` is called by the proxy's handler (after the token check,
+routing and reading the body) and by the small strict-only app of `taplog
+replay`, which reads no keys, calls no vendor and writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
 from aiohttp import web
 
 from proxy.errors import error_response
-from proxy.routing import provider_for
-from recorder.replay_index import ReplayIndex, api_of_path, load_index
+from proxy.routing import PASSTHROUGH, provider_for
+from proxy.runner import listening, until_stopped
+from recorder.bodies import parse_json
+from recorder.events import LLM_RESPONSE, Event
+from recorder.replay_index import (
+    REPLAYED_APIS,
+    Recorded,
+    ReplayIndex,
+    api_of_path,
+    load_index,
+    recorded_calls,
+)
+from recorder.writer import Recorder
 
-INDEX = web.AppKey("replay_index", ReplayIndex)
-SPEED = web.AppKey("replay_speed", float)
+STRICT, PASSTHROUGH_MODE, RECORD_MISSING = "strict", "passthrough", "record-missing"
 MAX_BODY = 64 * 2**20
 
 
-def create_replay_app(source: Path, speed: float = 1.0) -> web.Application:
-    """The replay server's app over a data dir or one session file."""
-    app = web.Application(client_max_size=MAX_BODY)
-    app[INDEX] = load_index(source)
-    app[SPEED] = speed
-    app.router.add_route("*", "/{tail:.*}", _replay)
-    return app
+@dataclass
+class Replayer:
+    """A recording to answer from, and what its misses get."""
+
+    index: ReplayIndex
+    mode: str = STRICT
+    speed: float = 1.0
+    _watched: dict[str, list[Event]] = field(default_factory=dict)  # record-missing exchanges
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    async def answer(
+        self, request: web.Request, provider: str, api: str, body: object
+    ) -> web.StreamResponse | None:
+        """The recorded answer, strict mode's refusal, or None: send it to the vendor."""
+        if api not in REPLAYED_APIS:
+            if self.mode != STRICT:
+                return None
+            message = f"replay serves model calls only, not {request.method} {request.path}"
+            return error_response(provider, 404, message, "replay_not_recorded")
+        if body is None:
+            if self.mode != STRICT:
+                return None
+            return error_response(provider, 400, "the body is not JSON", "replay_bad_body")
+        recorded = self.index.take(api, body)
+        if recorded is not None:
+            return await _send_recorded(request, recorded, self.speed)
+        if self.mode != STRICT:
+            return None
+        return error_response(provider, 404, _miss(self.index, api, body), "replay_miss")
+
+    async def forwarding(
+        self, exchange: str, recorder: Recorder, sending: Awaitable[web.StreamResponse]
+    ) -> web.StreamResponse:
+        """A miss on its way to the vendor; under record-missing its answer joins the index
+        once every event of the call is in the log."""
+        if self.mode != RECORD_MISSING:
+            return await sending
+        self._loop = loop = asyncio.get_running_loop()
+        self._watched[exchange] = []
+        try:
+            return await sending
+        finally:  # an answer not learned yet (an error) once the whole call is in the log
+            recorder.when_written(lambda ok: loop.call_soon_threadsafe(self._learn, exchange))
+
+    def observe(self, event: Event) -> None:
+        """A recorder observer (writer thread): keeps the events of watched calls.
+
+        A good answer is learned as soon as it is written: the proxy holds the end
+        of an answer until it is in the log, so the client cannot ask again before
+        the index has it.
+        """
+        events = self._watched.get(event.get("exchange") or "")
+        if events is None:
+            return
+        events.append(event)
+        good = event.get("outcome") == "ok" and (event.get("status") or 999) < 400
+        if event["type"] == LLM_RESPONSE and good and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._learn, event["exchange"])
+
+    def _learn(self, exchange: str) -> None:
+        events = self._watched.pop(exchange, [])
+        if events:  # a call that failed over or broke off yields nothing (as when loading)
+            for call in recorded_calls(events[0]["session"], events):
+                self.index.add(call)
 
 
-async def _replay(request: web.Request) -> web.StreamResponse:
-    provider = provider_for(request.raw_path)
-    api = api_of_path(request.path)
-    if request.method != "POST" or api is None:
-        message = f"replay serves model calls only, not {request.method} {request.path}"
-        return error_response(provider, 404, message, "replay_not_recorded")
-    try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        return error_response(provider, 400, "the body is not JSON", "replay_bad_body")
-    index = request.app[INDEX]
-    recorded = index.take(api, body)
-    if recorded is None:
-        return error_response(provider, 404, _miss(index, api, body), "replay_miss")
+async def _send_recorded(
+    request: web.Request, recorded: Recorded, speed: float
+) -> web.StreamResponse:
     headers = {**recorded.headers, "x-taplog-replayed": recorded.where()}
     if recorded.sse is None:
         return web.Response(status=recorded.status, body=recorded.body, headers=headers)
     response = web.StreamResponse(status=recorded.status, headers=headers)
     await response.prepare(request)
-    speed, last = request.app[SPEED], 0.0
+    last = 0.0
     for t_ms, raw in recorded.sse:
         if speed > 0 and t_ms > last:
             await asyncio.sleep((t_ms - last) / 1000 / speed)
@@ -76,16 +142,31 @@ def _miss(index: ReplayIndex, api: str, body: object) -> str:
     )
 
 
+REPLAYER = web.AppKey("replayer", Replayer)
+
+
+def create_replay_app(source: Path, speed: float = 1.0) -> web.Application:
+    """The strict replay server's app over a data dir or one session file."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app[REPLAYER] = Replayer(load_index(source), STRICT, speed)
+    app.router.add_route("*", "/{tail:.*}", _replay)
+    return app
+
+
+async def _replay(request: web.Request) -> web.StreamResponse:
+    api = api_of_path(request.path) if request.method == "POST" else None
+    body = parse_json(await request.read())
+    answer = await request.app[REPLAYER].answer(
+        request, provider_for(request.raw_path), api or PASSTHROUGH, body
+    )
+    assert answer is not None  # strict: every call is answered
+    return answer
+
+
 async def run_replay(source: Path, host: str, port: int, speed: float) -> None:
     """Serve until interrupted; prints the URL once listening."""
     runner = web.AppRunner(create_replay_app(source, speed), handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0]
-    url = f"http://{bound[0]}:{bound[1]}"
-    print(f"taplog replay: {len(runner.app[INDEX])} calls on {url}", flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
+    async with listening(runner, host, port) as (bound_host, bound_port, *_):
+        url = f"http://{bound_host}:{bound_port}"
+        print(f"taplog replay: {len(runner.app[REPLAYER].index)} calls on {url}", flush=True)
+        await until_stopped()

@@ -5,7 +5,10 @@
 
 Upstream hosts come only from configuration; the client's path (kept raw,
 percent-encoding and query string included) is appended to a configured base,
-so no request can pick another host. Dot segments are refused outright.
+so no request can pick another host. Dot segments are refused outright, and so
+are body fields and headers that other gateways read as an upstream address
+(`api_base`, `X-Base-URL`, …): whoever sends one expects a redirect taplog will
+not make, and should hear so rather than have the call go elsewhere silently.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ _APIS = {
     ("anthropic", "/messages"): "anthropic.messages",
 }
 PASSTHROUGH = "passthrough"
+
+UPSTREAM_FIELDS = frozenset({"api_base", "base_url", "api_url", "azure_endpoint", "upstream_url"})
+UPSTREAM_HEADERS = frozenset({"x-api-base", "x-base-url", "x-upstream-url", "x-target-url"})
 
 
 class RouteError(Exception):
@@ -78,3 +84,15 @@ def route(raw_target: str, method: str, settings: Settings) -> Route:
         upstream = settings.openai_base.rstrip("/") + rest
     api = _APIS.get((provider, rest), PASSTHROUGH) if method == "POST" else PASSTHROUGH
     return Route(provider, api, path + question + query, upstream + question + query, session)
+
+
+def upstream_override(headers: dict[str, str], parsed: object) -> str | None:
+    """The header or top-level body field by which a call tries to pick its upstream."""
+    header = next((name for name in headers if name in UPSTREAM_HEADERS), None)
+    if header is not None:
+        return f"header {header}"
+    if isinstance(parsed, dict):
+        field = next((name for name in parsed if name in UPSTREAM_FIELDS), None)
+        if field is not None:
+            return f"body field {field!r}"
+    return None

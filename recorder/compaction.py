@@ -25,8 +25,11 @@ from recorder.views import typed_events
 COMPACTED_DIR = "compacted"
 MANIFEST = "manifest.json"
 MAX_SEGMENTS = 16
+# The columns of a segment (recorder.views); segments of another layout are not read,
+# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`.
+SEGMENT_LAYOUT = 2
 
-Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": file name}
+Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": name, "layout"}
 
 
 def sql_list(paths: list[str]) -> str:
@@ -53,8 +56,10 @@ def compacted_sessions(data_dir: Path, logs: dict[str, Path]) -> dict[str, Path]
     found = {}
     for session, entry in _read_manifest(folder).items():
         log = logs.get(session)
+        if log is None or entry.get("layout") != SEGMENT_LAYOUT:
+            continue
         segment = folder / str(entry.get("segment"))
-        if log is not None and entry.get("size") == log.stat().st_size and segment.exists():
+        if entry.get("size") == log.stat().st_size and segment.exists():
             found[session] = segment
     return found
 
@@ -80,7 +85,8 @@ def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
     for log in sorted((data_dir / "sessions").glob("*.jsonl")):
         stat = log.stat()
         idle = time.time() - stat.st_mtime >= idle_seconds
-        if idle and manifest.get(log.stem, {}).get("size") != stat.st_size:
+        entry = manifest.get(log.stem, {})
+        if idle and (entry.get("size"), entry.get("layout")) != (stat.st_size, SEGMENT_LAYOUT):
             due[log.stem] = (log, stat.st_size)
     if not due:
         return []
@@ -90,7 +96,10 @@ def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
         logs = sql_list([str(log) for log, _ in due.values()])
         _copy(con, typed_events(f"read_ndjson_objects({logs}, ignore_errors = true)"), segment)
         manifest.update(
-            {s: {"size": size, "segment": segment.name} for s, (_, size) in due.items()}
+            {
+                s: {"size": size, "segment": segment.name, "layout": SEGMENT_LAYOUT}
+                for s, (_, size) in due.items()
+            }
         )
         if len({entry["segment"] for entry in manifest.values()}) > MAX_SEGMENTS:
             _merge(con, folder, manifest)
@@ -102,7 +111,7 @@ def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
 
 
 def _merge(con: duckdb.DuckDBPyConnection, folder: Path, manifest: Manifest) -> None:
-    """Rewrite the live rows of every segment into one."""
+    """Rewrite the live rows of every segment into one (older layouts' rows had no blobs)."""
     pairs = [(str(folder / str(e["segment"])), s) for s, e in manifest.items()]
     con.execute(
         "CREATE TEMP TABLE live AS SELECT unnest(?) AS filename, unnest(?) AS session",
@@ -112,12 +121,13 @@ def _merge(con: duckdb.DuckDBPyConnection, folder: Path, manifest: Manifest) -> 
     merged = _new_segment(folder)
     _copy(
         con,
-        f"SELECT * EXCLUDE (filename) FROM read_parquet({segments}, filename = true) "
+        f"SELECT * EXCLUDE (filename) FROM read_parquet({segments}, filename = true, "
+        "union_by_name = true) "
         "SEMI JOIN live USING (filename, session)",
         merged,
     )
     for entry in manifest.values():
-        entry["segment"] = merged.name
+        entry.update(segment=merged.name, layout=SEGMENT_LAYOUT)
 
 
 def _drop_unused(folder: Path, manifest: Manifest) -> None:

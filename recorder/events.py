@@ -1,4 +1,4 @@
-"""The session log's event format: one JSON object per line, version 1.
+"""The session log's event format: one JSON object per line, version 2.
 
 Every line carries the envelope
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: blobs (recorder.blobs), transcript deltas (recorder.transcripts)
 
 SESSION_STARTED = "session.started"
 LLM_REQUEST = "llm.request"

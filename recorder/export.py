@@ -57,7 +57,7 @@ def session_path(data_dir: Path, session: str) -> Path:
 def export_lines(path: Path, at: int | None = None) -> Iterator[bytes]:
     """The session's raw event lines (verified), up to seq `at` when given."""
     with open(path, "rb") as log_file:
-        for event, line in zip(read_events(path), log_file, strict=False):
+        for event, line in zip(read_events(path, as_stored=True), log_file, strict=False):
             if at is not None and event["seq"] > at:
                 return
             yield line

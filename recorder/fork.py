@@ -33,7 +33,8 @@ def fork_session(data_dir: Path, session: str, at: int, new: str | None = None) 
     origin = sessions / f"{session}.jsonl"
     if not origin.is_file():
         raise ForkError(f"no session {session!r} in {data_dir}")
-    prefix = [event for event in read_events(origin) if event["seq"] <= at]
+    # Copied as stored: blob references stay references to the same blobs.
+    prefix = [event for event in read_events(origin, as_stored=True) if event["seq"] <= at]
     if not prefix or prefix[-1]["seq"] != at:
         last = prefix[-1]["seq"] if prefix else 0
         raise ForkError(f"session {session!r} has no event {at} (its last is {last})")

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import orjson
 
+from recorder.blobs import BlobStore
 from recorder.events import ERROR, Event, make_event, seal, verify_line
+from recorder.transcripts import Ledger
 
 _BLOCK = 64 * 1024
 
@@ -54,8 +56,12 @@ def _last_newline_before(fd: int, end: int) -> int:
 class SessionFile:
     """An open session log positioned after its last verified line."""
 
-    def __init__(self, path: Path, quarantine: Path, sync_dir: bool) -> None:
+    def __init__(
+        self, path: Path, quarantine: Path, sync_dir: bool, blobs: BlobStore | None = None
+    ) -> None:
         self.path = path
+        self.blobs = blobs
+        self.transcripts = Ledger()  # what this handle wrote: a reopened file starts afresh
         self.created = not path.exists()  # its directory entry needs a sync to last
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         if self.created and sync_dir:
@@ -103,15 +109,25 @@ class SessionFile:
     def append(self, events: Iterable[Event]) -> None:
         """Write events as one batch; on any error the file is left as before.
 
+        A request's resent history is stored as a delta on the one before
+        (`recorder.transcripts`), and large bodies go to blobs first
+        (`recorder.blobs`), so a line never points at a blob that is not written; a
+        blob that cannot be written fails the batch.
+
         Should undoing a failed write fail too, the file is marked `broken`: the
         writer closes it and opens it anew, which moves the torn bytes aside.
         Whole lines of that batch which did reach the file stay, and are written
         again after them (the same event ids twice, each line verifiable).
         """
-        seq, prev, lines = self.seq, self.prev, []
+        seq, prev, lines, learnt = self.seq, self.prev, [], {}
         for event in events:
             seq += 1
-            line, prev = seal(event, seq, prev)
+            stored = self.transcripts.stored_form(event, learnt)
+            line, digest = seal(stored, seq, prev)
+            if self.blobs is not None and self.blobs.move_out(stored, len(line)):
+                line, digest = seal(stored, seq, prev)  # now pointing at its blob
+            event["seq"], event["prev"] = seq, prev
+            prev = digest
             lines.append(line)
         data = b"".join(lines)
         try:
@@ -126,6 +142,7 @@ class SessionFile:
             raise
         self.size += len(data)
         self.seq, self.prev, self.dirty = seq, prev, True
+        self.transcripts.commit(learnt)
 
     def sync(self) -> None:
         if self.dirty:
@@ -163,7 +180,9 @@ def _whole_prefix(path: Path) -> tuple[bytes, int]:
     return data[:end], lines
 
 
-def reseal(path: Path, quarantine: Path, failure: OSError) -> tuple[SessionFile, Event, int]:
+def reseal(
+    session_file: SessionFile, quarantine: Path, failure: OSError
+) -> tuple[SessionFile, Event, int]:
     """Replace a log whose fsync failed by a synced copy of its whole lines.
 
     The suspect file stays in `quarantine/` (linked before the swap, so a
@@ -172,16 +191,17 @@ def reseal(path: Path, quarantine: Path, failure: OSError) -> tuple[SessionFile,
     that did not read back whole; it is returned with the file and the number
     of those bytes. Raises OSError when the disk fails again.
     """
+    path = session_file.path
     kept = quarantine / quarantine_name(path.stem, "suspect.jsonl")
     whole, lines = _whole_prefix(path)
     left_behind = path.stat().st_size - len(whole)
-    fresh = path.with_name(f".{path.name}.resealing")  # not a *.jsonl: readers skip it
-    with open(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+    copy = path.with_name(f".{path.name}.resealing")  # not a *.jsonl: readers skip it
+    with open(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
         out.write(whole)
         out.flush()
         os.fsync(out.fileno())
     os.link(path, kept)
-    os.replace(fresh, path)
+    os.replace(copy, path)
     _sync_directory(path.parent)
     reason = (
         f"an fsync of this log failed ({failure.strerror or failure}); its {lines} whole "
@@ -190,11 +210,11 @@ def reseal(path: Path, quarantine: Path, failure: OSError) -> tuple[SessionFile,
     )
     if left_behind:
         reason += f"; {left_behind} bytes after them did not read back whole and stay there"
-    session_file = SessionFile(path, quarantine, sync_dir=True)
+    fresh = SessionFile(path, quarantine, sync_dir=True, blobs=session_file.blobs)
     event = make_event(ERROR, path.stem, None, reason=reason)
-    session_file.append([event])
-    session_file.sync()
-    return session_file, event, left_behind
+    fresh.append([event])
+    fresh.sync()
+    return fresh, event, left_behind
 
 
 def _sync_directory(folder: Path) -> None:
@@ -206,7 +226,7 @@ def _sync_directory(folder: Path) -> None:
 
 
 def open_session_file(
-    path: Path, quarantine: Path, sync_dir: bool
+    path: Path, quarantine: Path, sync_dir: bool, blobs: BlobStore | None = None
 ) -> tuple[SessionFile, str | None]:
     """Open a session log for appending, repairing it first; what the writer does.
 
@@ -214,8 +234,8 @@ def open_session_file(
     was moved to `quarantine` whole and a new one started with an `error` event.
     """
     try:
-        return SessionFile(path, quarantine, sync_dir), None
+        return SessionFile(path, quarantine, sync_dir, blobs), None
     except DamagedLog as exc:
-        session_file = SessionFile(path, quarantine, sync_dir)
+        session_file = SessionFile(path, quarantine, sync_dir, blobs)
         session_file.append([make_event(ERROR, path.stem, None, reason=str(exc))])
         return session_file, str(exc)

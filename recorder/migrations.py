@@ -4,8 +4,11 @@ Writers write only `FORMAT_VERSION`. A format change adds one function to
 `MIGRATIONS`, keyed by the version it upgrades *from*, that turns an event of
 that version into one of the next (and bumps `FORMAT_VERSION`); `upgrade`
 applies them in order, so readers see current events whatever the file holds.
-There is only version 1 so far: `MIGRATIONS` is empty and the mechanism waits,
-tested, for the first change.
+Version 2 added blob references (`recorder.blobs`) and transcript deltas
+(`recorder.transcripts`): a version-1 event is a valid version-2 event as it
+is, so its migration only renumbers it, while a taplog that knows only
+version 1 refuses the newer lines instead of reading them without their
+bodies or with only a turn's worth of history.
 
 `migrate_data_dir` rewrites the files that hold older events: every event
 upgraded and resealed into a new hash chain (`seq` kept), written aside and
@@ -27,8 +30,14 @@ from recorder.reader import read_events, session_files
 
 Migration = Callable[[Event], Event]
 
+
+def _blobs_and_deltas_added(event: Event) -> Event:
+    """1 -> 2: bodies may sit in blobs, histories be deltas; a version-1 event is whole."""
+    return event
+
+
 # version -> the function that upgrades an event of that version to the next one.
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {1: _blobs_and_deltas_added}
 
 
 def upgrade(event: Event) -> Event:
@@ -42,7 +51,8 @@ def upgrade(event: Event) -> Event:
 
 
 def outdated(path: Path) -> bool:
-    return any(event.get("v", 1) < format_.FORMAT_VERSION for event in read_events(path))
+    events = read_events(path, as_stored=True)
+    return any(event.get("v", 1) < format_.FORMAT_VERSION for event in events)
 
 
 def migrate_data_dir(data_dir: Path) -> list[Path]:
@@ -60,7 +70,7 @@ def migrate_data_dir(data_dir: Path) -> list[Path]:
 
 def _rewrite(path: Path, quarantine: Path) -> None:
     lines, prev = [], None
-    for event in read_events(path):
+    for event in read_events(path, as_stored=True):
         current = {k: v for k, v in upgrade(dict(event)).items() if k not in ("prev", "h")}
         line, prev = seal(current, event["seq"], prev)
         lines.append(line)
@@ -75,4 +85,4 @@ def _rewrite(path: Path, quarantine: Path) -> None:
 
 
 def _oldest(path: Path) -> int:
-    return min(event.get("v", 1) for event in read_events(path))
+    return min(event.get("v", 1) for event in read_events(path, as_stored=True))

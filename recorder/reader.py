@@ -3,7 +3,10 @@
 A last line without its newline is a write cut short by a crash: it is
 skipped (the writer repairs it when it opens the file again). Anything else
 that does not parse or verify is damage and raises `DamagedLine`, naming the
-file and byte offset; it is never skipped silently.
+file and byte offset; it is never skipped silently. Bodies stored beside the
+log (`recorder.blobs`) are put back into their events, checked against their
+hash, and so is history a request resent (`recorder.transcripts`); a blob
+that is missing or changed is damage too.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from pathlib import Path
 
 import orjson
 
+from recorder.blobs import BlobError, blobs_folder, resolve
 from recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
+from recorder.transcripts import Rebuilder, TranscriptError
 
 
 class DamagedLine(ValueError):
@@ -34,8 +39,40 @@ def _check_known(event: Event, where: str) -> None:
         raise UnsupportedEvent(f"{where}: unknown event type {event.get('type')!r}")
 
 
-def read_events(path: Path) -> Iterator[Event]:
-    """The events of one session file, in order."""
+def parse_line(line: bytes, where: str) -> Event:
+    """One whole log line, verified and parsed as stored; `where` names it in errors."""
+    if verify_line(line) is None:
+        raise DamagedLine(f"{where}: line fails its checksum")
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        event = None
+    if not isinstance(event, dict):
+        raise DamagedLine(f"{where}: line is not a JSON object")
+    _check_known(event, where)
+    return event
+
+
+class _Restorer:
+    """Puts back, line by line from a file's start, what the writer stored apart:
+    bodies kept in blobs and history resent from the previous request."""
+
+    def __init__(self, path: Path) -> None:
+        self._blobs, self._transcripts = blobs_folder(path), Rebuilder()
+
+    def __call__(self, event: Event, where: str) -> Event:
+        try:
+            self._transcripts.rebuild(resolve(self._blobs, event))
+        except (BlobError, TranscriptError) as exc:
+            raise DamagedLine(f"{where}: {exc}") from None
+        return event
+
+
+def read_events(path: Path, as_stored: bool = False) -> Iterator[Event]:
+    """The events of one session file, in order, as they were recorded: bodies kept in
+    blobs and resent history stored once are put back, unless `as_stored` (for copying
+    lines as they are)."""
+    restore = None if as_stored else _Restorer(path)
     offset = 0
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
@@ -43,16 +80,53 @@ def read_events(path: Path) -> Iterator[Event]:
             offset += len(line)
             if not line.endswith(b"\n"):
                 return  # torn tail of an interrupted write
-            if verify_line(line) is None:
-                raise DamagedLine(f"{where}: line fails its checksum")
-            try:
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                event = None
-            if not isinstance(event, dict):
-                raise DamagedLine(f"{where}: line is not a JSON object")
-            _check_known(event, where)
-            yield event
+            event = parse_line(line, where)
+            yield event if restore is None else restore(event, where)
+
+
+class LogRewritten(RuntimeError):
+    """A followed log became shorter than what was read of it (repaired or replaced)."""
+
+
+class LogFollower:
+    """The events of a session file as it grows, after a given seq; whole lines only.
+
+    Each `poll` reads just the bytes appended since the last one (a size check when
+    nothing changed), so a reader can poll often; a line still being written is left
+    for the next poll.
+    """
+
+    def __init__(self, path: Path, after_seq: int = 0) -> None:
+        self.path = path
+        self.after_seq = after_seq
+        self._offset = 0
+        self._line = 0
+        self._restore = _Restorer(path)  # from the first line: deltas build on earlier ones
+
+    def has_more(self) -> bool:
+        """Whether the file changed size since the last poll (a `stat`, nothing read)."""
+        return self.path.stat().st_size != self._offset
+
+    def poll(self) -> list[Event]:
+        size = self.path.stat().st_size
+        if size < self._offset:
+            raise LogRewritten(f"{self.path} was cut back or replaced while being followed")
+        if size == self._offset:
+            return []
+        with open(self.path, "rb") as log_file:
+            log_file.seek(self._offset)
+            chunk = log_file.read(size - self._offset)
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        events = []
+        for line in whole.splitlines(keepends=True):
+            self._line += 1
+            where = f"{self.path}:{self._line} (byte {self._offset})"
+            event = self._restore(parse_line(line, where), where)
+            self._offset += len(line)
+            if event.get("seq", 0) > self.after_seq:
+                events.append(event)
+                self.after_seq = event["seq"]
+        return events
 
 
 def session_files(data_dir: Path) -> list[Path]:

@@ -137,3 +137,48 @@ def _failovers(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datet
         (at, f"  failover {cell(fp)}:{cell(fm)} → {cell(tp)}:{cell(tm)} ({cell(reason)})")
         for at, fp, fm, tp, tm, reason in rows
     ]
+
+
+def _tokens(usage: Any) -> str:
+    usage = usage if isinstance(usage, dict) else {}
+    return f"{usage.get('input_tokens') or 0}→{usage.get('output_tokens') or 0} tok"
+
+
+def _event_summary(event: dict[str, Any], width: int | None) -> str:
+    """What one event says, in the words of `show`."""
+    kind, get = event.get("type"), event.get
+    if kind == "llm.request":
+        via = (
+            f"  (translated from {cell(get('translated_from'))})" if get("translated_from") else ""
+        )
+        return f"{cell(get('api'))} {cell(get('model'))} → {cell(get('provider'))}{via}"
+    if kind == "llm.response":
+        return (
+            f"{get('status') or '-'} {cell(get('outcome'))} {cell(get('model'))}  "
+            f"{_tokens(get('usage'))}  {get('latency_ms') or 0:.1f} ms  {_money(get('cost_usd'))}"
+            + (f"  {cell(get('finish_reason'))}" if get("finish_reason") else "")
+        )
+    if kind == "tool.pre":
+        return f"{cell(get('name'))} {_clip(get('arguments'), width)}"
+    if kind == "tool.post":
+        took = "" if get("duration_ms") is None else f"  {get('duration_ms'):.1f} ms"
+        outcome = "ERROR " if get("is_error") else ""
+        return f"{cell(get('name'))} → {outcome}{_clip(get('result'), width)}{took}"
+    if kind == "failover":
+        return (
+            f"{cell(get('from_provider'))}:{cell(get('from_model'))} → "
+            f"{cell(get('to_provider'))}:{cell(get('to_model'))} ({cell(get('reason'))})"
+        )
+    if kind == "session.started":
+        return f"({cell(get('source') or '?')}, {cell(get('user_agent') or '?')})"
+    return cell(get("reason") or get("error"), width)
+
+
+def event_line(event: dict[str, Any], width: int | None = 100) -> str:
+    """One line per event for `taplog tail`: time, seq, type and what it says."""
+    try:
+        at = _when(datetime.strptime(event["ts"], "%Y-%m-%dT%H:%M:%S.%fZ"))
+    except (KeyError, TypeError, ValueError):
+        at = "??:??:??.???"
+    seq, kind = f"#{event.get('seq')}", cell(event.get("type"))
+    return f"{at}  {seq:>5}  {kind:<15} {_event_summary(event, width)}".rstrip()

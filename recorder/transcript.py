@@ -101,3 +101,28 @@ def conversation_prefixes(api: str, body: Any, seed: bytes) -> list[bytes]:
         if seen_user:
             digests.append(hasher.copy().digest())
     return digests
+
+
+def new_messages(
+    api: str, body: Any, previous_api: str | None, previous_body: Any
+) -> dict[str, Any]:
+    """What a call sent that the previous call of its session had not: the messages after
+    the transcript the two share, and whether the system prompt changed.
+
+    Agents resend the whole history every turn; this is the part a person wants to read.
+    """
+    found = _transcript(api, body) if isinstance(body, dict) else None
+    if found is None or not isinstance(found[1], list):
+        return {"kept": 0, "new": [], "system_changed": False}
+    system, messages = found
+    before = None
+    if previous_api is not None and isinstance(previous_body, dict):
+        before = _transcript(previous_api, previous_body)
+    earlier = before[1] if before is not None and isinstance(before[1], list) else []
+    kept = 0
+    for old, new in zip(earlier, messages, strict=False):
+        if _canonical(old) != _canonical(new):
+            break
+        kept += 1
+    system_changed = before is not None and orjson.dumps(before[0]) != orjson.dumps(system)
+    return {"kept": kept, "new": messages[kept:], "system_changed": system_changed}

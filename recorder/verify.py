@@ -2,10 +2,13 @@
 
 A session log is whole when every line ends in a newline and verifies
 against its own checksum `h`, its `seq` runs 1, 2, 3… without gaps, each
-line's `prev` is the `h` of the line before (the first line's is null), and
-every line belongs to the file's session. Each violation is a `Finding` that
-names the file, the line, its byte offset and the reason; checking goes on
-after one, so a report shows all of them (up to `MAX_FINDINGS` per file).
+line's `prev` is the `h` of the line before (the first line's is null),
+every line belongs to the file's session, every blob a line points at
+(`recorder.blobs`) is there and matches its hash, and every request's resent
+history rebuilds from the requests before it (`recorder.transcripts`). Each
+violation is a `Finding` that names the file, the line, its byte offset and
+the reason; checking goes on after one, so a report shows all of them (up to
+`MAX_FINDINGS` per file).
 
 A last line without its newline is not damage but a write cut short by a
 crash (a *torn tail*): readers skip it, and it is reported apart. `repair`
@@ -29,10 +32,12 @@ from pathlib import Path
 
 import orjson
 
+from recorder import blobs
 from recorder.events import verify_line
 from recorder.lock import DataDirLock
 from recorder.logfile import open_session_file
 from recorder.sessions import SESSION_ID
+from recorder.transcripts import Rebuilder
 
 MAX_FINDINGS = 20
 
@@ -100,8 +105,9 @@ class _Chain:
 
 
 def verify_file(path: Path) -> Report:
-    """Check one session log: checksums, the hash chain, gapless seq, a torn tail."""
+    """Check one session log: checksums, the chain, gapless seq, blobs, transcripts, a torn tail."""
     report, chain, offset = Report(path), _Chain(), 0
+    contents = _Contents(blobs.blobs_folder(path))
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
             start, offset = offset, offset + len(line)
@@ -113,14 +119,37 @@ def verify_file(path: Path) -> Report:
                 report.torn = Finding(path, number, start, reason, torn=True)
                 break
             report.lines = number
-            reasons = _check_line(line, path.stem, chain)
+            reasons = _check_line(line, path.stem, chain, contents)
             if reasons:
                 report._damaged(number, start, reasons)
     report.size = offset
     return report
 
 
-def _check_line(line: bytes, session: str, chain: _Chain) -> list[str]:
+class _Contents:
+    """What lines point at or build on: each blob checked once, transcripts rebuilt in order."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.blobs_seen: dict[str, str | None] = {}
+        self.transcripts = Rebuilder()
+
+    def problems(self, event: dict) -> list[str]:
+        if "blob" in event:
+            key = orjson.dumps(event["blob"]).decode()
+            if key not in self.blobs_seen:
+                self.blobs_seen[key] = blobs.check(self.folder, event["blob"])
+            if self.blobs_seen[key] is not None:
+                return [str(self.blobs_seen[key])]
+        if "transcript" in event:
+            try:
+                self.transcripts.rebuild(blobs.resolve(self.folder, event))
+            except ValueError as exc:  # TranscriptError, BlobError
+                return [str(exc)]
+        return []
+
+
+def _check_line(line: bytes, session: str, chain: _Chain, contents: _Contents) -> list[str]:
     digest = verify_line(line)
     if digest is None:
         chain.lost()
@@ -135,7 +164,7 @@ def _check_line(line: bytes, session: str, chain: _Chain) -> list[str]:
     reasons = chain.check(event, digest)
     if event.get("session") != session:
         reasons.append(f"belongs to session {event.get('session')!r}, not {session!r}")
-    return reasons
+    return reasons + contents.problems(event)
 
 
 def session_paths(data_dir: Path, sessions: Iterable[str] = ()) -> list[Path]:

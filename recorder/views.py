@@ -56,17 +56,21 @@ _TYPED = {
     "from_model": "VARCHAR",
     "to_provider": "VARCHAR",
     "to_model": "VARCHAR",
+    "blob": {"sha256": "VARCHAR"},
+    "transcript": {"keep": "BIGINT"},
 }
 _USAGE = _TYPED["usage"]
-_SCALARS = [name for name in _TYPED if name not in ("ts", "usage")]
+_SCALARS = [name for name in _TYPED if name not in ("ts", "usage", "blob", "transcript")]
 
-EVENT_COLUMNS = ", ".join(["ts", *_SCALARS, *_USAGE, "data"])
+EVENT_COLUMNS = ", ".join(["ts", *_SCALARS, *_USAGE, "blob_sha256", "transcript_keep", "data"])
 
 _TYPED_COLUMNS = ", ".join(
     [
         "strptime(t.ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS ts",
         *(f"t.{name} AS {name}" for name in _SCALARS),
         *(f"t.usage.{name} AS {name}" for name in _USAGE),
+        "t.blob.sha256 AS blob_sha256",
+        "t.transcript.keep AS transcript_keep",
         "json AS data",
     ]
 )

@@ -9,13 +9,16 @@ and are logged; `accepting` turns False when the queue is over its high-water
 mark or the disk fails, and the proxy then refuses *new* calls with a 503
 before any vendor is called. A failed write leaves no partial line, keeps its
 events and is retried until it succeeds, so recording resumes by itself when
-space returns. A failed fsync is different: the kernel may already have
-dropped the data it could not write, and a second fsync would report success
-over the loss. So it is never retried: the file is sealed as suspect and its
-whole lines go on in a new, synced file (`recorder.logfile.reseal`). Should
-that fail too, `accepting` turns False until taplog is restarted, with a
-reason that says so. The same holds should the writer thread itself ever
-fail: a proxy that cannot record refuses rather than forwards.
+space returns. Bodies over the inline limit go to blobs (`recorder.blobs`)
+just before the lines that point at them, and a blob that cannot be written
+fails the write the same way. A failed fsync is different: the kernel may
+already have dropped the data it could not write, and a second fsync would
+report success over the loss. So it is never retried: the file is sealed as
+suspect and its whole lines go on in a new, synced file
+(`recorder.logfile.reseal`). Should that fail too, `accepting` turns False
+until taplog is restarted, with a reason that says so. The same holds should
+the writer thread itself ever fail: a proxy that cannot record refuses rather
+than forwards.
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the writer thread with every event
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from recorder.blobs import BLOBS_DIR, BlobStore
 from recorder.events import ERROR, Event, make_event
 from recorder.logfile import SessionFile, open_session_file, reseal
 from recorder.reader import tool_events
@@ -149,11 +153,13 @@ class Recorder:
         retry_seconds: float = 1.0,
         session_idle_seconds: float = 3600.0,
         observers: Iterable[Observer] = (),
+        body_inline_max: int = 1024 * 1024,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
         self.sessions_dir = data_dir / "sessions"
         self.quarantine_dir = data_dir / "quarantine"
+        self.blobs = BlobStore(data_dir / BLOBS_DIR, body_inline_max, sync=fsync != "never")
         self.fsync = fsync
         self.high_water_bytes = high_water_bytes
         self._max_open = max_open_files
@@ -182,7 +188,7 @@ class Recorder:
     # -- event-loop side ---------------------------------------------------
 
     def start(self) -> None:
-        for folder in (self.sessions_dir, self.quarantine_dir):
+        for folder in (self.sessions_dir, self.quarantine_dir, self.blobs.folder):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._thread.start()
 
@@ -417,7 +423,9 @@ class Recorder:
 
     def _open(self, session: str) -> SessionFile:
         path = self.sessions_dir / f"{session}.jsonl"
-        session_file, damage = open_session_file(path, self.quarantine_dir, sync_dir=False)
+        session_file, damage = open_session_file(
+            path, self.quarantine_dir, sync_dir=False, blobs=self.blobs
+        )
         if damage is not None:
             log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
         if session_file.created and self.fsync != "never":
@@ -446,7 +454,7 @@ class Recorder:
             session_file.close(sync=False)
         log.error("recorder: an fsync of %s failed: %s", session_file.path.name, exc)
         try:
-            fresh, event, lost = reseal(session_file.path, self.quarantine_dir, exc)
+            fresh, event, lost = reseal(session_file, self.quarantine_dir, exc)
         except OSError as again:
             self._fatal = (
                 f"an fsync of {session_file.path.name} failed ({exc.strerror or exc}) and so "

@@ -18,9 +18,10 @@ import anthropic
 import openai
 import pytest
 
-from proxy.app import HTTP_LIMITS, create_app
+from proxy.app import create_app
 from proxy.config import Settings
 from proxy.fallbacks import Fallbacks, load_fallbacks
+from proxy.runner import ProxyRunner
 from proxy.state import RECORDER
 from recorder.events import Event
 from recorder.reader import read_all
@@ -94,7 +95,9 @@ def start_taplog(
 ) -> Taplog:
     settings = Settings(data_dir=data_dir, **overrides)
     app = create_app(settings, fallbacks)
-    url = servers.serve(app, handler_cancellation=True, shutdown_timeout=5, **HTTP_LIMITS)
+    url = servers.serve(
+        app, ProxyRunner, header_timeout=settings.header_timeout, shutdown_timeout=5
+    )
     return Taplog(url, data_dir, app, servers)
 
 
@@ -136,12 +139,19 @@ class Vendors:
         self.openai.url = servers.serve(self.openai.app(), handler_cancellation=True)
         self.anthropic.url = servers.serve(self.anthropic.app(), handler_cancellation=True)
 
-    def proxy(self, servers: ServerThread, data_dir: Path, rules: dict[str, Any]) -> Taplog:
-        """taplog in front of both, with these fallback rules."""
+    def proxy(
+        self, servers: ServerThread, data_dir: Path, rules: dict[str, Any], **overrides: Any
+    ) -> Taplog:
+        """taplog in front of both, with these fallback rules (and other settings)."""
         openai_base, anthropic_base = f"{self.openai.url}/v1", self.anthropic.url
         fallbacks = load_fallbacks(openai_base, anthropic_base, rules, ())
         return start_taplog(
-            servers, data_dir, fallbacks, openai_base=openai_base, anthropic_base=anthropic_base
+            servers,
+            data_dir,
+            fallbacks,
+            openai_base=openai_base,
+            anthropic_base=anthropic_base,
+            **overrides,
         )
 
 

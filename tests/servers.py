@@ -32,11 +32,16 @@ class ServerThread:
         future: Future[T] = asyncio.run_coroutine_threadsafe(make(), self.loop)
         return future.result(timeout)
 
-    def serve(self, app: web.Application, **runner_kwargs: object) -> str:
+    def serve(
+        self,
+        app: web.Application,
+        runner_class: type[web.AppRunner] = web.AppRunner,
+        **runner_kwargs: object,
+    ) -> str:
         """Start `app` on 127.0.0.1 at a free port; returns its base URL."""
 
         async def start() -> str:
-            runner = web.AppRunner(app, **runner_kwargs)
+            runner = runner_class(app, **runner_kwargs)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()

@@ -3,7 +3,9 @@ another host. Each case asserts its exact answer, then that a normal call still 
 
 from __future__ import annotations
 
+import select
 import socket
+import time
 
 import httpx
 import openai
@@ -115,19 +117,39 @@ def test_odd_paths_only_ever_reach_the_configured_base(taplog, fake, target, arr
     _still_serving(taplog)
 
 
-def test_body_fields_and_headers_naming_a_base_url_are_inert(taplog, fake):
-    """taplog reads no upstream from a request: such fields are plain content, forwarded."""
+@pytest.mark.parametrize(
+    ("headers", "body", "named"),
+    [
+        ({"X-Base-URL": "http://evil.example"}, {}, "the header x-base-url"),
+        ({"X-Api-Base": "http://evil.example"}, {}, "the header x-api-base"),
+        ({}, {"api_base": "http://evil.example"}, "the body field 'api_base'"),
+        ({}, {"base_url": "http://evil.example"}, "the body field 'base_url'"),
+    ],
+)
+def test_body_fields_and_headers_naming_a_base_url_are_refused(taplog, fake, headers, body, named):
+    client = openai.OpenAI(
+        base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0, default_headers=headers
+    )
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="gpt-4.1", messages=HELLO, extra_body=body)
+    assert refused.value.response.headers["x-taplog-error"] == "upstream_override"
+    assert refused.value.message == (
+        f"Error code: 400 - taplog: {named} would choose the upstream; "
+        "taplog forwards only to its configured vendors"
+    )
+    assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
+
+
+def test_a_reverse_proxys_forwarding_headers_are_ignored_not_refused(taplog, fake):
+    """X-Forwarded-* come from a proxy in front of taplog, not from the client: never used."""
     client = openai.OpenAI(
         base_url=f"{taplog.url}/v1",
         api_key=OPENAI_KEY,
         max_retries=0,
-        default_headers={"X-Forwarded-Host": "evil.example", "X-Base-URL": "http://evil"},
+        default_headers={"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"},
     )
-    client.chat.completions.create(
-        model="gpt-4.1",
-        messages=HELLO,
-        extra_body={"api_base": "http://evil.example", "base_url": "http://evil.example"},
-    )
+    client.chat.completions.create(model="gpt-4.1", messages=HELLO)
     (seen,) = fake.requests
     assert seen.path == "/v1/chat/completions"
 
@@ -178,7 +200,10 @@ def test_other_request_forms_never_reach_a_vendor(taplog, fake):
 
 PARSER_CASES = {
     "CR in a header value": (b"X-A: a\rb\r\n", b"Missing expected LF after header value"),
-    "LF in a header value": (b"X-A: a\nX-Injected: 1\r\n", b"Missing expected CR after header"),
+    "LF in a header value": (
+        b"X-A: a\nX-Injected: 1\r\n",
+        b"Missing expected CR after header value",
+    ),
     "NUL in a header value": (b"X-A: a\x00b\r\n", b"Invalid header value char"),
     "a folded header line": (b"X-A: a\r\n b\r\n", b"Unexpected whitespace after header value"),
     "space in a header name": (b"X A: b\r\n", b"Invalid header token"),
@@ -187,18 +212,31 @@ PARSER_CASES = {
         b"Content-Length can't be present with Transfer-Encoding",
     ),
     "two Content-Lengths": (b"Content-Length: 5\r\n", b"Duplicate Content-Length"),
-    "a header over 8190 bytes": (b"X-Big: " + b"a" * 9000 + b"\r\n", b"Got more than 8190 bytes"),
-    "129 headers": (b"".join(b"X-H%d: v\r\n" % i for i in range(129)), b"Too many headers"),
+    "a header over 8190 bytes": (
+        b"X-Big: " + b"a" * 9000 + b"\r\n",
+        b"Got more than 8190 bytes when reading",
+    ),
+    "129 headers": (
+        b"".join(b"X-H%d: v\r\n" % i for i in range(129)),
+        b"Too many headers received",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(PARSER_CASES))
-def test_malformed_http_is_refused_with_a_plain_400_and_nothing_recorded(taplog, fake, case):
-    extra, message = PARSER_CASES[case]
+def test_malformed_http_is_refused_in_an_sdk_error_shape_and_nothing_recorded(taplog, fake, case):
+    extra, kind = PARSER_CASES[case]
     status, headers, body = _raw(taplog.url, _post(b"/v1/chat/completions", extra))
-    assert status == 400
-    assert headers["content-type"] == "text/plain; charset=utf-8"
-    assert body.startswith(message)
+    assert (status, headers["x-taplog-error"]) == (400, "malformed_request")
+    assert orjson.loads(body) == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"taplog: malformed HTTP request: {kind.decode()}",
+            "param": None,
+            "code": "malformed_request",
+        },
+    }
     assert fake.requests == [] and taplog.sessions() == {}
     _still_serving(taplog)
 
@@ -213,10 +251,33 @@ def test_malformed_http_is_refused_with_a_plain_400_and_nothing_recorded(taplog,
     ],
     ids=["long request line", "two Transfer-Encodings", "gzip, chunked", "@host target"],
 )
-def test_other_framing_attacks_are_refused_with_a_plain_400(taplog, fake, request_bytes):
+def test_other_framing_attacks_are_refused_with_a_400(taplog, fake, request_bytes):
     status, headers, _ = _raw(taplog.url, request_bytes)
-    assert status == 400 and headers["content-type"] == "text/plain; charset=utf-8"
+    assert status == 400 and headers["content-type"] == "application/json"
     assert fake.requests == []
+    _still_serving(taplog)
+
+
+@pytest.mark.parametrize(
+    "broken_line",
+    [
+        b"Authorization: Bearer %s\x00\r\n",
+        b"X-A: a\nAuthorization: Bearer %s\r\n",
+        b"Authorization: Bearer %s" + b"a" * 9000 + b"\r\n",
+    ],
+    ids=["NUL", "bare LF", "too long"],
+)
+def test_a_malformed_line_carrying_a_key_is_echoed_neither_to_the_client_nor_the_log(
+    taplog, fake, caplog, capfd, broken_line
+):
+    canary = b"sk-canary-malformed-0123456789"
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + broken_line % canary
+    status, _, body = _raw(taplog.url, request + b"Content-Length: 0\r\n\r\n")
+    assert status == 400 and b"malformed HTTP request" in body
+    assert canary not in body
+    seen = caplog.text + "".join(capfd.readouterr())
+    assert "refused a malformed request" in caplog.text
+    assert canary.decode() not in seen and "Traceback" not in seen
     _still_serving(taplog)
 
 
@@ -274,6 +335,43 @@ def test_a_client_too_slow_to_send_its_body_gets_408_and_nothing_reaches_a_vendo
         body, "request_timeout", "request body not received within 0.3 s (--body-timeout)"
     )
     assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    readable, _, _ = select.select([sock], [], [], 0)
+    try:
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_client_trickling_its_headers_is_disconnected_after_the_header_timeout(
+    servers, fake, tmp_path
+):
+    from tests.conftest import start_taplog
+
+    taplog = start_taplog(
+        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", header_timeout=1.0
+    )
+    host, port = taplog.url.removeprefix("http://").split(":")
+    started, closed_after = time.monotonic(), None
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        for n in range(50):  # a header line every 0.1 s: 5 s unless cut off
+            if n == 3:
+                _still_serving(taplog)  # others are served meanwhile
+            time.sleep(0.1)
+            try:
+                sock.sendall(b"X-Slow-%d: a\r\n" % n)
+            except OSError:
+                closed_after = time.monotonic() - started
+                break
+            if _closed_by_peer(sock):
+                closed_after = time.monotonic() - started
+                break
+    assert closed_after is not None and 0.9 < closed_after < 3.5
+    assert [r.path for r in fake.requests] == ["/v1/chat/completions"]  # only the normal call
     _still_serving(taplog)
 
 

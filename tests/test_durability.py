@@ -317,6 +317,33 @@ def test_a_client_that_has_the_whole_answer_finds_it_on_disk(slow_writer, taplog
     assert len(answers) == 3 and all(a["outcome"] == "ok" for a in answers)
 
 
+def test_a_client_served_through_failover_finds_the_answer_on_disk(
+    slow_writer, servers, vendors, tmp_path
+):
+    rule = {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], "ttfb_timeout": 5.0}
+    taplog = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.openai.down = {"status": "503"}
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    said = oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "a"}])
+    assert said.choices[0].message.content == "Echo: a"
+    served = [e for e in _on_disk(taplog.data_dir) if e["type"] == "llm.response"]
+    *failed, last = [(e["status"], e["outcome"]) for e in served]
+    assert failed and set(failed) == {(503, "upstream_error")} and last == (200, "ok")
+    chunks = oai.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "b !events=5"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: b"
+    served = [e for e in _on_disk(taplog.data_dir) if e["type"] == "llm.response"]
+    assert [e["outcome"] for e in served if e.get("stream_complete")] == ["ok"]
+    vendors.openai.down = {}
+    rule_served = oai.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "c"}]
+    )  # the primary answers: relayed as it came, through the failover path
+    assert rule_served.choices[0].message.content == "Echo: c"
+    served = [e for e in _on_disk(taplog.data_dir) if e["type"] == "llm.response"]
+    assert max(served, key=lambda e: e["ts"])["status"] == 200
+
+
 @pytest.mark.parametrize("fsync", ["always", "interval"])
 def test_when_the_log_fails_mid_call_always_cuts_the_client_off_interval_finishes(
     servers, fake, tmp_path, monkeypatch, fsync
@@ -360,6 +387,7 @@ class Traffic:
 
     def __init__(self, base: str, round_: int, threads: int = 4) -> None:
         self.completed: list[str] = []
+        self.first_completed = threading.Event()
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(base, f"k{round_}-{n}", n), daemon=True)
@@ -388,6 +416,7 @@ class Traffic:
                     return
                 if text == f"Echo: {prompt}":
                     self.completed.append(prompt)
+                    self.first_completed.set()
 
     @staticmethod
     def _call(
@@ -426,7 +455,8 @@ def test_kill_9_under_streaming_load_loses_no_answer_a_client_completed(
             fsync,
         )
         traffic = Traffic(served.url, round_)
-        time.sleep(rng.uniform(0.4, 1.0))
+        traffic.first_completed.wait(30)  # under load: only kill once calls flow
+        time.sleep(rng.uniform(0.05, 0.6))
         served.process.send_signal(signal.SIGKILL)
         served.process.communicate(timeout=20)
         traffic.join()

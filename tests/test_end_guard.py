@@ -59,7 +59,7 @@ def test_the_chunk_that_finishes_the_end_marker_is_found_in_any_chunking(fake, a
     rng = random.Random(api)
     for _ in range(200):
         cuts = sorted(rng.sample(range(1, len(raw)), rng.randint(1, 30)))
-        guard = EndGuard(api, content_type)
+        guard = EndGuard(api, content_type, 16 * 1024 * 1024)
         found = None
         for start, stop in zip([0, *cuts], [*cuts, len(raw)], strict=True):
             if guard.completes(raw[start:stop]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -211,3 +212,83 @@ def test_a_client_that_leaves_at_the_end_marker_got_the_whole_answer(oai, fake, 
     response = _last_response(taplog)
     assert response["outcome"] == "ok" and response["stream_complete"] is True
     assert [e["name"] for e in taplog.events("tool.pre")] == ["get_weather"]
+
+
+# -- answers over taplog's limits: cut off, told why, recorded -----------------------------
+
+
+def _limited(servers, fake, tmp_path, **limits):
+    return start_taplog(
+        servers,
+        tmp_path / "data",
+        openai_base=f"{fake.url}/v1",
+        anthropic_base=fake.url,
+        **limits,
+    )
+
+
+def test_a_stream_event_over_the_limit_ends_the_stream_with_an_error_in_each_api(
+    servers, fake, tmp_path
+):
+    taplog = _limited(servers, fake, tmp_path, max_sse_event_mb=0.01)
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    ant = anthropic.Anthropic(base_url=taplog.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    said = "a stream event is over 0.01 MiB (--max-sse-event-mb)"
+    with pytest.raises(openai.APIError, match=re.escape(said)):
+        for _ in oai.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "!big=40000"}], stream=True
+        ):
+            pass
+    with (
+        pytest.raises(anthropic.APIStatusError, match=re.escape(said)),
+        ant.messages.stream(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "!big=40000"}],
+        ) as stream,
+    ):
+        for _ in stream:
+            pass
+    taplog.wait_responses(2)
+    for response in taplog.events("llm.response"):
+        assert (response["outcome"], response["error"]) == ("too_large", said)
+    _assert_still_serving(taplog)
+
+
+def test_an_answer_over_the_limit_is_cut_off_and_recorded_as_too_large(servers, fake, tmp_path):
+    taplog = _limited(servers, fake, tmp_path, max_answer_mb=0.01)
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.APIConnectionError):
+        oai.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "!big=40000"}]
+        )
+    response = _last_response(taplog)
+    assert response["outcome"] == "too_large"
+    assert response["error"] == "the answer streamed over 0.01 MiB (--max-answer-mb)"
+    _assert_still_serving(taplog)
+
+
+def test_a_call_over_the_total_timeout_is_cut_off_even_while_the_vendor_keeps_talking(
+    servers, fake, tmp_path
+):
+    taplog = _limited(servers, fake, tmp_path, total_timeout=0.5)
+    oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    said = "the call took over 0.5 s (--total-timeout)"
+    started = time.monotonic()
+    with pytest.raises(openai.APIError, match=re.escape(said)):
+        for _ in oai.chat.completions.create(
+            model="gpt-4.1",
+            messages=[{"role": "user", "content": "!events=40 !delay=0.1"}],
+            stream=True,
+        ):
+            pass
+    assert time.monotonic() - started < 3  # not the 4 s the vendor would have taken
+    with pytest.raises(openai.InternalServerError, match=re.escape(said)):
+        oai.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "!ttfb=2"}]
+        )
+    taplog.wait_responses(2)
+    streamed, silent = sorted(taplog.events("llm.response"), key=lambda r: r["status"])
+    assert (streamed["status"], streamed["outcome"], streamed["error"]) == (200, "timeout", said)
+    assert (silent["status"], silent["outcome"], silent["error"]) == (504, "timeout", said)
+    _assert_still_serving(taplog)

@@ -14,6 +14,9 @@ from recorder.lock import DataDirLock
 from recorder.reader import UnsupportedEvent, read_events
 from recorder.verify import verify_file
 
+NOW = format_.FORMAT_VERSION
+NEXT = NOW + 1
+
 
 def write_session(data_dir, name: str, count: int):
     path = data_dir / "sessions" / f"{name}.jsonl"
@@ -41,28 +44,43 @@ def test_current_files_need_no_migration(tmp_path):
 def test_a_format_change_upgrades_old_files_through_its_migration(tmp_path, monkeypatch):
     old = write_session(tmp_path, "old", 3)
     original = old.read_bytes()
-    # Version 2 renames `reason` to `why`; this taplog reads it, old files are upgraded.
-    with pytest.raises(UnsupportedEvent, match=r"old\.jsonl:1 .*format version 2 is newer"):
+    # Version NEXT renames `reason` to `why`; this taplog reads it, old files are upgraded.
+    with pytest.raises(UnsupportedEvent, match=rf"old\.jsonl:1 .*format version {NEXT} is newer"):
         list(read_events(_bumped(tmp_path, original)))
-    monkeypatch.setattr(format_, "FORMAT_VERSION", 2)
-    monkeypatch.setattr(reader, "FORMAT_VERSION", 2)
-    renamed = {1: lambda e: {**{k: v for k, v in e.items() if k != "reason"}, "why": e["reason"]}}
-    monkeypatch.setattr(migrations, "MIGRATIONS", renamed)
+    monkeypatch.setattr(format_, "FORMAT_VERSION", NEXT)
+    monkeypatch.setattr(reader, "FORMAT_VERSION", NEXT)
+    rename = lambda e: {**{k: v for k, v in e.items() if k != "reason"}, "why": e["reason"]}  # noqa: E731
+    monkeypatch.setattr(migrations, "MIGRATIONS", {**migrations.MIGRATIONS, NOW: rename})
 
     result = migrate(tmp_path)
     assert result.exit_code == 0, result.output
     assert result.output.endswith("1 session files upgraded\n")
     upgraded = list(read_events(old))
     assert [(e["v"], e["seq"], e["why"]) for e in upgraded] == [
-        (2, 1, "r1"),
-        (2, 2, "r2"),
-        (2, 3, "r3"),
+        (NEXT, 1, "r1"),
+        (NEXT, 2, "r2"),
+        (NEXT, 3, "r3"),
     ]
     assert all("reason" not in e for e in upgraded)
     assert verify_file(old).ok
     (kept,) = (tmp_path / "quarantine").iterdir()
-    assert kept.name.endswith(".v1.jsonl") and kept.read_bytes() == original
+    assert kept.name.endswith(f".v{NOW}.jsonl") and kept.read_bytes() == original
     assert migrate(tmp_path).output.endswith("0 session files upgraded\n")
+
+
+def test_version_1_logs_are_read_as_they_are_and_migrate_to_version_2(tmp_path):
+    old = write_session(tmp_path, "old", 2)
+    lines, prev = [], None
+    for raw in old.read_bytes().splitlines():  # as taplog wrote them before blobs existed
+        event = {k: v for k, v in orjson.loads(raw).items() if k not in ("prev", "h")}
+        line, prev = seal({**event, "v": 1}, event["seq"], prev)
+        lines.append(line)
+    old.write_bytes(b"".join(lines))
+    assert [(e["v"], e["reason"]) for e in read_events(old)] == [(1, "r1"), (1, "r2")]
+    result = migrate(tmp_path)
+    assert result.exit_code == 0 and result.output.endswith("1 session files upgraded\n")
+    assert [(e["v"], e["reason"]) for e in read_events(old)] == [(2, "r1"), (2, "r2")]
+    assert verify_file(old).ok
 
 
 def test_migrate_refuses_a_data_dir_in_use(tmp_path):
@@ -77,13 +95,13 @@ def test_migrate_refuses_a_data_dir_in_use(tmp_path):
 
 
 def _bumped(tmp_path, original: bytes):
-    """The same file claiming version 2, resealed: what a newer taplog would write."""
+    """The same file claiming version NEXT, resealed: what a newer taplog would write."""
     path = tmp_path / "newer" / "old.jsonl"
     path.parent.mkdir()
     lines, prev = [], None
     for raw in original.splitlines():
         event = {k: v for k, v in orjson.loads(raw).items() if k not in ("prev", "h")}
-        line, prev = seal({**event, "v": 2}, event["seq"], prev)
+        line, prev = seal({**event, "v": NEXT}, event["seq"], prev)
         lines.append(line)
     path.write_bytes(b"".join(lines))
     return path

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recorder.bodies import decode_body, encode_body
-from recorder.events import ERROR, LLM_REQUEST, make_event, verify_line
+from recorder.events import ERROR, FORMAT_VERSION, LLM_REQUEST, make_event, verify_line
 from recorder.reader import DamagedLine, UnsupportedEvent, read_events, read_session
 from recorder.writer import EventRecord, Recorder
 
@@ -114,7 +114,7 @@ def test_readers_refuse_newer_formats_and_unknown_types(tmp_path):
     recorder.close()
     path = tmp_path / "sessions" / "s.jsonl"
     line = path.read_bytes()
-    path.write_bytes(line.replace(b'"v":1,', b'"v":9,', 1))
+    path.write_bytes(line.replace(b'"v":%d,' % FORMAT_VERSION, b'"v":9,', 1))
     with pytest.raises((UnsupportedEvent, DamagedLine)):
         list(read_events(path))
 

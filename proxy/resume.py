@@ -1,0 +1,201 @@
+"""`taplog resume SESSION --to PROVIDER:MODEL`: carry a recorded conversation to another model.
+
+The session's conversation, exported in the target provider's API (its
+`type`, and for OpenAI-type providers its `api`), with the continuation note
+of `recorder.resumption` on top, goes to the provider through the proxy's own
+upstream client and header hygiene, keyed from the provider's environment
+variable (`proxy.attempts.plan`, as for a failover target). Request and
+answer are recorded like a proxied call, in a NEW session whose
+`session.started` event links back: `source: "resumed"`, `resumed_from`, `at`
+(the origin's last seq) and `origin_hash` (its line hash, as `session.forked`
+has). The origin is only read.
+
+Recording needs the data dir to itself: while a `taplog serve` holds it,
+resume refuses (stop serve first) rather than write beside the writer that
+owns it. `--dry-run` only reads: it prints the request (the key shown as its
+variable's name) and sends and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from proxy.attempts import Attempt, plan, target_api
+from proxy.call_log import Try
+from proxy.config import Settings
+from proxy.fallbacks import Target
+from proxy.upstream import classify, open_pool, response_headers
+from recorder import __version__
+from recorder.bodies import parse_json
+from recorder.events import SESSION_STARTED, Event, make_event, new_id
+from recorder.exchange import LlmRequest
+from recorder.export import API_FORMATS, ExportError, session_path
+from recorder.lock import DataDirBusy, DataDirLock
+from recorder.reader import read_events
+from recorder.resumption import answer_text, resume_body
+from recorder.secrets import fingerprint, is_secret_header, safe_headers
+from recorder.sessions import InvalidSessionId, check_session_id, new_session_id
+from recorder.translate import Untranslatable
+from recorder.writer import EventRecord, Recorder
+
+USER_AGENT = "taplog-resume"
+
+
+class ResumeError(ValueError):
+    """The session cannot be resumed like that; the message says why."""
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A resume, planned: where it comes from, the new session, and the request."""
+
+    origin: str
+    origin_events: list[Event]
+    new: str
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class Resumed:
+    new: str
+    status: int | None
+    text: str  # the answer's text, or why there is none
+
+
+def plan_resume(data_dir: Path, session: str, target: Target, new: str | None) -> Resumption:
+    """The request that continues `session` on `target`; reads the log, writes nothing."""
+    try:
+        events = list(read_events(session_path(data_dir, session)))
+        api = target_api(target, "anthropic.messages")  # the provider's own API choice
+        body = resume_body(events, session, API_FORMATS[api], target.model)
+    except (ExportError, Untranslatable) as exc:
+        raise ResumeError(str(exc)) from None
+    new = new or new_session_id()
+    try:
+        check_session_id(new)
+    except InvalidSessionId as exc:
+        raise ResumeError(str(exc)) from None
+    if (data_dir / "sessions" / f"{new}.jsonl").exists():
+        raise ResumeError(f"session {new!r} already exists in {data_dir}")
+    # A call of taplog's own, as to a failover target: no client provider, so the
+    # target's own URL and key (from its variable), the body re-serialised.
+    attempt = plan(
+        target,
+        client_provider="",
+        client_api=api,
+        parsed=body,
+        raw=b"",
+        client_headers=CIMultiDictProxy(CIMultiDict({"user-agent": USER_AGENT})),
+        client_url="",
+    )
+    return Resumption(session, events, new, attempt)
+
+
+def dry_run_view(resumption: Resumption) -> dict[str, Any]:
+    """The request as it would go, the key shown as the variable it comes from."""
+    attempt = resumption.attempt
+    key, variable = attempt.target.provider.api_key(), "$" + attempt.target.provider.api_key_env
+    headers = {
+        str(name): (value.replace(key, variable) if key else value + variable)
+        if is_secret_header(name)
+        else value
+        for name, value in attempt.headers.items()
+    }
+    return {"method": "POST", "url": attempt.url, "headers": headers, "body": attempt.parsed}
+
+
+async def resume(settings: Settings, resumption: Resumption) -> Resumed:
+    """Send the request and record it and its answer in the new session."""
+    provider = resumption.attempt.target.provider
+    if provider.api_key() is None:
+        raise ResumeError(
+            f"${provider.api_key_env} is not set: {provider.name} needs its key "
+            "(--dry-run prints the request without it)"
+        )
+    lock = DataDirLock(settings.data_dir)
+    try:
+        lock.acquire()
+    except DataDirBusy:
+        raise ResumeError(
+            f"a taplog serve is recording into {settings.data_dir}; stop it first "
+            "(resume records the new session there), or use --dry-run"
+        ) from None
+    recorder = Recorder(settings.data_dir, fsync=settings.fsync)
+    recorder.start()
+    try:
+        return await _send_recorded(settings, resumption, recorder)
+    finally:
+        recorder.close()
+        lock.release()
+
+
+async def _send_recorded(settings: Settings, resumption: Resumption, recorder: Recorder) -> Resumed:
+    attempt, new, exchange = resumption.attempt, resumption.new, new_id("ex")
+    key = attempt.target.provider.api_key() or ""
+    secrets = (key.encode(),)
+    recorder.record(EventRecord(_started(resumption)))
+    recorder.record(
+        LlmRequest(
+            session=new,
+            exchange=exchange,
+            api=attempt.api,
+            provider=attempt.target.provider.name,
+            method="POST",
+            path=URL(attempt.url).path,
+            upstream_url=attempt.url,
+            headers=safe_headers(attempt.headers.items()),
+            key_fingerprint=fingerprint(key),
+            body=attempt.body,
+            parsed=attempt.parsed,
+            secrets=secrets,
+        )
+    )
+    sent = Try(attempt, 1)
+    status, headers, outcome, error = None, CIMultiDict[str](), "ok", None
+    pool = open_pool(settings)
+    try:
+        async with pool.post(attempt.url, data=attempt.body, headers=attempt.headers) as upstream:
+            status, headers = upstream.status, response_headers(upstream)
+            async for chunk in upstream.content.iter_any():
+                sent.keep(chunk)
+        outcome = "ok" if status < 400 else "upstream_error"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        failure = classify(exc)
+        outcome, error = failure.outcome, failure.message
+    finally:
+        await pool.close()
+    recorder.record(sent.answer(new, exchange, status, headers, outcome, error, secrets))
+    answer = parse_json(b"".join(chunk for _, chunk in sent.chunks))
+    if status is None or status >= 400:
+        return Resumed(new, status, error or _vendor_error(answer))
+    return Resumed(new, status, answer_text(attempt.api, answer))
+
+
+def _started(resumption: Resumption) -> Event:
+    """The new session's first event, linking it to the one it continues."""
+    last = resumption.origin_events[-1]
+    return make_event(
+        SESSION_STARTED,
+        resumption.new,
+        None,
+        source="resumed",
+        original=None,
+        api=resumption.attempt.api,
+        user_agent=USER_AGENT,
+        taplog_version=__version__,
+        resumed_from=resumption.origin,
+        at=last["seq"],
+        origin_hash=last["h"],
+    )
+
+
+def _vendor_error(answer: Any) -> str:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message or "the vendor refused the call")

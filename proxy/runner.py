@@ -1,0 +1,119 @@
+"""The aiohttp runner taplog serves with, and its answer to requests the HTTP parser refuses.
+
+A connection gets `--header-timeout` seconds to deliver a request's headers
+and as long to stay idle between requests: aiohttp's keep-alive timer closes
+a connection whose handler is still waiting for a whole request when it
+fires, however slowly bytes trickle in, so it bounds slow-header clients too.
+
+aiohttp answers a malformed request with a plain-text 400 that quotes the
+offending bytes, and logs a traceback that quotes them again: a broken
+`Authorization` line would put its API key into the client's answer and
+taplog's own log. Here such a request gets a JSON error both SDKs parse,
+naming only the kind of fault, and one log line without the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from proxy import errors
+
+log = logging.getLogger("taplog")
+
+# The parser's limits: a request over them is refused before routing.
+HTTP_LIMITS = {"max_line_size": 8190, "max_field_size": 8190, "max_headers": 128}
+
+# aiohttp's messages name the fault first, then quote the data after one of these.
+_QUOTE_STARTS = re.compile(r":|\n| b?['\"]")
+
+
+def fault_kind(exc: BaseException | None) -> str:
+    """What was wrong with a request, without any of its bytes."""
+    message = getattr(exc, "message", "") or ""
+    kind = _QUOTE_STARTS.split(message, maxsplit=1)[0].strip()
+    return kind[:100] or "malformed HTTP request"
+
+
+class _RequestHandler(RequestHandler):
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if status >= 500:  # taplog's own failure: aiohttp's generic answer and traceback
+            return super().handle_error(request, status, exc, message)
+        if request.writer.output_size > 0:
+            raise ConnectionError("an answer was already under way")
+        kind = fault_kind(exc)
+        log.warning("refused a malformed request from %s: %s", request.remote, kind)
+        refused = web.Response(
+            status=status,
+            body=errors.any_api_error_body(f"malformed HTTP request: {kind}", "malformed_request"),
+            content_type="application/json",
+            headers={"x-taplog-error": "malformed_request"},
+        )
+        refused.force_close()
+        return refused
+
+
+class _Server(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _RequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class ProxyRunner(web.AppRunner):
+    """`web.AppRunner` with taplog's parser limits, header timeout and parser-error answers."""
+
+    def __init__(self, app: web.Application, header_timeout: float, **options: Any) -> None:
+        super().__init__(
+            app,
+            handler_cancellation=True,
+            keepalive_timeout=header_timeout,
+            **HTTP_LIMITS,
+            **options,
+        )
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _Server  # same state; only the per-connection handler differs
+        return server
+
+
+class ServeError(RuntimeError):
+    """taplog cannot start; the message says why and what to do."""
+
+
+@contextlib.asynccontextmanager
+async def listening(runner: web.AppRunner, host: str, port: int) -> AsyncIterator[tuple]:
+    """`runner` set up and listening on host:port, its bound address yielded; cleaned up
+    on the way out, letting calls in flight finish within its shutdown timeout."""
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        yield runner.addresses[0]
+    finally:
+        await runner.cleanup()
+
+
+async def until_stopped() -> None:
+    """Return at the first SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()

@@ -1,0 +1,67 @@
+"""A session's events as Server-Sent Events, from a given seq on, following the log.
+
+    GET …/api/sessions/<session>/events[?from=SEQ]
+
+Each event goes out as `id: <seq>` and `data: <the event as JSON>`. A client
+that reconnects sends the last id it saw as `Last-Event-ID` (browsers do so
+by themselves) and gets every later event, read back from the log: no gaps,
+no repeats. The log is checked for growth every POLL_SECONDS (a `stat`);
+new whole lines are read and verified off the event loop. A damaged line or
+a log cut back ends the stream with an `event: problem` naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import orjson
+from aiohttp import web
+
+from proxy.ui.common import UI, guarded, json_error, session_file
+from recorder.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
+
+POLL_SECONDS = 0.25
+KEEPALIVE_SECONDS = 15.0
+
+
+def _start_seq(request: web.Request) -> int | None:
+    """Where to resume: Last-Event-ID wins over ?from=; None when neither is a seq."""
+    value = request.headers.get("Last-Event-ID") or request.query.get("from") or "0"
+    return int(value) if value.isdigit() and len(value) < 19 else None
+
+
+@guarded
+async def session_events(request: web.Request) -> web.StreamResponse:
+    path = session_file(request)
+    if path is None:
+        return json_error(404, f"no session {request.match_info['session']!r} here")
+    after = _start_seq(request)
+    if after is None:
+        return json_error(400, "from / Last-Event-ID: give the seq of the last event seen")
+    follower = LogFollower(path, after)
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+    )
+    await response.prepare(request)
+    closing = request.app[UI].closing
+    quiet_since = time.monotonic()
+    with contextlib.suppress(ConnectionResetError):
+        await response.write(b"retry: 1000\n\n")
+        while not closing.is_set():
+            try:
+                events = await asyncio.to_thread(follower.poll) if follower.has_more() else []
+            except (DamagedLine, UnsupportedEvent, LogRewritten, OSError) as exc:
+                problem = orjson.dumps({"error": str(exc)})
+                await response.write(b"event: problem\ndata: " + problem + b"\n\n")
+                break
+            for event in events:
+                await response.write(b"id: %d\ndata: %s\n\n" % (event["seq"], orjson.dumps(event)))
+                quiet_since = time.monotonic()
+            if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+                await response.write(b": keep-alive\n\n")
+                quiet_since = time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), POLL_SECONDS)
+    return response

@@ -1,0 +1,143 @@
+// The session page: summary, waterfall, the picked call or tool run, every
+// tool run; kept up to date from the live event stream while it is open.
+
+import { h, getJSON, fmtInt, fmtMoney, fmtMs, fmtTime, fmtTokens, clip, pretty } from "./dom.js";
+import { renderTimeline } from "./timeline.js";
+import { callDetail, toolDetail } from "./detail.js";
+
+const REFRESH_DELAY_MS = 300;
+
+function card(label, value, tone) {
+  return h("div", { class: "card " + (tone || "") }, h("div", { class: "value" }, value), h("div", { class: "label" }, label));
+}
+
+function summary(detail) {
+  const s = detail.summary;
+  const duration = new Date(s.last_at) - new Date(s.started_at);
+  return h("div", { class: "cards" },
+    card("started", fmtTime(s.started_at)),
+    card("duration", fmtMs(duration)),
+    card("calls", fmtInt(s.calls), s.failed_calls ? "bad" : ""),
+    card("tokens in → out", fmtTokens(s.input_tokens, s.output_tokens)),
+    card("cost", fmtMoney(s.cost_usd)),
+    card("tool runs · errors", `${fmtInt(s.tool_calls)} · ${fmtInt(s.tool_errors)}`, s.tool_errors ? "bad" : ""),
+    card("failovers", fmtInt(s.failovers), s.failovers ? "warn" : ""),
+    card("models", (s.models || []).join(", ") || "–"));
+}
+
+function toolTable(detail, pick) {
+  if (!detail.tools.length) return h("p", { class: "muted" }, "No tool runs.");
+  return h("table", { class: "tools" },
+    h("thead", {}, h("tr", {}, ["Tool", "Arguments", "Result", "Outcome", "Duration"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, detail.tools.map((tool) => h("tr", {
+      class: "tool-row " + (tool.is_error ? "bad" : ""), dataset: { call: tool.call_id },
+      onclick: () => pick("tool", tool.call_id),
+    },
+    h("td", { class: "mono" }, tool.tool_name),
+    h("td", { class: "mono" }, clip(pretty(tool.arguments ?? ""), 80)),
+    h("td", { class: "mono" }, clip(pretty(tool.result ?? ""), 100)),
+    h("td", {}, tool.answered_at ? (tool.is_error ? "error" : "ok") : "open"),
+    h("td", { class: "num" }, fmtMs(tool.duration_ms))))));
+}
+
+export function renderSession(view, session, exchange) {
+  const live = h("span", { class: "live off" }, "○ connecting");
+  const top = h("div", { class: "page-head" },
+    h("a", { href: "#/", class: "back" }, "← Sessions"), h("h1", { class: "mono" }, session), live);
+  const head = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const timeline = h("div", { class: "timeline-box" });
+  const panel = h("div", { class: "panel" }, h("p", { class: "muted" }, "Click a call or a tool run to see it whole."));
+  const tools = h("div", {});
+  view.replaceChildren(top, head, h("h2", {}, "Timeline"), timeline, panel, h("h2", {}, "Tool runs"), tools);
+
+  let detail = null;
+  let selected = exchange ? { kind: "call", key: exchange } : null;
+  let stream = null;
+  let timer = null;
+  let stopped = false;
+  const base = "api/sessions/" + encodeURIComponent(session);
+
+  async function showSelected() {
+    if (!selected || !detail) return;
+    if (selected.kind === "tool") {
+      const tool = detail.tools.find((t) => t.call_id === selected.key);
+      if (tool) panel.replaceChildren(toolDetail(tool));
+      return;
+    }
+    const index = detail.calls.findIndex((c) => c.exchange === selected.key);
+    if (index < 0) return;
+    panel.replaceChildren(h("p", { class: "muted" }, "Loading the call…"));
+    try {
+      const found = await getJSON(`${base}/calls/${encodeURIComponent(selected.key)}`);
+      if (selected && selected.key === detail.calls[index].exchange) {
+        panel.replaceChildren(callDetail(found, detail.calls[index], index + 1, detail.tools, (id) => pick("tool", id)));
+      }
+    } catch (error) {
+      panel.replaceChildren(h("p", { class: "error" }, "Could not load the call: " + error.message));
+    }
+  }
+
+  function pick(kind, key) {
+    selected = { kind, key };
+    const link = `#/session/${encodeURIComponent(session)}` + (kind === "call" ? `/${encodeURIComponent(key)}` : "");
+    history.replaceState(null, "", link);  // a link to the call, without reloading the page
+    draw();
+    showSelected();
+    panel.scrollIntoView({ behavior: "smooth", block: "start" });
+  }
+
+  function draw() {
+    head.replaceChildren(summary(detail));
+    timeline.replaceChildren(renderTimeline(detail, selected, pick));
+    tools.replaceChildren(toolTable(detail, pick));
+  }
+
+  async function load() {
+    try {
+      detail = await getJSON(base);
+    } catch (error) {
+      head.replaceChildren(h("p", { class: "error" }, error.message));
+      return false;
+    }
+    if (stopped) return false;
+    draw();
+    return true;
+  }
+
+  function selectedCall() {
+    return selected && selected.kind === "call" && detail ? detail.calls.find((c) => c.exchange === selected.key) : null;
+  }
+
+  async function refresh() {
+    const before = selectedCall();
+    if (!(await load())) return;
+    const after = selectedCall();
+    if (before && after && !before.ended_at && after.ended_at) showSelected();  // its answer came
+  }
+
+  function follow(fromSeq) {
+    stream = new EventSource(`${base}/events?from=${fromSeq}`);
+    stream.onopen = () => { live.className = "live on"; live.textContent = "● live"; };
+    stream.onerror = () => { live.className = "live off"; live.textContent = "○ reconnecting"; };
+    stream.addEventListener("problem", (event) => {
+      live.className = "live off";
+      live.textContent = "✕ " + JSON.parse(event.data).error;
+      stream.close();
+    });
+    stream.onmessage = () => {  // at most one redraw per REFRESH_DELAY_MS, however busy
+      if (timer === null) timer = setTimeout(() => { timer = null; refresh(); }, REFRESH_DELAY_MS);
+    };
+  }
+
+  load().then((ok) => {
+    if (!ok) return;
+    follow(detail.last_seq || 0);
+    showSelected();
+  });
+
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    if (stream) stream.close();
+  };
+}
