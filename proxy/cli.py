@@ -71,7 +71,7 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
 
     Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
     """
-    from proxy.server import ServeError
+    from proxy.server import ServeError, new_event_loop
     from proxy.server import serve as run
 
     try:
@@ -80,7 +80,8 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
         raise click.UsageError(str(exc)) from None
     configure_logging(settings.log_format, settings.log_level)
     try:
-        asyncio.run(run(settings, fallbacks))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(run(settings, fallbacks))
     except (ServeError, DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -42,6 +42,7 @@ class EndGuard:
         self.streamed = headers.get("content-type", "").startswith("text/event-stream")
         module = api_module(api) if self.streamed else None
         self._is_end = module.is_end if module is not None else None
+        self._end_bytes: tuple[bytes, ...] = module.END_BYTES if module is not None else ()
         self._splitter = SseSplitter(max_event_bytes) if self.streamed else None
         length = headers.get("content-length", "")
         self._remaining = int(length) if not self.streamed and length.isdigit() else None
@@ -59,7 +60,10 @@ class EndGuard:
             return False  # only the end of the body completes it
         blocks = self._splitter.feed(chunk)
         return self._is_end is not None and any(
-            (event := parse_block(block)) is not None and self._is_end(event) for block in blocks
+            any(marker in block for marker in self._end_bytes)  # most blocks: no parsing
+            and (event := parse_block(block)) is not None
+            and self._is_end(event)
+            for block in blocks
         )
 
 
@@ -75,9 +79,9 @@ async def logged(recorder: Recorder, timeout: float = LOGGED_WAIT) -> bool:
         if not written.done():
             written.set_result(ok)
 
+    timer = loop.call_later(timeout, settle, False)  # cheaper than asyncio.timeout per call
     recorder.when_written(lambda ok: loop.call_soon_threadsafe(settle, ok))
     try:
-        async with asyncio.timeout(timeout):
-            return await written
-    except TimeoutError:
-        return False
+        return await written
+    finally:
+        timer.cancel()

@@ -69,8 +69,11 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         message = f"not recording ({reason}); the call was not sent to the vendor"
         return errors.error_response(route.provider, 503, message, "recorder_unavailable")
     try:
-        async with asyncio.timeout(settings.body_timeout):
+        if request.content.is_eof():  # all there already (most calls): no timer to set
             body = await request.read()
+        else:
+            async with asyncio.timeout(settings.body_timeout):
+                body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         message = f"request body is over the {settings.max_body_mb:g} MiB limit (--max-body-mb)"
         return errors.error_response(route.provider, 413, message, "request_too_large")

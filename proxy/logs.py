@@ -36,7 +36,11 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 def _text_value(value: Any) -> str:
-    text = "-" if value is None else str(value)
+    if value is None:
+        return "-"
+    if isinstance(value, int | float):  # numbers never need quoting: no pattern to match
+        return str(value)
+    text = str(value)
     return text if _PLAIN.fullmatch(text) else orjson.dumps(text).decode()
 
 

@@ -75,6 +75,7 @@ class Metrics:
         self.recorder: Recorder | None = None  # set once the recorder runs
         self.breaker_states: dict[str, str] = {}  # copied from the loop before each scrape
         self._idle_seconds = session_idle_seconds
+        self._children: dict[tuple[Any, ...], Any] = {}  # see `_child`
         self._sessions: dict[str, float] = {}  # session -> monotonic time of its last event
         self._sessions_lock = threading.Lock()
         self._families()
@@ -208,6 +209,16 @@ class Metrics:
 
     # -- from recorded events (writer thread) ------------------------------
 
+    def _child(self, metric: Any, *values: Any) -> Any:
+        """`metric.labels(*values)`, remembered: label sets are bounded and children are
+        never removed, and prometheus_client's own lookup (a lock, `str` of every value)
+        was the largest part of the writer thread's time per call."""
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def response(self, event: Event, requested_model: str | None) -> None:
         """One `llm.response`; `requested_model` is the model its request asked for."""
         api = labels.api(event.get("api"))
@@ -215,20 +226,20 @@ class Metrics:
         model = self.labels.model(requested_model)
         outcome = labels.outcome(event.get("outcome"))
         status = event.get("status")
-        self.calls.labels(api, provider, model, labels.status_class(status), outcome).inc()
-        self.duration.labels(api, provider, model).observe(_seconds(event.get("latency_ms")))
+        self._child(self.calls, api, provider, model, labels.status_class(status), outcome).inc()
+        self._child(self.duration, api, provider, model).observe(_seconds(event.get("latency_ms")))
         if event.get("ttfb_ms") is not None:
-            self.ttfb.labels(api, provider, model).observe(_seconds(event["ttfb_ms"]))
+            self._child(self.ttfb, api, provider, model).observe(_seconds(event["ttfb_ms"]))
         if event.get("overhead_ms") is not None:
-            self.overhead.labels(api, provider).observe(_seconds(event["overhead_ms"]))
+            self._child(self.overhead, api, provider).observe(_seconds(event["overhead_ms"]))
         usage = event.get("usage") or {}
         for field, kind in TOKEN_TYPES.items():
             if isinstance(usage.get(field), int) and usage[field] > 0:
-                self.tokens.labels(provider, model, kind).inc(usage[field])
+                self._child(self.tokens, provider, model, kind).inc(usage[field])
         if isinstance(event.get("cost_usd"), int | float):
-            self.cost.labels(provider, model).inc(max(0.0, event["cost_usd"]))
+            self._child(self.cost, provider, model).inc(max(0.0, event["cost_usd"]))
         elif usage:
-            self.unpriced.labels(provider, model).inc()
+            self._child(self.unpriced, provider, model).inc()
         if event.get("api") in LLM_APIS:
             self._gen_ai(event, provider, model, outcome, status, usage)
 
@@ -240,33 +251,33 @@ class Metrics:
         error = "" if outcome == "ok" else outcome  # error.type: the HTTP status when there is one
         if outcome == "upstream_error" and isinstance(status, int) and status >= 400:
             error = str(status)
-        self.gen_ai_duration.labels(*names, error).observe(_seconds(event.get("latency_ms")))
+        self._child(self.gen_ai_duration, *names, error).observe(_seconds(event.get("latency_ms")))
         if event.get("stream") and event.get("ttfb_ms") is not None:
-            self.gen_ai_first_chunk.labels(*names).observe(_seconds(event["ttfb_ms"]))
+            self._child(self.gen_ai_first_chunk, *names).observe(_seconds(event["ttfb_ms"]))
         for field, kind in (("input_tokens", "input"), ("output_tokens", "output")):
             if isinstance(usage.get(field), int):
-                self.gen_ai_tokens.labels(*names, kind).observe(usage[field])
+                self._child(self.gen_ai_tokens, *names, kind).observe(usage[field])
 
     def tool(self, event: Event) -> None:
         name = self.labels.tool(event.get("name"))
         for flag in event.get("flags") or ():
-            self.tool_anomalies.labels(labels.one_of(flag, labels.TOOL_FLAGS)).inc()
+            self._child(self.tool_anomalies, labels.one_of(flag, labels.TOOL_FLAGS)).inc()
         if event["type"] == "tool.pre":
-            self.tool_calls.labels(name).inc()
+            self._child(self.tool_calls, name).inc()
             return
         error = "error" if event.get("is_error") else ""
         if error:
-            self.tool_errors.labels(name).inc()
+            self._child(self.tool_errors, name).inc()
         if isinstance(event.get("duration_ms"), int | float):
             seconds = _seconds(event["duration_ms"])
-            self.gen_ai_tool.labels("execute_tool", name, error).observe(seconds)
+            self._child(self.gen_ai_tool, "execute_tool", name, error).observe(seconds)
 
     def retry(self, provider: object, model: object) -> None:
-        self.retries.labels(self.labels.provider(provider), self.labels.model(model)).inc()
+        self._child(self.retries, self.labels.provider(provider), self.labels.model(model)).inc()
 
     def failover(self, from_provider: object, to_provider: object, reason: str) -> None:
         bounded = self.labels.provider
-        self.failovers.labels(bounded(from_provider), bounded(to_provider), reason).inc()
+        self._child(self.failovers, bounded(from_provider), bounded(to_provider), reason).inc()
 
     def session_seen(self, session: str) -> None:
         with self._sessions_lock:

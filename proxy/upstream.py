@@ -42,6 +42,7 @@ HOP_BY_HOP = frozenset(
 # Recomputed by the client library (length, host) or chosen by it so that it
 # can decode what comes back (accept-encoding).
 _NOT_FORWARDED = frozenset({"host", "content-length", "accept-encoding"})
+_NOT_SENT_UPSTREAM = HOP_BY_HOP | _NOT_FORWARDED
 
 
 def open_pool(settings: Settings) -> aiohttp.ClientSession:
@@ -67,11 +68,12 @@ def _listed_in_connection(headers: CIMultiDictProxy[str]) -> set[str]:
 
 def request_headers(incoming: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """The client's headers as they go upstream: hop-by-hop and taplog's own removed."""
-    dropped = HOP_BY_HOP | _NOT_FORWARDED | _listed_in_connection(incoming)
+    listed = _listed_in_connection(incoming)
+    dropped = _NOT_SENT_UPSTREAM | listed if listed else _NOT_SENT_UPSTREAM
     return CIMultiDict(
         (name, value)
         for name, value in incoming.items()
-        if name.lower() not in dropped and not name.lower().startswith("x-taplog-")
+        if (lowered := name.lower()) not in dropped and not lowered.startswith("x-taplog-")
     )
 
 
@@ -81,7 +83,8 @@ def response_headers(upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
     The body is decoded on the way (the log needs the JSON), so a
     Content-Encoding and the encoded Content-Length no longer apply.
     """
-    dropped = HOP_BY_HOP | _listed_in_connection(upstream.headers)
+    listed = _listed_in_connection(upstream.headers)
+    dropped = HOP_BY_HOP | listed if listed else HOP_BY_HOP
     if upstream.headers.get("content-encoding", "identity") != "identity":
         dropped = dropped | {"content-encoding", "content-length"}
     return CIMultiDict(

@@ -62,9 +62,9 @@ class SessionFile:
         self.path = path
         self.blobs = blobs
         self.transcripts = Ledger()  # what this handle wrote: a reopened file starts afresh
-        created = not path.exists()
+        self.created = not path.exists()  # its directory entry needs a sync to last
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        if created and sync_dir:
+        if self.created and sync_dir:
             _sync_directory(path.parent)
         self.size = os.fstat(self.fd).st_size
         self.seq = 0

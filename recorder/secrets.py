@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 _SECRET_HEADER = re.compile(
     r"(^|-)authorization$|(^|-)api[-_]?key$|cookie$|(^|-)(token|secret|password|key)$",
@@ -26,9 +27,19 @@ def is_secret_header(name: str) -> bool:
     return _SECRET_HEADER.search(name) is not None
 
 
+@lru_cache(maxsize=1024)
+def _logged_name(name: str) -> str | None:
+    """A header's name as logged (lower-cased), or None for a secret one.
+
+    Cached because every call repeats the same few dozen names; bounded because
+    clients choose them.
+    """
+    return None if is_secret_header(name) else name.lower()
+
+
 def safe_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Headers fit for the log: lower-cased names, secrets left out."""
-    return {k.lower(): v for k, v in headers if not is_secret_header(k)}
+    return {logged: v for k, v in headers if (logged := _logged_name(k)) is not None}
 
 
 def redact_url(target: str) -> str:
@@ -59,7 +70,7 @@ def secret_values(headers: Mapping[str, str]) -> tuple[bytes, ...]:
     """The secret header values of a request, to scrub wherever they echo back."""
     values = set()
     for name, value in headers.items():
-        if is_secret_header(name):
+        if _logged_name(name) is None:  # a secret header
             for candidate in (value, _BEARER.sub("", value)):
                 if len(candidate) >= _MIN_SECRET_LEN:
                     values.add(candidate.encode())

@@ -18,13 +18,12 @@ original for `session.started`.
 from __future__ import annotations
 
 import hashlib
-import os
+import random
 import re
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -60,8 +59,8 @@ def safe_session_id(original: str) -> str:
 
 
 def new_session_id() -> str:
-    """Sortable by start time: `20261130T004933Z-1a2b3c4d`."""
-    return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{os.urandom(4).hex()}"
+    """Sortable by start time: `20261130T004933Z-1a2b3c4d` (random like `events.new_id`)."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{random.getrandbits(32):08x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,14 +35,40 @@ def _parts(value: Any) -> list[Any]:
 
 
 def _canonical(message: Any) -> bytes:
-    if not isinstance(message, dict):
-        return orjson.dumps(message)
-    role = message.get("role") or message.get("type")
-    ids = [message[key] for key in _ID_KEYS if isinstance(message.get(key), str)]
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        ids.extend(c.get("id") for c in calls if isinstance(c, dict))
-    return orjson.dumps([role, _parts(message.get("content")), ids])
+    """What identifies a message (role, texts, tool-call ids), as bytes that say where they end.
+
+    Digests live only in this process's memory, so the encoding is taplog's own:
+    a role and one text (most of a long transcript) skip JSON, which gave
+    stitching a large constant per message; anything else is JSON.
+    """
+    if isinstance(message, dict):
+        role, content = message.get("role"), message.get("content")
+        if len(message) == 2 and role and isinstance(role, str) and isinstance(content, str):
+            return _text_message(role, content)  # the common case, decided in two lookups
+        role = role or message.get("type")
+        ids = [message[key] for key in _ID_KEYS if isinstance(message.get(key), str)]
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            ids.extend(c.get("id") for c in calls if isinstance(c, dict))
+        parts = _parts(content)
+        if (
+            role
+            and isinstance(role, str)
+            and not ids
+            and len(parts) == 1
+            and isinstance(parts[0], str)
+        ):
+            return _text_message(role, parts[0])
+        encoded = orjson.dumps([role, parts, ids])
+    else:
+        encoded = orjson.dumps(message)
+    return b"j%d:%s" % (len(encoded), encoded)
+
+
+def _text_message(role: str, text: str) -> bytes:
+    role_bytes = role.encode("utf-8", "surrogatepass")
+    text_bytes = text.encode("utf-8", "surrogatepass")
+    return b"t%d:%s%d:%s" % (len(role_bytes), role_bytes, len(text_bytes), text_bytes)
 
 
 def _transcript(api: str, body: dict[str, Any]) -> tuple[Any, list[Any]] | None:

@@ -45,12 +45,14 @@ from recorder.blobs import BLOBS_DIR, BlobStore
 from recorder.events import ERROR, Event, make_event
 from recorder.logfile import SessionFile, open_session_file, reseal
 from recorder.reader import tool_events
+from recorder.syncing import SyncPlan
 from recorder.toolevents import ToolLedger
 
 log = logging.getLogger("taplog.recorder")
 
 FSYNC_POLICIES = ("always", "interval", "never")
 FSYNC_INTERVAL = 0.1
+MAX_SESSION_STATES = 4096  # remembered sessions; a forgotten one is restored from its log
 SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 Observer = Callable[[Event], None]
@@ -164,15 +166,20 @@ class Recorder:
         self._retry_seconds = retry_seconds
         self._idle_seconds = session_idle_seconds
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Queue size as counts in and out: the loop side adds under a lock of its own
+        # (callers may be several threads), the writer side alone counts out, without
+        # it, so the loop never waits for a lock the writer holds.
         self._lock = threading.Lock()
-        self._queued_bytes = 0
-        self._queued_records = 0
+        self._records_in = self._bytes_in = 0  # ever queued
+        self._records_out = self._bytes_out = 0  # ever built (writer thread only)
         self._error: str | None = None  # cleared by the next good write
         self._fatal: str | None = None  # cleared only by a restart
         self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
         self._closed = False
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
+        self._unsynced = SyncPlan(self.sessions_dir)
         self._states: dict[str, SessionState] = {}
+        self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
         self._last_sync = time.monotonic()
         self._observers: list[Observer] = list(observers)
         self.stats = WriterStats()
@@ -194,27 +201,42 @@ class Recorder:
         if self._closed:
             raise RuntimeError("recorder is closed")
         with self._lock:
-            self._queued_bytes += record.size
-            self._queued_records += 1
+            self._records_in += 1
+            self._bytes_in += record.size
         self._queue.put(record)
+
+    @property
+    def _queued_records(self) -> int:
+        done = self._records_out  # read first: out never passes in
+        return self._records_in - done
+
+    @property
+    def _queued_bytes(self) -> int:
+        done = self._bytes_out
+        return self._bytes_in - done
 
     @property
     def accepting(self) -> bool:
         """Whether new calls may start: the disk works and the queue has room."""
-        return self.health()["reason"] is None
+        return self._refusal() is None
 
     def health(self) -> dict[str, Any]:
-        reason = self._fatal or self._error
-        if reason is None and self._closed is False and not self._writer_alive():
-            reason = "the log writer is not running"
-        if reason is None and self._queued_bytes >= self.high_water_bytes:
-            reason = "recorder queue is over its high-water mark"
+        reason = self._refusal()
         return {
             "accepting": reason is None,
             "reason": reason,
             "queued_records": self._queued_records,
             "queued_bytes": self._queued_bytes,
         }
+
+    def _refusal(self) -> str | None:
+        """Why new calls are refused now, or None (asked on every call: builds nothing)."""
+        reason = self._fatal or self._error
+        if reason is None and self._closed is False and not self._writer_alive():
+            reason = "the log writer is not running"
+        if reason is None and self._queued_bytes >= self.high_water_bytes:
+            reason = "recorder queue is over its high-water mark"
+        return reason
 
     def _writer_alive(self) -> bool:
         return self._thread.is_alive() or self._thread.ident is None  # not started yet
@@ -255,6 +277,7 @@ class Recorder:
         barriers: list[_Barrier] = []
         closing = False
         while True:
+            touched: set[str] = set()
             for item in self._take(self._wait_time(pending, closing)):
                 if item is _CLOSE:
                     closing = True
@@ -262,9 +285,13 @@ class Recorder:
                     barriers.append(item)
                 else:
                     pending.extend(self._build(item))
+                    touched.add(item.session)
+            self._track_waiting(touched)
             pending.extend(self._expire_idle())
             if pending:
                 pending = self._write(pending)
+            if not pending and len(self._states) > MAX_SESSION_STATES:
+                self._forget_states()  # all written: a forgotten state reads back whole
             self._sync(force=closing or self.fsync == "always")
             if not pending:
                 written = self._error is None and self._fatal is None and not self._lost_unsynced
@@ -286,22 +313,37 @@ class Recorder:
             return self._retry_seconds
         if closing:
             return 0.0
-        deadlines = [
-            s.last_seen + self._idle_seconds for s in self._states.values() if s.tools.pending
-        ]
-        if self.fsync == "interval" and any(f.dirty for f in self._files.values()):
+        deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+        # Most recently written last: a dirty file, if any, is found in a few steps.
+        if self.fsync == "interval" and self._unsynced.due(reversed(self._files.values())):
             deadlines.append(self._last_sync + FSYNC_INTERVAL)
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _track_waiting(self, sessions: set[str]) -> None:
+        """Keep `_waiting` current, so the idle checks never scan every session seen."""
+        for session in sessions:
+            if self._states[session].tools.pending:
+                self._waiting.add(session)
+            else:
+                self._waiting.discard(session)
 
     def _expire_idle(self) -> list[Event]:
         """Close the tool calls of sessions idle for longer than the idle timeout."""
         now = time.monotonic()
-        return [
-            event
-            for session, state in self._states.items()
-            if state.tools.pending and now - state.last_seen >= self._idle_seconds
-            for event in state.tools.expire(session)
-        ]
+        idle = [s for s in self._waiting if now - self._states[s].last_seen >= self._idle_seconds]
+        self._waiting.difference_update(idle)
+        return [event for session in idle for event in self._states[session].tools.expire(session)]
+
+    def _forget_states(self) -> None:
+        """Forget the longest-idle half of the sessions without tool calls pending.
+
+        Without this a long-running proxy kept one state per session ever seen; a
+        forgotten session that comes back is restored from its log, as after a restart.
+        """
+        by_age = sorted(self._states, key=lambda session: self._states[session].last_seen)
+        for session in by_age[: len(by_age) - MAX_SESSION_STATES // 2]:
+            if session not in self._waiting:
+                del self._states[session]
 
     def _take(self, timeout: float | None) -> list[Any]:
         """Block for the first item (up to `timeout`), then drain what is there."""
@@ -326,9 +368,8 @@ class Recorder:
         except Exception as exc:  # a bug in one record must not stop the log
             log.exception("recorder: could not build events for session %s", record.session)
             events = [make_event(ERROR, record.session, None, reason=f"record failed: {exc!r}")]
-        with self._lock:
-            self._queued_bytes -= record.size
-            self._queued_records -= 1
+        self._records_out += 1
+        self._bytes_out += record.size
         return events
 
     def _write(self, pending: list[Event]) -> list[Event]:
@@ -375,16 +416,30 @@ class Recorder:
             self._files.move_to_end(session)
             return session_file
         if len(self._files) >= self._max_open:
-            _, oldest = self._files.popitem(last=False)
-            self._close(oldest)
+            self._evict(*self._files.popitem(last=False))
+        session_file = self._unsynced.reclaim(session) or self._open(session)
+        self._files[session] = session_file
+        return session_file
+
+    def _open(self, session: str) -> SessionFile:
         path = self.sessions_dir / f"{session}.jsonl"
         session_file, damage = open_session_file(
-            path, self.quarantine_dir, self.fsync != "never", self.blobs
+            path, self.quarantine_dir, sync_dir=False, blobs=self.blobs
         )
         if damage is not None:
             log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
-        self._files[session] = session_file
+        if session_file.created and self.fsync != "never":
+            self._unsynced.created(session_file)  # its name is synced with the next pass
         return session_file
+
+    def _evict(self, session: str, session_file: SessionFile) -> None:
+        """Out of the open-file cache; an unsynced file stays open until the next sync."""
+        if not session_file.dirty or self.fsync == "never":
+            self._close(session_file)
+            return
+        self._unsynced.retire(session, session_file)
+        if self._unsynced.retired >= self._max_open:  # bound the open files
+            self._sync(force=True)
 
     def _sync_failed(self, session_file: SessionFile, exc: OSError) -> None:
         """Never fsync the same data twice: seal the file as suspect and go on in a new one.
@@ -425,12 +480,9 @@ class Recorder:
         now = time.monotonic()
         if not force and self.fsync == "interval" and now - self._last_sync < FSYNC_INTERVAL:
             return
-        dirty = [f for f in self._files.values() if f.dirty]
-        for session_file in dirty:
-            try:
-                session_file.sync()
-            except OSError as exc:
-                self._sync_failed(session_file, exc)
-        if dirty:
+        synced, failures = self._unsynced.run(list(self._files.values()))
+        for session_file, exc in failures:
+            self._sync_failed(session_file, exc)
+        if synced:
             self.stats.synced(time.monotonic() - now)
         self._last_sync = now

@@ -226,6 +226,9 @@ def tool_results(body: dict) -> list[ToolResult]:
     ]
 
 
+END_BYTES = (b"message_stop",)  # in every raw block `is_end` is true of: a test before parsing
+
+
 def is_end(event: SseEvent) -> bool:
     """The stream's end marker, `message_stop`."""
     return event.event == "message_stop"

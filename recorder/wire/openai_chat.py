@@ -230,6 +230,9 @@ def tool_results(body: dict) -> list[ToolResult]:
     ]
 
 
+END_BYTES = (b"[DONE]",)  # in every raw block `is_end` is true of: a test before parsing
+
+
 def is_end(event: SseEvent) -> bool:
     """The stream's end marker, `data: [DONE]`."""
     return event.data.startswith("[DONE]")

@@ -244,6 +244,9 @@ def tool_results(body: dict) -> list[ToolResult]:
     ]
 
 
+END_BYTES = tuple(kind.encode() for kind in sorted(_TERMINAL))  # in every end block: a test
+
+
 def is_end(event: SseEvent) -> bool:
     """A terminal event: completed, incomplete or failed."""
     return event.event in _TERMINAL
