@@ -11,8 +11,8 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY . .
-# The install of .ci/run (a venv, pip install of this project), without the test extra.
-RUN python3 -m venv /opt/taplog && /opt/taplog/bin/pip install --no-cache-dir .
+# The install of .ci/run (a venv, pip install of this project) with uvloop, without the test extra.
+RUN python3 -m venv /opt/taplog && /opt/taplog/bin/pip install --no-cache-dir '.[fast]'
 
 FROM python:3.11-slim
 ENV PATH=/opt/taplog/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
