@@ -41,13 +41,13 @@ from proxy.call_log import (
     switch,
 )
 from proxy.fallbacks import Target
-from proxy.relay import open_upstream, relay
+from proxy.relay import open_upstream, relay, split, splitter
 from proxy.state import BREAKERS, FALLBACKS, RESPONSES_HISTORY
-from proxy.upstream import classify, response_headers
+from proxy.upstream import BrokenStream, classify, response_headers
 from recorder.bodies import parse_json
 from recorder.events import FAILOVER
 from recorder.translate.requests import Untranslatable
-from recorder.wire.sse import SseSplitter, parse_block
+from recorder.wire.sse import parse_block
 
 MAX_WAIT = 5.0  # never sleep longer than this for a retry
 
@@ -146,12 +146,12 @@ async def _try_once(
                 attempt_try.keep(body)
                 outcome = verdict(status, parse_json(body))
             else:
-                outcome = await _answer_start(upstream, attempt_try)
-    except (aiohttp.ClientError, TimeoutError) as exc:
+                outcome = await _answer_start(request, upstream, attempt_try)
+    except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         failure = classify(exc)
-        call.last_reason = failure.message
+        call.last_reason = str(exc) if isinstance(exc, BrokenStream) else failure.message
         record_response(
-            request, call, attempt_try, None, CIMultiDict(), failure.outcome, failure.message
+            request, call, attempt_try, None, CIMultiDict(), failure.outcome, call.last_reason
         )
         if upstream is not None:
             upstream.close()
@@ -172,16 +172,18 @@ async def _try_once(
     return None, outcome, retry_after(headers)
 
 
-async def _answer_start(upstream: aiohttp.ClientResponse, attempt_try: Try) -> str:
+async def _answer_start(
+    request: web.Request, upstream: aiohttp.ClientResponse, attempt_try: Try
+) -> str:
     """Read a stream up to its first event (an error there means the vendor failed), or a
     whole non-stream body (a cut body is a failure that another target can still fix)."""
     if not attempt_try.attempt.stream:
         attempt_try.keep(await upstream.read())
         return OK
-    splitter = SseSplitter()
+    events = splitter(request)
     async for chunk in upstream.content.iter_any():
         attempt_try.keep(chunk)
-        for block in splitter.feed(chunk):
+        for block in split(events, chunk):
             event = parse_block(block)
             if event is not None:
                 failed = first_event_is_error(attempt_try.attempt.api, event.event, event.data)

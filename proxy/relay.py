@@ -34,7 +34,7 @@ from proxy.continuation import (
 )
 from proxy.fallbacks import Target
 from proxy.forward import ClientGone, cut_off, end_answer, send
-from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY
+from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY, SETTINGS
 from proxy.translations import context, route_for
 from proxy.upstream import BrokenStream, classify, response_headers
 from recorder.bodies import parse_json
@@ -42,9 +42,10 @@ from recorder.events import FAILOVER
 from recorder.translate.requests import Untranslatable
 from recorder.wire import api_module
 from recorder.wire.chaining import final_answer
-from recorder.wire.sse import SseSplitter, parse_block
+from recorder.wire.sse import SseSplitter, SseTooLarge, parse_block
 
 CONTINUABLE_APIS = frozenset({"openai.chat", "anthropic.messages"})
+MIB = 1024 * 1024
 
 
 class Relayed:
@@ -54,16 +55,16 @@ class Relayed:
     continued elsewhere, and otherwise the client gets taplog's error event.
     """
 
-    def __init__(self, api: str, streamed: bool) -> None:
+    def __init__(self, api: str, splitter: SseSplitter | None) -> None:
         self.api = api
-        self.splitter = SseSplitter() if streamed else None
-        self.finished = not streamed  # a whole body is complete by HTTP framing
+        self.splitter = splitter  # None: a whole body, complete by HTTP framing
+        self.finished = splitter is None
 
     def convert(self, chunk: bytes) -> bytes:
         if self.splitter is None:
             return chunk
         out = []
-        for block in self.splitter.feed(chunk):
+        for block in split(self.splitter, chunk):
             event = parse_block(block)
             if event is not None:
                 if first_event_is_error(self.api, event.event, event.data):
@@ -76,13 +77,13 @@ class Relayed:
 class Translated:
     """A vendor stream translated event by event into the client's API."""
 
-    def __init__(self, call: Call, attempt: Attempt) -> None:
+    def __init__(self, call: Call, attempt: Attempt, splitter: SseSplitter) -> None:
         route = route_for(call.api, attempt.api)
         assert route is not None and attempt.translation is not None  # planned that way
         self.translator = route.stream(
             context(call.parsed, attempt.target.model, attempt.translation)
         )
-        self.splitter = SseSplitter()
+        self.splitter = splitter
 
     @property
     def finished(self) -> bool:
@@ -94,7 +95,7 @@ class Translated:
 
     def convert(self, chunk: bytes) -> bytes:
         out: list[bytes] = []
-        for block in self.splitter.feed(chunk):
+        for block in split(self.splitter, chunk):
             event = parse_block(block)
             if event is None:
                 continue
@@ -120,12 +121,12 @@ async def relay(
     if attempt.translation is not None and not attempt.stream:
         return await _relay_translated_body(request, call, attempt_try, upstream, headers)
     if attempt.translation is not None:
-        stream: Relayed | Translated = Translated(call, attempt)
+        stream: Relayed | Translated = Translated(call, attempt, splitter(request))
         sent_headers = CIMultiDict(
             {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
         )
     else:
-        stream = Relayed(attempt.api, attempt.stream)
+        stream = Relayed(attempt.api, splitter(request) if attempt.stream else None)
         sent_headers = CIMultiDict(headers)
         sent_headers.popall("content-length", None)
     response = web.StreamResponse(status=upstream.status, headers=sent_headers)
@@ -133,7 +134,7 @@ async def relay(
     try:
         await response.prepare(request)
         pending = [chunk for _, chunk in attempt_try.chunks]
-        chunks = _chunks(upstream, attempt_try, pending)
+        chunks = _chunks(request, upstream, attempt_try, pending)
         await _pipe(response, chunks, stream.convert, lambda: stream.finished, sent, held)
         if not stream.finished:
             raise BrokenStream("the stream ended before its end marker")
@@ -306,12 +307,15 @@ async def _splice(
 ) -> bool:
     """Stream the continuation into the client's open stream."""
     attempt = attempt_try.attempt
-    stream = Translated(call, attempt) if attempt.translation else Relayed(attempt.api, True)
+    events = splitter(request)
+    stream = (
+        Translated(call, attempt, events) if attempt.translation else Relayed(attempt.api, events)
+    )
     splice = Splice(call.api, view)
     outcome, error, held = "ok", None, []
     headers = response_headers(upstream)
     try:
-        chunks = _chunks(upstream, attempt_try, [])
+        chunks = _chunks(request, upstream, attempt_try, [])
         convert = lambda chunk: splice.convert(stream.convert(chunk))  # noqa: E731
         await _pipe(response, chunks, convert, lambda: stream.finished, bytearray(), held)
         if not stream.finished:
@@ -352,11 +356,34 @@ async def open_upstream(
         )
 
 
-async def _chunks(upstream: aiohttp.ClientResponse, attempt_try: Try, pending: list[bytes]):
+def splitter(request: web.Request) -> SseSplitter:
+    """A stream's event splitter, bounded by `--max-sse-event-mb` as on the plain path."""
+    return SseSplitter(int(request.app[SETTINGS].max_sse_event_mb * MIB))
+
+
+def split(splitter: SseSplitter, chunk: bytes) -> list[bytes]:
+    """The events `chunk` completes; one over the size limit breaks the stream."""
+    try:
+        return splitter.feed(chunk)
+    except SseTooLarge as exc:
+        limit = f"{exc.limit / MIB:.3g} MiB (--max-sse-event-mb)"
+        raise BrokenStream(f"a stream event is over {limit}") from None
+
+
+async def _chunks(
+    request: web.Request, upstream: aiohttp.ClientResponse, attempt_try: Try, pending: list[bytes]
+):
+    """The try's chunks, those read already first; more than `--max-answer-mb` breaks it."""
+    max_mb = request.app[SETTINGS].max_answer_mb
+    size = 0
     for chunk in pending:
+        size += len(chunk)
         yield chunk
     async for chunk in upstream.content.iter_any():
         attempt_try.keep(chunk)
+        size += len(chunk)
+        if size > max_mb * MIB:
+            raise BrokenStream(f"the answer streamed over {max_mb:g} MiB (--max-answer-mb)")
         yield chunk
 
 

@@ -8,6 +8,7 @@ Attempt counts are taken at the fake vendors.
 
 from __future__ import annotations
 
+import re
 import time
 
 import anthropic
@@ -186,3 +187,37 @@ def test_a_refused_prefill_is_retried_as_an_instruction_and_never_shown(servers,
     assert sent[2]["messages"][-1]["role"] == "user"  # then the instruction
     statuses = [e["status"] for e in proxy.events("llm.response")]
     assert statuses == [200, 400, 200]
+
+
+@pytest.mark.parametrize("primary_down", [False, True], ids=["relayed", "translated"])
+def test_a_stream_event_over_the_limit_breaks_a_failover_served_stream_too(
+    servers, vendors, tmp_path, primary_down
+):
+    rule = {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], "midstream": "error"}
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]}, max_sse_event_mb=0.01)
+    vendors.openai.down = {"status": "503"} if primary_down else {}
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    said = "a stream event is over 0.01 MiB (--max-sse-event-mb)"
+    with pytest.raises(openai.APIError, match=re.escape(said)):
+        for _ in client.chat.completions.create(
+            model="gpt-4.1",
+            messages=[{"role": "user", "content": "!big=40000 !events=2"}],
+            stream=True,
+        ):
+            pass
+    sessions = proxy.wait_responses(2 if primary_down else 1)
+    (answered,) = [
+        e
+        for events in sessions.values()
+        for e in events
+        if e["type"] == "llm.response" and e["status"] == 200
+    ]
+    assert (answered["outcome"], answered["error"]) == ("upstream_cut", said)
+    assert (
+        client.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "hello"}]
+        )
+        .choices[0]
+        .message.content
+        == "Echo: hello"
+    )
