@@ -21,6 +21,7 @@ from recorder.events import ERROR, make_event
 from recorder.reader import read_session
 from recorder.verify import verify
 from recorder.writer import EventRecord, Recorder
+from tests.test_durability import _told
 
 
 class Syncs:
@@ -49,14 +50,6 @@ class Syncs:
         monkeypatch.setattr(recorder.logfile.os, "fsync", fsync)
         if real_syncfs is not None:
             monkeypatch.setattr(recorder.syncing, "syncfs", syncfs)
-
-
-def _told(rec: Recorder) -> bool:
-    told: list[bool] = []
-    done = threading.Event()
-    rec.when_written(lambda ok: (told.append(ok), done.set()))
-    assert done.wait(10)
-    return told[0]
 
 
 def _one_batch(rec: Recorder, sessions: list[str], reason: str = "hello") -> None:

@@ -199,14 +199,19 @@ def _sse(url: str, count: int, headers: dict[str, str] | None = None) -> list[tu
     return found
 
 
-def test_live_stream_resumes_from_last_event_id_without_gaps(servers, fake, tmp_path):
-    proxy = start_taplog(
+def _proxy_with_ui(servers, fake, tmp_path, **settings):
+    return start_taplog(
         servers,
         tmp_path / "data",
         openai_base=f"{fake.url}/v1",
         anthropic_base=fake.url,
         ui=True,
+        **settings,
     )
+
+
+def test_live_stream_resumes_from_last_event_id_without_gaps(servers, fake, tmp_path):
+    proxy = _proxy_with_ui(servers, fake, tmp_path)
     ask(proxy, "live", "first")
     proxy.flush()
     url = f"{proxy.url}/ui/api/sessions/live/events"
@@ -231,9 +236,7 @@ def test_live_stream_resumes_from_last_event_id_without_gaps(servers, fake, tmp_
 def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_history_once(
     servers, fake, tmp_path
 ):
-    proxy = start_taplog(
-        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", anthropic_base=fake.url, ui=True
-    )
+    proxy = _proxy_with_ui(servers, fake, tmp_path)
     client = openai.OpenAI(base_url=f"{proxy.url}/s/grow/v1", api_key=OPENAI_KEY, max_retries=0)
     messages: list[dict] = []
     for turn in ("one", "two", "three"):
@@ -259,14 +262,7 @@ def test_live_stream_refuses_a_bad_seq_and_an_unknown_session(recorded):  # noqa
 
 
 def test_tokens_guard_the_ui_like_metrics(servers, fake, tmp_path):
-    proxy = start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        ui=True,
-        auth_token=TOKEN,
-    )
+    proxy = _proxy_with_ui(servers, fake, tmp_path, auth_token=TOKEN)
     refused = httpx.get(f"{proxy.url}/ui/api/sessions")
     assert refused.status_code == 401 and "/t/<token>/ui/" in refused.text
     assert TOKEN not in refused.text
