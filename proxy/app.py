@@ -186,7 +186,11 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app[BREAKERS] = Breakers()
     app[LIFECYCLE] = Lifecycle()
     app[TOKENS] = Tokens(settings.auth_tokens)
-    app[RESOLVER] = SessionResolver(idle_seconds=settings.session_idle_minutes * 60)
+    sessions_dir = settings.data_dir / "sessions"
+    app[RESOLVER] = SessionResolver(
+        idle_seconds=settings.session_idle_minutes * 60,
+        logged=lambda session: (sessions_dir / f"{session}.jsonl").exists(),
+    )
     app[RESPONSES_HISTORY] = ResponsesHistory()
     if settings.replay:
         index = load_index(Path(settings.replay))

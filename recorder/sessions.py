@@ -22,7 +22,7 @@ import random
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,8 +139,16 @@ class _Lru(OrderedDict[Any, Any]):
 class SessionResolver:
     """Resolves sessions and remembers what later calls may refer back to."""
 
-    def __init__(self, idle_seconds: float = 3600.0, max_entries: int = 100_000) -> None:
+    def __init__(
+        self,
+        idle_seconds: float = 3600.0,
+        max_entries: int = 100_000,
+        logged: Callable[[str], bool] = lambda session: False,
+    ) -> None:
+        """`logged(session)` tells whether a session already has a log (from an earlier
+        process): its first call here then starts nothing new."""
         self.idle_seconds = idle_seconds
+        self._logged = logged
         self._prefixes = _Lru(max_entries)  # transcript-prefix hash -> (session, last used)
         self._responses = _Lru(max_entries)  # Responses API response id -> session
         self._seen = _Lru(max_entries)
@@ -155,7 +163,7 @@ class SessionResolver:
         else:
             found = self._from_client(call) or self._stitch(call)
         session, source, original = found
-        first_seen = session not in self._seen
+        first_seen = session not in self._seen and not self._logged(session)
         self._seen.put(session, None)
         return Resolution(session, source, original, first_seen)
 

@@ -219,6 +219,7 @@ def test_a_restart_on_the_same_data_dir_continues_sessions_with_the_next_seq(fak
     assert all(later["prev"] == earlier["h"] for earlier, later in itertools.pairwise(events))
     answers = [e for e in events if e["type"] == "llm.response"]
     assert len(answers) == 2 and all(a["outcome"] == "ok" for a in answers)
+    assert [e["type"] for e in events].count("session.started") == 1  # one session, one start
 
 
 def test_sigterm_during_concurrent_streams_loses_nothing(fake, tmp_path):
