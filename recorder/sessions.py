@@ -163,7 +163,9 @@ class SessionResolver:
         else:
             found = self._from_client(call) or self._stitch(call)
         session, source, original = found
-        first_seen = session not in self._seen and not self._logged(session)
+        # Only a session named by the client can have a log from an earlier process.
+        named = source not in ("new", "stitched")
+        first_seen = session not in self._seen and not (named and self._logged(session))
         self._seen.put(session, None)
         return Resolution(session, source, original, first_seen)
 
