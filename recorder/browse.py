@@ -83,7 +83,7 @@ def list_sessions(con: duckdb.DuckDBPyConnection, wanted: SessionQuery) -> list[
             "session IN (SELECT session FROM llm_calls "
             "WHERE contains(lower(request_body::VARCHAR), lower(?)))"
         )
-        params.append(wanted.text)
+        params.append(orjson.dumps(wanted.text).decode()[1:-1])  # as it reads inside JSON
     order = "DESC" if wanted.descending else "ASC"
     cursor = con.execute(
         "SELECT session, started_at, last_at, "

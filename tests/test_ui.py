@@ -53,6 +53,7 @@ def test_sessions_list_agrees_with_the_sessions_view(recorded):  # noqa: F811
     [
         ({"model": "gpt-4.1"}, ["inert-script"]),
         ({"text": "<SCRIPT>window.__pwned"}, ["inert-script"]),
+        ({"text": 'its "quotes"'}, ["inert-script"]),
         ({"text": "plan my trip"}, ["anthropic-tools", "failover-chat"]),
         ({"text": "nobody wrote this"}, []),
         ({"since": "2999-01-01T00:00:00Z"}, []),

@@ -35,7 +35,7 @@ from tests.servers import ServerThread
 from tests.test_failover import RULES
 from tests.test_tool_events import anthropic_agent, chat_agent
 
-SCRIPT_PROMPT = "Explain this tag: <script>window.__pwned=1</script> please"
+SCRIPT_PROMPT = 'Explain this tag: <script>window.__pwned=1</script> and its "quotes", please'
 SESSIONS = ("anthropic-tools", "failover-chat", "inert-script")
 
 
