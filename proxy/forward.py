@@ -105,6 +105,9 @@ class _Answer:
             _record_answer(request, exchange, self.status, self.headers, outcome, error)
 
 
+MIB = 1024 * 1024
+
+
 class AnswerTooLarge(Exception):
     """The answer streamed more than `--max-answer-mb`."""
 
@@ -116,7 +119,8 @@ async def forward(
     settings = app[SETTINGS]
     answer = _Answer()
     exchange.started = time.perf_counter()
-    max_answer, max_event = _mib(settings.max_answer_mb), _mib(settings.max_sse_event_mb)
+    max_answer = int(settings.max_answer_mb * MIB)
+    max_event = int(settings.max_sse_event_mb * MIB)
     guard: EndGuard | None = None
     try:
         async with (
@@ -172,10 +176,6 @@ async def forward(
     finally:
         answer.finish(request, exchange, "proxy_error", "taplog failed on this call")
     return answer.response
-
-
-def _mib(value: float) -> int:
-    return int(value * 1024 * 1024)
 
 
 async def _stop(

@@ -33,7 +33,7 @@ from proxy.continuation import (
     supports_prefill,
 )
 from proxy.fallbacks import Target
-from proxy.forward import ClientGone, cut_off, end_answer, send
+from proxy.forward import MIB, ClientGone, cut_off, end_answer, send
 from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY, SETTINGS
 from proxy.translations import context, route_for
 from proxy.upstream import BrokenStream, classify, response_headers
@@ -45,7 +45,6 @@ from recorder.wire.chaining import final_answer
 from recorder.wire.sse import SseSplitter, SseTooLarge, parse_block
 
 CONTINUABLE_APIS = frozenset({"openai.chat", "anthropic.messages"})
-MIB = 1024 * 1024
 
 
 class Relayed:
