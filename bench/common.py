@@ -2,7 +2,8 @@
 
 Every process listens on 127.0.0.1 only. The fake vendor runs in a process of its
 own (`start_fake`) so the load generator, the vendor and the proxy under test do
-not share an event loop; `start_taplog` and `start_bare` start the two proxies.
+not share an event loop; `start_taplog` and `start_bare` start the two proxies
+(`litellm_proxy.start_litellm` a third, when the `bench` extra is installed).
 """
 
 from __future__ import annotations
@@ -38,29 +39,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_http(url: str, seconds: float = 20) -> float:
-    """Poll `url` until it answers; returns the seconds it took."""
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        try:
-            httpx.get(url, timeout=1)
-            return time.monotonic() - started
-        except httpx.TransportError:
-            time.sleep(0.01)
-    raise SystemExit(f"{url} never came up")
-
-
 class Service:
     """A process serving HTTP on 127.0.0.1:port; `ready` is its start-to-ready time."""
 
-    def __init__(self, command: list[str], port: int, probe: str, **popen: object) -> None:
+    def __init__(
+        self, command: list[str], port: int, probe: str, wait: float = 20, **popen: object
+    ) -> None:
         started = time.monotonic()
         self.process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen
         )
         self.url = f"http://127.0.0.1:{port}"
-        wait_http(self.url + probe)
+        self._wait(self.url + probe, wait)
         self.ready = time.monotonic() - started
+
+    def _wait(self, url: str, seconds: float) -> None:
+        """Poll `url` until it answers; a process that exits or stays silent is an error."""
+        deadline = time.monotonic() + seconds
+        while self.process.poll() is None and time.monotonic() < deadline:
+            try:
+                httpx.get(url, timeout=1)
+                return
+            except httpx.TransportError:
+                time.sleep(0.01)
+        self.stop(grace=1)
+        raise SystemExit(f"{url} never came up: {self.process.args!r}")
 
     def rss_mb(self, field: str = "VmRSS") -> float:
         """Resident memory (VmRSS) or its peak so far (VmHWM), in MiB, from /proc."""

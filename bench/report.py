@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, p50, p99
+from bench.litellm_proxy import INSTALL
 from bench.offline import growth_summary
 
-SYSTEMS = ("direct", "bare", "taplog", "taplog-always")
+# Every system run.py can measure, in table order; LiteLLM only with the `bench` extra.
+SYSTEMS = ("direct", "bare", "taplog", "taplog-always", "litellm")
 OWNED = ("## Proxy overhead", "## Taplog alone", "## Storage growth", "## Profile (run.py)")
 RETIRED = ("## Added latency",)
 COMMAND = ".venv/bin/python bench/run.py"
@@ -26,19 +28,21 @@ def _verdict(ok: bool) -> str:
 
 def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[str, float]]:
     rows, key = [], {}
+    systems = [s for s in SYSTEMS if s in runs["c1"]]
+    proxies = systems[1:]
 
     def row(label: str, values: dict[str, str]) -> None:
-        rows.append(f"| {label} | " + " | ".join(values.get(s, "-") for s in SYSTEMS) + " |")
+        rows.append(f"| {label} | " + " | ".join(values.get(s, "-") for s in systems) + " |")
 
     for phase, label in (("c1", "c=1"), ("c32", "c=32")):
         data = runs[phase]
         row(
             f"latency {label}, p50 / p99 (ms)",
-            {s: f"{p50(data[s]):.2f} / {p99(data[s]):.2f}" for s in SYSTEMS},
+            {s: f"{p50(data[s]):.2f} / {p99(data[s]):.2f}" for s in systems},
         )
         added = {
             s: (p50(data[s]) - p50(data["direct"]), p99(data[s]) - p99(data["direct"]))
-            for s in SYSTEMS[1:]
+            for s in proxies
         }
         row(
             f"added {label}, p50 / p99 (ms)",
@@ -49,39 +53,65 @@ def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[
     ttfe = runs["ttfe"]
     row(
         "time to first event, p50 / p99 (ms)",
-        {s: f"{p50(ttfe[s]):.2f} / {p99(ttfe[s]):.2f}" for s in SYSTEMS},
+        {s: f"{p50(ttfe[s]):.2f} / {p99(ttfe[s]):.2f}" for s in systems},
     )
-    for s in SYSTEMS[1:]:
+    for s in proxies:
         key[f"ttfe50:{s}"] = p50(ttfe[s]) - p50(ttfe["direct"])
         key[f"ttfe99:{s}"] = p99(ttfe[s]) - p99(ttfe["direct"])
     row(
         "added time to first event, p50 / p99 (ms)",
-        {s: f"{key[f'ttfe50:{s}']:.2f} / {key[f'ttfe99:{s}']:.2f}" for s in SYSTEMS[1:]},
+        {s: f"{key[f'ttfe50:{s}']:.2f} / {key[f'ttfe99:{s}']:.2f}" for s in proxies},
     )
     gap = runs["gap"]
-    row("gap between events, p99 (ms)", {s: f"{p99(gap[s]):.2f}" for s in SYSTEMS})
-    row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in SYSTEMS[1:]})
+    row("gap between events, p99 (ms)", {s: f"{p99(gap[s]):.2f}" for s in systems})
+    row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in proxies})
     rps = runs["rps64"]
-    row("requests/s at c=64 (median of rounds)", {s: f"{p50(rps[s]):.0f}" for s in SYSTEMS})
-    for s in SYSTEMS:
+    row("requests/s at c=64 (median of rounds)", {s: f"{p50(rps[s]):.0f}" for s in systems})
+    for s in systems:
         key[f"rps:{s}"] = p50(rps[s])
-    head = ["| figure | " + " | ".join(SYSTEMS) + " |", "|---|" + "---:|" * len(SYSTEMS)]
+    head = ["| figure | " + " | ".join(systems) + " |", "|---|" + "---:|" * len(systems)]
     return head + rows, key
 
 
-def _ratio(label: str, mine: float, floor: float, limit: float, most: bool = True) -> str:
+def _ratio(
+    label: str, mine: float, other: float, limit: float, most: bool = True, to: str = "bare"
+) -> str:
+    """taplog's figure over system `to`'s, against `limit` (at most, or at least)."""
     sign = "<=" if most else ">="
-    if floor <= 0:  # a difference of two noisy p99s: no ratio to take
+    if other <= 0:  # a difference of two noisy p99s: no ratio to take
         return (
-            f"FAIL  {label}: taplog {mine:.3f} / bare {floor:.3f}: no ratio, bare's figure "
+            f"FAIL  {label}: taplog {mine:.3f} / {to} {other:.3f}: no ratio, {to}'s figure "
             f"is within noise ({sign} {limit}x wanted)"
         )
-    ratio = mine / floor
+    ratio = mine / other
     ok = ratio <= limit if most else ratio >= limit
     return (
-        f"{_verdict(ok)}  {label}: taplog {mine:.3f} / bare {floor:.3f} = {ratio:.2f}x "
+        f"{_verdict(ok)}  {label}: taplog {mine:.3f} / {to} {other:.3f} = {ratio:.2f}x "
         f"({sign} {limit}x)"
     )
+
+
+def _against_litellm(key: dict[str, float]) -> list[str]:
+    """Issue 9's two targets against LiteLLM's proxy, when it was measured."""
+    if "rps:litellm" not in key:
+        return [f"SKIP  against LiteLLM's proxy: not measured (install it: `{INSTALL}`)"]
+    return [
+        _ratio(
+            "added p50 latency, c=1 (ms), against LiteLLM",
+            key["c1:taplog"],
+            key["c1:litellm"],
+            0.25,
+            to="litellm",
+        ),
+        _ratio(
+            "throughput at c=64 (req/s), against LiteLLM",
+            key["rps:taplog"],
+            key["rps:litellm"],
+            3,
+            most=False,
+            to="litellm",
+        ),
+    ]
 
 
 def _targets(key: dict[str, float], f: dict[str, Any]) -> list[str]:
@@ -92,6 +122,7 @@ def _targets(key: dict[str, float], f: dict[str, Any]) -> list[str]:
         _ratio("throughput at c=64 (req/s)", key["rps:taplog"], key["rps:bare"], 0.8, most=False),
         _ratio("added time to first event p50 (ms)", key["ttfe50:taplog"], key["ttfe50:bare"], 1.3),
         _ratio("added time to first event p99 (ms)", key["ttfe99:taplog"], key["ttfe99:bare"], 1.5),
+        *_against_litellm(key),
         f"{_verdict(f['rss_idle'] <= 80)}  idle RSS after the load: {f['rss_idle']:.1f} MB (<= 80)",
         f"{_verdict(ready <= 1)}  start to ready, median of {len(f['ready'])}: "
         f"{ready:.2f} s (<= 1)",
@@ -162,6 +193,19 @@ def _profile(stats: pstats.Stats, top: int = 15) -> list[str]:
     return lines
 
 
+def _litellm_note(litellm: dict[str, Any] | None) -> str:
+    if litellm is None:
+        return f"LiteLLM's proxy: not measured (`litellm[proxy]` is not installed: `{INSTALL}`)."
+    return (
+        f"litellm: LiteLLM's proxy server {litellm['version']} (`litellm --config`, one "
+        "uvicorn worker, no database, no master key, telemetry off, its default logging), "
+        "routing `gpt-4.1` to the fake's /v1 as an OpenAI model and `claude-sonnet-4-6` to the "
+        "fake as an Anthropic model; the same calls and all three stream shapes go through it. "
+        f"It was ready {litellm['ready']:.1f} s after start and held {litellm['rss']:.0f} MB "
+        "RSS after the rounds."
+    )
+
+
 def render(f: dict[str, Any]) -> str:
     table, key = _overhead(f["runs"])
     lines = [
@@ -174,7 +218,7 @@ def render(f: dict[str, Any]) -> str:
         "system's figure minus direct's from the same rounds. Non-stream: short Chat calls "
         "(c=1: 60 per round; c=32: 32 callers x 8). Streams: 20 events 5 ms apart after a "
         "20 ms time to first byte, Chat, Responses and Anthropic shapes in turn, 6 at once. "
-        "LiteLLM's proxy: not measured (`litellm[proxy]` is not installed).",
+        + _litellm_note(f.get("litellm")),
         "",
         *table,
         "",

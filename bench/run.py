@@ -4,7 +4,8 @@
 
 Starts, on 127.0.0.1, the tests' fake vendor (its own process), the bare proxy
 (`bare_proxy.py`: streams through, records nothing; the floor), `taplog serve`
-with fsync interval and with fsync always. The load generator (`load.py`) runs
+with fsync interval and with fsync always, and LiteLLM's proxy server when the
+`bench` extra is installed (`litellm_proxy.py`). The load generator (`load.py`) runs
 in this process. Each measurement goes round the systems in turn, `--rounds`
 times, so every system sees the same machine noise; "added" figures are a
 system's minus direct-to-the-fake's from the same rounds. Then, one thing at a
@@ -26,11 +27,12 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import load, offline, report
+from bench import litellm_proxy, load, offline, report
 from bench.common import (
     PYTHON,
     ROOT,
@@ -48,7 +50,7 @@ HELD_STALL_MS = 500.0
 
 
 class Systems:
-    """The fake vendor and the three proxies in front of it."""
+    """The fake vendor and the proxies in front of it (LiteLLM's when it is installed)."""
 
     def __init__(self) -> None:
         self.fake = start_fake()
@@ -62,10 +64,19 @@ class Systems:
             "taplog": self.interval.url,
             "taplog-always": self.always.url,
         }
+        self.litellm = None
+        if litellm_proxy.installed():
+            try:
+                self.litellm = litellm_proxy.start_litellm(self.fake.url)
+            except SystemExit:  # never came up: leave no process behind
+                self.stop()
+                raise
+            self.urls["litellm"] = self.litellm.url
 
     def stop(self) -> None:
-        for service in (self.always, self.interval, self.bare, self.fake):
-            service.stop()
+        for service in (self.litellm, self.always, self.interval, self.bare, self.fake):
+            if service is not None:
+                service.stop()
 
 
 async def interleaved(systems: Systems, rounds: int) -> dict[str, dict[str, list[float]]]:
@@ -160,6 +171,12 @@ def main() -> None:
         figures["rss_start"] = systems.interval.rss_mb()
         print("interleaved rounds ...", flush=True)
         figures["runs"] = asyncio.run(interleaved(systems, args.rounds))
+        if systems.litellm is not None:
+            figures["litellm"] = {
+                "version": metadata.version("litellm"),
+                "ready": systems.litellm.ready,
+                "rss": systems.litellm.rss_mb(),
+            }
         print(f"{args.held} held streams ...", flush=True)
         figures["held"] = {}
         for name in ("direct", "bare", "taplog"):
