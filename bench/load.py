@@ -17,6 +17,7 @@ import aiohttp
 from bench.common import BODY, HEADERS
 
 Json = dict[str, Any]
+SHAPES = ("chat", "responses", "anthropic")  # the streaming API shapes, in turn
 ANTHROPIC_HEADERS = {"x-api-key": "sk-bench-0123456789", "anthropic-version": "2023-06-01"}
 
 
@@ -78,6 +79,7 @@ async def throughput(
 
 @dataclass
 class Stream:
+    shape: str  # chat, responses or anthropic
     ttfe: float = 0.0  # ms from sending the request to the first `data:` line
     gaps: list[float] = field(default_factory=list)  # ms between `data:` lines
     events: int = 0
@@ -85,7 +87,7 @@ class Stream:
 
 async def stream(client: aiohttp.ClientSession, url: str, shape: str, text: str) -> Stream:
     path, body, headers = stream_request(shape, text)
-    result = Stream()
+    result = Stream(shape)
     started = last = time.perf_counter()
     async with client.post(url + path, json=body, headers=headers) as reply:
         reply.raise_for_status()
@@ -106,10 +108,9 @@ async def streams(
     client: aiohttp.ClientSession, url: str, workers: int, each: int, text: str
 ) -> list[Stream]:
     """`workers` concurrent streamers, `each` streams each, cycling the three shapes."""
-    shapes = ("chat", "responses", "anthropic")
 
     async def worker(offset: int) -> list[Stream]:
-        return [await stream(client, url, shapes[(offset + i) % 3], text) for i in range(each)]
+        return [await stream(client, url, SHAPES[(offset + i) % 3], text) for i in range(each)]
 
     results = await asyncio.gather(*(worker(n) for n in range(workers)))
     return [s for result in results for s in result]

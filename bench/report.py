@@ -13,6 +13,7 @@ from typing import Any
 
 from bench.common import ROOT, p50, p99
 from bench.litellm_proxy import INSTALL
+from bench.load import SHAPES
 from bench.offline import growth_summary
 
 # Every system run.py can measure, in table order; LiteLLM only with the `bench` extra.
@@ -62,6 +63,14 @@ def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[
         "added time to first event, p50 / p99 (ms)",
         {s: f"{key[f'ttfe50:{s}']:.2f} / {key[f'ttfe99:{s}']:.2f}" for s in proxies},
     )
+    by_shape = {
+        s: " / ".join(
+            f"{p50(runs[f'ttfe:{shape}'][s]) - p50(runs[f'ttfe:{shape}']['direct']):.2f}"
+            for shape in SHAPES
+        )
+        for s in proxies
+    }
+    row("added time to first event p50, " + " / ".join(SHAPES) + " (ms)", by_shape)
     gap = runs["gap"]
     row("gap between events, p99 (ms)", {s: f"{p99(gap[s]):.2f}" for s in systems})
     row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in proxies})

@@ -93,6 +93,7 @@ async def interleaved(systems: Systems, rounds: int) -> dict[str, dict[str, list
                 out["rps64"][name].append(await load.throughput(client, url, 64, 1.5))
                 for s in await load.streams(client, url, 6, 2, STREAM_TEXT):
                     out["ttfe"][name].append(s.ttfe)
+                    out[f"ttfe:{s.shape}"][name].append(s.ttfe)
                     out["gap"][name] += s.gaps
     return out
 
