@@ -76,7 +76,7 @@ def _apply(state: _State, kind: str | None, data: dict) -> None:
 
 
 def _block_delta(state: _State, index: int, delta: dict) -> None:
-    kind = delta.get("type")
+    kind = as_str(delta.get("type"))
     if kind == "input_json_delta":
         if isinstance(delta.get("partial_json"), str):
             state.json_parts.setdefault(index, []).append(delta["partial_json"])
@@ -184,7 +184,7 @@ def tool_calls(body: dict) -> list[ToolCall]:
     }
     calls = []
     for block in content:
-        call_id, kind = block.get("id"), block.get("type")
+        call_id, kind = block.get("id"), as_str(block.get("type"))
         if not isinstance(call_id, str):
             continue
         if kind == "tool_use":
