@@ -76,6 +76,9 @@ def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[
     row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in proxies})
     rps = runs["rps64"]
     row("requests/s at c=64 (median of rounds)", {s: f"{p50(rps[s]):.0f}" for s in systems})
+    if "p99_under_20" in runs:
+        best = runs["p99_under_20"]
+        row("highest concurrency with p99 < 20 ms", {s: f"{best[s][0]:.0f}" for s in systems})
     for s in systems:
         key[f"rps:{s}"] = p50(rps[s])
     head = ["| figure | " + " | ".join(systems) + " |", "|---|" + "---:|" * len(systems)]

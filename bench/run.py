@@ -37,6 +37,7 @@ from bench.common import (
     PYTHON,
     ROOT,
     Service,
+    p99,
     settle,
     start_bare,
     start_fake,
@@ -96,6 +97,29 @@ async def interleaved(systems: Systems, rounds: int) -> dict[str, dict[str, list
                     out[f"ttfe:{s.shape}"][name].append(s.ttfe)
                     out["gap"][name] += s.gaps
     return out
+
+
+CONCURRENCY_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
+P99_LIMIT_MS = 20.0
+
+
+async def highest_concurrency(systems: Systems) -> dict[str, list[float]]:
+    """Per system, the highest of CONCURRENCY_LEVELS at which non-stream calls keep their
+    p99 under P99_LIMIT_MS (0: not even one caller). Levels go up in step for all systems,
+    interleaved; a system stops at its first level over the limit."""
+    best = dict.fromkeys(systems.urls, 0)
+    climbing = set(systems.urls)
+    async with load.session() as client:
+        for level in CONCURRENCY_LEVELS:
+            for name, url in systems.urls.items():
+                if name not in climbing:
+                    continue
+                latencies = await load.closed_loop(client, url, level, max(4, 512 // level))
+                if p99(latencies) < P99_LIMIT_MS:
+                    best[name] = level
+                else:
+                    climbing.discard(name)
+    return {name: [level] for name, level in best.items()}
 
 
 async def held_streams(url: str, count: int) -> tuple[list[load.Stream], int]:
@@ -172,6 +196,8 @@ def main() -> None:
         figures["rss_start"] = systems.interval.rss_mb()
         print("interleaved rounds ...", flush=True)
         figures["runs"] = asyncio.run(interleaved(systems, args.rounds))
+        print("highest concurrency with p99 under 20 ms ...", flush=True)
+        figures["runs"]["p99_under_20"] = asyncio.run(highest_concurrency(systems))
         if systems.litellm is not None:
             figures["litellm"] = {
                 "version": metadata.version("litellm"),
