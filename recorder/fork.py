@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from recorder.events import SESSION_FORKED, Event, make_event, seal
+from recorder.logfile import write_aside
 from recorder.reader import read_events
 from recorder.sessions import InvalidSessionId, check_session_id
 
@@ -62,10 +63,7 @@ def _write_new(path: Path, events: list[Event]) -> None:
         line, prev = seal(event, seq, prev)  # the origin's seqs are gapless from 1: kept
         lines.append(line)
     aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-        out.write(b"".join(lines))
-        out.flush()
-        os.fsync(out.fileno())
+    write_aside(aside, b"".join(lines), exclusive=True)
     try:
         os.link(aside, path)
     except FileExistsError:

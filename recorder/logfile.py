@@ -196,10 +196,7 @@ def reseal(
     whole, lines = _whole_prefix(path)
     left_behind = path.stat().st_size - len(whole)
     copy = path.with_name(f".{path.name}.resealing")  # not a *.jsonl: readers skip it
-    with open(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-        out.write(whole)
-        out.flush()
-        os.fsync(out.fileno())
+    write_aside(copy, whole)
     os.link(path, kept)
     os.replace(copy, path)
     _sync_directory(path.parent)
@@ -215,6 +212,16 @@ def reseal(
     fresh.append([event])
     fresh.sync()
     return fresh, event, left_behind
+
+
+def write_aside(aside: Path, data: bytes, exclusive: bool = False) -> None:
+    """A whole new log written beside its place, owner-only and synced, before it is
+    linked or renamed in (so readers only ever see a complete file)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    with open(os.open(aside, flags, 0o600), "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def _sync_directory(folder: Path) -> None:

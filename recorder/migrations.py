@@ -25,7 +25,7 @@ from pathlib import Path
 from recorder import events as format_
 from recorder.events import Event, seal
 from recorder.lock import DataDirLock
-from recorder.logfile import quarantine_name
+from recorder.logfile import quarantine_name, write_aside
 from recorder.reader import read_events, session_files
 
 Migration = Callable[[Event], Event]
@@ -75,10 +75,7 @@ def _rewrite(path: Path, quarantine: Path) -> None:
         line, prev = seal(current, event["seq"], prev)
         lines.append(line)
     aside = path.with_name(f".{path.name}.migrating")
-    with open(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-        out.write(b"".join(lines))
-        out.flush()
-        os.fsync(out.fileno())
+    write_aside(aside, b"".join(lines))
     quarantine.mkdir(parents=True, exist_ok=True)
     os.link(path, quarantine / quarantine_name(path.stem, f"v{_oldest(path)}.jsonl"))
     os.replace(aside, path)
