@@ -17,6 +17,7 @@ import orjson
 
 from recorder.bodies import decode_body
 from recorder.reader import read_events
+from recorder.timeline import UnknownSession, session_conditions
 from recorder.transcript import new_messages
 
 if TYPE_CHECKING:
@@ -38,10 +39,6 @@ SESSION_SORTS = {
     "last_at": "last_at",
 }
 MAX_SESSIONS = 1000
-
-
-class UnknownSession(LookupError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,28 +65,13 @@ def list_sessions(con: duckdb.DuckDBPyConnection, wanted: SessionQuery) -> list[
     """Sessions matching the filters, sorted; at most `wanted.limit` (capped)."""
     if wanted.sort not in SESSION_SORTS:
         raise ValueError(f"cannot sort on {wanted.sort!r}; use one of {', '.join(SESSION_SORTS)}")
-    where, params = ["true"], []
-    if wanted.since is not None:
-        where.append("last_at >= ?")
-        params.append(wanted.since)
-    if wanted.until is not None:
-        where.append("started_at <= ?")
-        params.append(wanted.until)
-    if wanted.model:
-        where.append("list_contains(models, ?)")
-        params.append(wanted.model)
-    if wanted.text:
-        where.append(
-            "session IN (SELECT session FROM llm_calls "
-            "WHERE contains(lower(request_body::VARCHAR), lower(?)))"
-        )
-        params.append(orjson.dumps(wanted.text).decode()[1:-1])  # as it reads inside JSON
+    where, params = session_conditions(wanted.since, wanted.until, wanted.model, wanted.text)
     order = "DESC" if wanted.descending else "ASC"
     cursor = con.execute(
         "SELECT session, started_at, last_at, "
         "epoch_ms(last_at) - epoch_ms(started_at) AS duration_ms, calls, models, "
         "input_tokens, output_tokens, cost_usd, tool_calls, tool_errors, failovers, "
-        f"failed_calls FROM sessions WHERE {' AND '.join(where)} "
+        f"failed_calls FROM sessions WHERE {where} "
         f"ORDER BY {SESSION_SORTS[wanted.sort]} {order} NULLS LAST, session LIMIT ?",
         [*params, min(wanted.limit, MAX_SESSIONS)],
     )

@@ -29,23 +29,47 @@ class SessionFilter:
     failing: bool = False
 
 
+def session_conditions(
+    since: datetime | None = None,
+    until: datetime | None = None,
+    model: str | None = None,
+    text: str | None = None,
+    failing: bool = False,
+) -> tuple[str, list[Any]]:
+    """A WHERE clause over the `sessions` view for these filters, and its parameters.
+
+    `text` is looked for, case-insensitively, in the sessions' request bodies as it
+    reads inside JSON (a `"` in it matches the `\\"` in the body's text).
+    """
+    where, params = ["true"], []
+    if since is not None:
+        where.append("last_at >= ?")
+        params.append(since)
+    if until is not None:
+        where.append("started_at <= ?")
+        params.append(until)
+    if model:
+        where.append("list_contains(models, ?)")
+        params.append(model)
+    if text:
+        where.append(
+            "session IN (SELECT session FROM llm_calls "
+            "WHERE contains(lower(request_body::VARCHAR), lower(?)))"
+        )
+        params.append(orjson.dumps(text).decode()[1:-1])
+    if failing:
+        where.append("(tool_errors > 0 OR failed_calls > 0)")
+    return " AND ".join(where), params
+
+
 def list_sessions(
     con: duckdb.DuckDBPyConnection, wanted: SessionFilter
 ) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
     """Recent sessions, newest first: (columns, types, rows)."""
-    where, params = ["true"], []
-    if wanted.since is not None:
-        where.append("last_at >= ?")
-        params.append(wanted.since)
-    if wanted.model is not None:
-        where.append("list_contains(models, ?)")
-        params.append(wanted.model)
-    if wanted.failing:
-        where.append("(tool_errors > 0 OR failed_calls > 0)")
-    sql = (
-        f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
-        "ORDER BY last_at DESC LIMIT ?"
+    where, params = session_conditions(
+        since=wanted.since, model=wanted.model, failing=wanted.failing
     )
+    sql = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {where} ORDER BY last_at DESC LIMIT ?"
     relation = con.sql(sql, params=[*params, wanted.limit])
     return relation.columns, [str(t) for t in relation.types], relation.fetchall()
 
