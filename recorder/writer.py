@@ -1,8 +1,8 @@
 """The recorder: a bounded hand-off from the event loop to one writer thread.
 
-    event loop ── record(rec) ──▶ SimpleQueue ──▶ writer thread ──▶ sessions/<id>.jsonl
-                  (never blocks,                  builds events,      group commit,
-                   never drops)                   seals, appends      fsync per policy
+    event loop ── record(rec) ──▶ _Inbox ──▶ writer thread ──▶ sessions/<id>.jsonl
+                  (never blocks,              builds events,      group commit,
+                   never drops)               seals, appends      fsync per policy
 
 Record or refuse: `record` always accepts, so calls already in flight finish
 and are logged; `accepting` turns False when the queue is over its high-water
@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,8 +122,8 @@ class _Barrier:
     size = 0
 
     def __init__(self, callback: Callable[[bool], None] | None = None) -> None:
-        self.done = threading.Event()
         self.callback = callback
+        self.done = threading.Event() if callback is None else None  # for `flush` only
 
     def tell(self, ok: bool) -> None:
         """Tell the callback, once: written (True), or a write failed first (False)."""
@@ -136,11 +135,52 @@ class _Barrier:
                 log.debug("recorder: a barrier's callback failed", exc_info=True)
 
     def release(self, ok: bool) -> None:
-        self.done.set()
+        if self.done is not None:
+            self.done.set()
         self.tell(ok)
 
 
 _CLOSE = object()
+PATIENCE = 0.005  # how long a record may wait for a writer that is between batches
+
+
+class _Inbox:
+    """The hand-off from callers to the writer thread: a deque drained in batches.
+
+    Waking a thread costs a context switch each way, and on a small machine a
+    round trip costs more CPU than building a short call's events. So a record
+    does not wake a writer that is between batches: that writer looks again
+    within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
+    barrier, close) wakes it at once, as does any record once the writer has
+    gone to sleep for good.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._wake = threading.Event()
+        self._asleep = False
+
+    def put(self, item: Any, urgent: bool = False) -> None:
+        self._items.append(item)
+        if urgent or self._asleep:
+            self._wake.set()
+
+    def take(self, timeout: float | None, limit: int = 10_000) -> list[Any]:
+        """Up to `limit` items, after waiting up to `timeout` (None: for ever) for any."""
+        if not self._items and timeout != 0:
+            patience = PATIENCE if timeout is None else min(timeout, PATIENCE)
+            self._wake.wait(patience)
+            if not self._items and (timeout is None or timeout > patience):
+                self._asleep = True  # from here on every record wakes the writer
+                if not self._items:
+                    self._wake.wait(None if timeout is None else timeout - patience)
+                self._asleep = False
+        self._wake.clear()  # before draining: a later wake-up is never lost
+        items, popleft = [], self._items.popleft
+        with contextlib.suppress(IndexError):
+            while len(items) < limit:
+                items.append(popleft())
+        return items
 
 
 class Recorder:
@@ -165,7 +205,7 @@ class Recorder:
         self._max_open = max_open_files
         self._retry_seconds = retry_seconds
         self._idle_seconds = session_idle_seconds
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._inbox = _Inbox()
         # Queue size as counts in and out: the loop side adds under a lock of its own
         # (callers may be several threads), the writer side alone counts out, without
         # it, so the loop never waits for a lock the writer holds.
@@ -203,7 +243,7 @@ class Recorder:
         with self._lock:
             self._records_in += 1
             self._bytes_in += record.size
-        self._queue.put(record)
+        self._inbox.put(record)
 
     @property
     def _queued_records(self) -> int:
@@ -244,21 +284,21 @@ class Recorder:
     def flush(self, timeout: float | None = None) -> bool:
         """Block until everything recorded so far is written; for tests and shutdown."""
         barrier = _Barrier()
-        self._queue.put(barrier)
+        self._inbox.put(barrier, urgent=True)
         return barrier.done.wait(timeout)
 
     def when_written(self, callback: Callable[[bool], None]) -> None:
         """Call `callback(ok)` on the writer thread once everything recorded so far is
         written, and synced when the policy is `always` (ok True); or as soon as a write
         or sync fails before that (ok False). Never blocks."""
-        self._queue.put(_Barrier(callback))
+        self._inbox.put(_Barrier(callback), urgent=True)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, sync and close every file, stop the thread."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(_CLOSE)
+        self._inbox.put(_CLOSE, urgent=True)
         self._thread.join(timeout)
         if self._thread.is_alive():
             log.error("recorder: %d records could not be written before exit", self._queued_records)
@@ -278,7 +318,7 @@ class Recorder:
         closing = False
         while True:
             touched: set[str] = set()
-            for item in self._take(self._wait_time(pending, closing)):
+            for item in self._inbox.take(self._wait_time(pending, closing)):
                 if item is _CLOSE:
                     closing = True
                 elif isinstance(item, _Barrier):
@@ -344,18 +384,6 @@ class Recorder:
         for session in by_age[: len(by_age) - MAX_SESSION_STATES // 2]:
             if session not in self._waiting:
                 del self._states[session]
-
-    def _take(self, timeout: float | None) -> list[Any]:
-        """Block for the first item (up to `timeout`), then drain what is there."""
-        items: list[Any] = []
-        try:
-            first = self._queue.get_nowait() if timeout == 0 else self._queue.get(timeout=timeout)
-            items.append(first)
-            while len(items) < 10_000:
-                items.append(self._queue.get_nowait())
-        except queue.Empty:
-            pass
-        return items
 
     def _build(self, record: Record) -> list[Event]:
         state = self._states.get(record.session)
