@@ -8,6 +8,7 @@ system that stalls slows the bench down but never hangs it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,36 @@ def stream_request(shape: str, text: str) -> tuple[str, Json, dict[str, str]]:
     return "/v1/messages", body, ANTHROPIC_HEADERS
 
 
+TURNS = 8  # calls in one agent task before the agent starts the next
+_agents = itertools.count(1)
+
+
+class Agent:
+    """The calls of one agent, as agents make them: each turn resends the transcript so
+    far plus a new user message; after `TURNS` turns the agent starts a new task (for
+    taplog, a new session, stitched from its transcript as a real agent's would be).
+
+    `one_shot` agents send one unrelated prompt per call instead (for taplog, a new
+    session per call: the most it pays for one call)."""
+
+    def __init__(self, one_shot: bool = False) -> None:
+        self.name, self.one_shot = next(_agents), one_shot
+        self.tasks = itertools.count(1)
+        self.messages: list[Json] = []
+
+    def next_body(self) -> Json:
+        if self.one_shot or len(self.messages) >= 2 * TURNS - 1 or not self.messages:
+            task = next(self.tasks)
+            self.messages = [{"role": "user", "content": f"Agent {self.name}, task {task}: go."}]
+        else:
+            turn = len(self.messages) // 2 + 1
+            self.messages += [
+                {"role": "assistant", "content": "Done with that step. What next?"},
+                {"role": "user", "content": f"Step {turn}: check the result, then go on."},
+            ]
+        return {**BODY, "messages": list(self.messages)}
+
+
 async def call(client: aiohttp.ClientSession, url: str, body: Json = BODY) -> float:
     """One non-streaming Chat call; its latency in ms."""
     started = time.perf_counter()
@@ -50,26 +81,28 @@ async def call(client: aiohttp.ClientSession, url: str, body: Json = BODY) -> fl
 async def closed_loop(
     client: aiohttp.ClientSession, url: str, workers: int, calls_each: int
 ) -> list[float]:
-    """`workers` concurrent callers, `calls_each` calls each; every latency in ms."""
+    """`workers` concurrent agents, `calls_each` calls each; every latency in ms."""
 
     async def worker() -> list[float]:
-        return [await call(client, url) for _ in range(calls_each)]
+        agent = Agent()
+        return [await call(client, url, agent.next_body()) for _ in range(calls_each)]
 
     results = await asyncio.gather(*(worker() for _ in range(workers)))
     return [latency for result in results for latency in result]
 
 
 async def throughput(
-    client: aiohttp.ClientSession, url: str, workers: int, seconds: float
+    client: aiohttp.ClientSession, url: str, workers: int, seconds: float, one_shot: bool = False
 ) -> float:
-    """Completed calls per second with `workers` callers busy for `seconds`."""
+    """Completed calls per second with `workers` agents busy for `seconds`."""
     deadline = time.perf_counter() + seconds
     done = 0
 
     async def worker() -> None:
         nonlocal done
+        agent = Agent(one_shot)
         while time.perf_counter() < deadline:
-            await call(client, url)
+            await call(client, url, agent.next_body())
             done += 1
 
     started = time.perf_counter()

@@ -76,6 +76,11 @@ def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[
     row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in proxies})
     rps = runs["rps64"]
     row("requests/s at c=64 (median of rounds)", {s: f"{p50(rps[s]):.0f}" for s in systems})
+    one_shot = runs["rps64-one-shot"]
+    row(
+        "requests/s at c=64, one-call sessions (median of rounds)",
+        {s: f"{p50(one_shot[s]):.0f}" for s in systems},
+    )
     if "p99_under_20" in runs:
         best = runs["p99_under_20"]
         row("highest concurrency with p99 < 20 ms", {s: f"{best[s][0]:.0f}" for s in systems})
@@ -228,7 +233,10 @@ def render(f: dict[str, Any]) -> str:
         "vendor, `bench/bare_proxy.py` (streams through, records nothing: the floor), "
         "`taplog serve` (fsync interval) and `taplog serve --fsync always`. Added = the "
         "system's figure minus direct's from the same rounds. Non-stream: short Chat calls "
-        "(c=1: 60 per round; c=32: 32 callers x 8). Streams: 20 events 5 ms apart after a "
+        "from agents, each working through tasks of 8 turns that resend the transcript so "
+        "far plus a new message, as agents do (c=1: 60 per round; c=32: 32 agents x 8; "
+        "c=64: 64 agents for 1.5 s); the one-call sessions row sends unrelated one-message "
+        "prompts instead, each a new session for taplog. Streams: 20 events 5 ms apart after a "
         "20 ms time to first byte, Chat, Responses and Anthropic shapes in turn, 6 at once. "
         + _litellm_note(f.get("litellm")),
         "",

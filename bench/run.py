@@ -92,6 +92,8 @@ async def interleaved(systems: Systems, rounds: int) -> dict[str, dict[str, list
                 out["c1"][name] += await load.closed_loop(client, url, 1, 60)
                 out["c32"][name] += await load.closed_loop(client, url, 32, 8)
                 out["rps64"][name].append(await load.throughput(client, url, 64, 1.5))
+                one_shot = await load.throughput(client, url, 64, 1.5, one_shot=True)
+                out["rps64-one-shot"][name].append(one_shot)
                 for s in await load.streams(client, url, 6, 2, STREAM_TEXT):
                     out["ttfe"][name].append(s.ttfe)
                     out[f"ttfe:{s.shape}"][name].append(s.ttfe)

@@ -67,8 +67,9 @@ class EndGuard:
         )
 
 
-async def logged(recorder: Recorder, timeout: float = LOGGED_WAIT) -> bool:
-    """Wait until everything recorded so far is written (synced under `always`).
+async def logged(recorder: Recorder, session: str, timeout: float = LOGGED_WAIT) -> bool:
+    """Wait until everything recorded so far for `session` is written (synced under
+    `always`).
 
     False when the writer reported a failure or did not get there in time.
     """
@@ -80,7 +81,7 @@ async def logged(recorder: Recorder, timeout: float = LOGGED_WAIT) -> bool:
             written.set_result(ok)
 
     timer = loop.call_later(timeout, settle, False)  # cheaper than asyncio.timeout per call
-    recorder.when_written(lambda ok: loop.call_soon_threadsafe(settle, ok))
+    recorder.when_written(lambda ok: loop.call_soon_threadsafe(settle, ok), session)
     try:
         return await written
     finally:

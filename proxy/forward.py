@@ -202,7 +202,7 @@ async def end_answer(
 ) -> None:
     """Send the held end of a recorded answer once it is in the log (proxy.durable)."""
     app = request.app
-    if not await logged(app[RECORDER]) and app[SETTINGS].fsync == "always":
+    if not await logged(app[RECORDER], exchange.session) and app[SETTINGS].fsync == "always":
         cut_off(request)  # never a complete answer that the log lacks
         reason = "the client was cut off before the end of this answer: the log could not take it"
         app[RECORDER].record(

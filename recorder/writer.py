@@ -4,6 +4,11 @@
                   (never blocks,              builds events,      group commit,
                    never drops)               seals, appends      fsync per policy
 
+Group commit per session: a built line waits in memory (at most `WRITE_DELAY`)
+for its session's next lines, so a call's request and answer reach the file in
+one write; a caller waiting on a session (`when_written(..., session)`, the
+answer's end held for the log) has that session written at once.
+
 Record or refuse: `record` always accepts, so calls already in flight finish
 and are logged; `accepting` turns False when the queue is over its high-water
 mark or the disk fails, and the proxy then refuses *new* calls with a 503
@@ -118,11 +123,13 @@ class EventRecord:
 class _Barrier:
     """Released once every record queued before it is written (and synced, per policy)."""
 
-    session = ""
     size = 0
 
-    def __init__(self, callback: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self, callback: Callable[[bool], None] | None = None, session: str | None = None
+    ) -> None:
         self.callback = callback
+        self.session = session  # None: every session
         self.done = threading.Event() if callback is None else None  # for `flush` only
 
     def tell(self, ok: bool) -> None:
@@ -142,6 +149,10 @@ class _Barrier:
 
 _CLOSE = object()
 PATIENCE = 0.005  # how long a record may wait for a writer that is between batches
+# How long a built line may wait in memory for the next lines of its session, so
+# that a call's request and answer reach the file in one write. Nobody waits on
+# such a line: whoever does (a barrier) has its session written at once.
+WRITE_DELAY = 0.05
 
 
 class _Inbox:
@@ -181,6 +192,58 @@ class _Inbox:
             while len(items) < limit:
                 items.append(popleft())
         return items
+
+
+class _Pending:
+    """Built events not yet written, by session, in log order, with when each session's
+    oldest was built: a session is written when someone waits on it, or WRITE_DELAY on."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[Event]] = {}
+        self._since: dict[str, float] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._events)
+
+    @property
+    def sessions(self) -> Iterable[str]:
+        return self._events.keys()
+
+    @property
+    def oldest(self) -> float:
+        return min(self._since.values())
+
+    def holds(self, session: str | None) -> bool:
+        """Whether lines of `session` (None: of any session) are still to be written."""
+        return bool(self._events) if session is None else session in self._events
+
+    def add(self, events: Iterable[Event], built: float | None = None) -> None:
+        built = time.monotonic() if built is None else built
+        for event in events:
+            session = event["session"]
+            if session not in self._events:
+                self._events[session], self._since[session] = [], built
+            self._events[session].append(event)
+
+    def due(self, waited_on: set[str | None], everything: bool) -> dict[str, list[Event]]:
+        """Take out the sessions to write now: those waited on, and those kept long enough."""
+        if everything:
+            taken, self._events, self._since = self._events, {}, {}
+            return taken
+        late = time.monotonic() - WRITE_DELAY
+        due = [s for s in self._events if s in waited_on or self._since[s] <= late]
+        return {session: self._take(session) for session in due}
+
+    def put_back(self, unwritten: dict[str, list[Event]]) -> None:
+        """Sessions whose write failed: first in line again, before anything newer."""
+        for session, events in unwritten.items():
+            newer = self._events.pop(session, [])
+            self._events[session] = events + newer
+            self._since[session] = time.monotonic() - WRITE_DELAY  # due again at once
+
+    def _take(self, session: str) -> list[Event]:
+        del self._since[session]
+        return self._events.pop(session)
 
 
 class Recorder:
@@ -287,11 +350,11 @@ class Recorder:
         self._inbox.put(barrier, urgent=True)
         return barrier.done.wait(timeout)
 
-    def when_written(self, callback: Callable[[bool], None]) -> None:
-        """Call `callback(ok)` on the writer thread once everything recorded so far is
-        written, and synced when the policy is `always` (ok True); or as soon as a write
-        or sync fails before that (ok False). Never blocks."""
-        self._inbox.put(_Barrier(callback), urgent=True)
+    def when_written(self, callback: Callable[[bool], None], session: str | None = None) -> None:
+        """Call `callback(ok)` on the writer thread once everything recorded so far (for
+        `session`, when given) is written, and synced when the policy is `always` (ok
+        True); or as soon as a write or sync fails before that (ok False). Never blocks."""
+        self._inbox.put(_Barrier(callback, session), urgent=True)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, sync and close every file, stop the thread."""
@@ -313,7 +376,7 @@ class Recorder:
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
     def _loop(self) -> None:
-        pending: list[Event] = []
+        pending = _Pending()
         barriers: list[_Barrier] = []
         closing = False
         while True:
@@ -324,36 +387,50 @@ class Recorder:
                 elif isinstance(item, _Barrier):
                     barriers.append(item)
                 else:
-                    pending.extend(self._build(item))
+                    pending.add(self._build(item))
                     touched.add(item.session)
             self._track_waiting(touched)
-            pending.extend(self._expire_idle())
-            if pending:
-                pending = self._write(pending)
-            if not pending and len(self._states) > MAX_SESSION_STATES:
-                self._forget_states()  # all written: a forgotten state reads back whole
+            pending.add(self._expire_idle())
+            everything = closing or any(b.session is None for b in barriers)
+            due = pending.due({b.session for b in barriers}, everything)
+            if due:
+                pending.put_back(self._write(due))
+            if len(self._states) > MAX_SESSION_STATES:
+                self._forget_states(pending.sessions)  # a forgotten state reads back whole
             self._sync(force=closing or self.fsync == "always")
-            if not pending:
-                written = self._error is None and self._fatal is None and not self._lost_unsynced
-                for barrier in barriers:
-                    barrier.release(written)
-                barriers.clear()
-                self._lost_unsynced = False
-                if closing:
-                    break
-            elif self._error is not None or self._fatal is not None:
-                for barrier in barriers:  # callers that wait on the log hear of it now
-                    barrier.tell(False)
+            barriers = self._release(barriers, pending)
+            if closing and not pending:
+                break
         for session_file in list(self._files.values()):
             self._close(session_file)
         self._files.clear()
 
-    def _wait_time(self, pending: list[Event], closing: bool) -> float | None:
-        if pending:
-            return self._retry_seconds
+    def _release(self, barriers: list[_Barrier], pending: _Pending) -> list[_Barrier]:
+        """Release the barriers whose lines are all written; returns those still waiting.
+
+        Those still waiting hear of a write failure at once (they are released later)."""
+        failing = self._error is not None or self._fatal is not None
+        written = not failing and not self._lost_unsynced
+        waiting = []
+        for barrier in barriers:
+            if not pending.holds(barrier.session):
+                barrier.release(written)
+            else:
+                waiting.append(barrier)
+                if failing:
+                    barrier.tell(False)
+        if not waiting:
+            self._lost_unsynced = False
+        return waiting
+
+    def _wait_time(self, pending: _Pending, closing: bool) -> float | None:
         if closing:
             return 0.0
+        if pending and (self._error is not None or self._fatal is not None):
+            return self._retry_seconds
         deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+        if pending:
+            deadlines.append(pending.oldest + WRITE_DELAY)
         # Most recently written last: a dirty file, if any, is found in a few steps.
         if self.fsync == "interval" and self._unsynced.due(reversed(self._files.values())):
             deadlines.append(self._last_sync + FSYNC_INTERVAL)
@@ -374,15 +451,17 @@ class Recorder:
         self._waiting.difference_update(idle)
         return [event for session in idle for event in self._states[session].tools.expire(session)]
 
-    def _forget_states(self) -> None:
-        """Forget the longest-idle half of the sessions without tool calls pending.
+    def _forget_states(self, unwritten: Iterable[str]) -> None:
+        """Forget the longest-idle half of the sessions without tool calls pending or
+        lines still to write.
 
         Without this a long-running proxy kept one state per session ever seen; a
         forgotten session that comes back is restored from its log, as after a restart.
         """
+        keep = self._waiting | set(unwritten)
         by_age = sorted(self._states, key=lambda session: self._states[session].last_seen)
         for session in by_age[: len(by_age) - MAX_SESSION_STATES // 2]:
-            if session not in self._waiting:
+            if session not in keep:
                 del self._states[session]
 
     def _build(self, record: Record) -> list[Event]:
@@ -400,11 +479,8 @@ class Recorder:
         self._bytes_out += record.size
         return events
 
-    def _write(self, pending: list[Event]) -> list[Event]:
-        """Append events grouped by session; returns those not yet written."""
-        by_session: dict[str, list[Event]] = {}
-        for event in pending:
-            by_session.setdefault(event["session"], []).append(event)
+    def _write(self, by_session: dict[str, list[Event]]) -> dict[str, list[Event]]:
+        """Append each session's events; returns those not written (a write failed)."""
         for session, events in list(by_session.items()):
             try:
                 session_file = self._file(session)
@@ -418,7 +494,7 @@ class Recorder:
                 if broken is not None and broken.broken:
                     del self._files[session]
                     broken.close(sync=False)
-                return [e for e in pending if e["session"] in by_session]
+                return by_session
             del by_session[session]
             self.stats.events_written += len(events)
             self.stats.bytes_written += session_file.size - before
@@ -426,7 +502,7 @@ class Recorder:
         if self._error is not None:
             log.warning("recorder: writing again after: %s", self._error)
             self._error = None
-        return []
+        return by_session
 
     def _notify(self, events: list[Event]) -> None:
         for observer in self._observers:

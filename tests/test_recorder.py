@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 
 import orjson
 import pytest
@@ -150,6 +152,25 @@ def test_flush_waits_until_everything_is_written(tmp_path):
     _record(recorder, "s", 200)
     assert recorder.flush(10)
     assert len(read_session(tmp_path, "s")) == 200
+    recorder.close()
+
+
+def test_a_session_waited_on_is_written_at_once_and_the_others_soon_after(tmp_path):
+    """Lines nobody waits on may sit in memory a moment (so a call's request and answer
+    share one write), but never longer than WRITE_DELAY plus a batch."""
+    recorder = _recorder(tmp_path)
+    _record(recorder, "quiet", 3)
+    _record(recorder, "waited", 2)
+    told = []
+    written = threading.Event()
+    recorder.when_written(lambda ok: (told.append(ok), written.set()), session="waited")
+    assert written.wait(10) and told == [True]
+    assert len(read_session(tmp_path, "waited")) == 2
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "sessions" / "quiet.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(read_session(tmp_path, "quiet")) == 3
+    assert time.monotonic() < deadline
     recorder.close()
 
 
