@@ -193,13 +193,20 @@ def as_list(value: Any) -> list:
 
 
 def dig(obj: Any, *path: str | int) -> Any:
-    """Follow dict keys / list indexes, returning None at the first missing or mistyped step."""
+    """Follow dict keys / list indexes, returning None at the first missing or mistyped step.
+
+    Bodies come from orjson (plain dicts and lists), so exact type checks do; this
+    runs several times per recorded answer.
+    """
     for key in path:
-        if isinstance(key, int):
-            if not isinstance(obj, list) or not -len(obj) <= key < len(obj):
+        if type(key) is int:
+            if type(obj) is not list:
                 return None
-            obj = obj[key]
-        elif isinstance(obj, dict):
+            try:
+                obj = obj[key]
+            except IndexError:
+                return None
+        elif type(obj) is dict:
             obj = obj.get(key)
         else:
             return None
@@ -208,7 +215,7 @@ def dig(obj: Any, *path: str | int) -> Any:
 
 def as_int(value: Any) -> int | None:
     """Token counts: an int (not a bool) or None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if type(value) is int else None
 
 
 def as_str(value: Any) -> str | None:
