@@ -65,6 +65,11 @@ class Service:
         self.stop(grace=1)
         raise SystemExit(f"{url} never came up: {self.process.args!r}")
 
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the process has used so far, from /proc (all threads)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self, field: str = "VmRSS") -> float:
         """Resident memory (VmRSS) or its peak so far (VmHWM), in MiB, from /proc."""
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():

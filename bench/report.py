@@ -76,6 +76,10 @@ def _overhead(runs: dict[str, dict[str, list[float]]]) -> tuple[list[str], dict[
     row("added gap p99 (ms)", {s: f"{p99(gap[s]) - p99(gap['direct']):.2f}" for s in proxies})
     rps = runs["rps64"]
     row("requests/s at c=64 (median of rounds)", {s: f"{p50(rps[s]):.0f}" for s in systems})
+    row(
+        "CPU per call at c=64, the system's process (µs, median of rounds)",
+        {s: f"{p50(runs['cpu_us'][s]):.0f}" for s in systems},
+    )
     one_shot = runs["rps64-one-shot"]
     row(
         "requests/s at c=64, one-call sessions (median of rounds)",

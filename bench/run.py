@@ -59,6 +59,12 @@ class Systems:
         self.dirs = {name: tempfile.mkdtemp(prefix=f"taplog-{name}-") for name in ("i", "a")}
         self.interval = start_taplog(self.dirs["i"], self.fake.url, "--fsync", "interval")
         self.always = start_taplog(self.dirs["a"], self.fake.url, "--fsync", "always")
+        self.services = {
+            "direct": self.fake,
+            "bare": self.bare,
+            "taplog": self.interval,
+            "taplog-always": self.always,
+        }
         self.urls = {
             "direct": self.fake.url,
             "bare": self.bare.url,
@@ -73,6 +79,7 @@ class Systems:
                 self.stop()
                 raise
             self.urls["litellm"] = self.litellm.url
+            self.services["litellm"] = self.litellm
 
     def stop(self) -> None:
         for service in (self.litellm, self.always, self.interval, self.bare, self.fake):
@@ -91,7 +98,12 @@ async def interleaved(systems: Systems, rounds: int) -> dict[str, dict[str, list
             for name, url in systems.urls.items():
                 out["c1"][name] += await load.closed_loop(client, url, 1, 60)
                 out["c32"][name] += await load.closed_loop(client, url, 32, 8)
-                out["rps64"][name].append(await load.throughput(client, url, 64, 1.5))
+                cpu_before, started = systems.services[name].cpu_seconds(), time.perf_counter()
+                rps = await load.throughput(client, url, 64, 1.5)
+                calls = rps * (time.perf_counter() - started)
+                cpu = systems.services[name].cpu_seconds() - cpu_before
+                out["rps64"][name].append(rps)
+                out["cpu_us"][name].append(cpu / calls * 1e6)
                 one_shot = await load.throughput(client, url, 64, 1.5, one_shot=True)
                 out["rps64-one-shot"][name].append(one_shot)
                 for s in await load.streams(client, url, 6, 2, STREAM_TEXT):
