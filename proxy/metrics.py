@@ -224,44 +224,46 @@ class Metrics:
 
     def response(self, event: Event, requested_model: str | None) -> None:
         """One `llm.response`; `requested_model` is the model its request asked for."""
-        api = labels.api(event.get("api"))
-        provider = self.labels.provider(event.get("provider"))
-        model = self.labels.model(requested_model)
-        outcome = labels.outcome(event.get("outcome"))
-        status = event.get("status")
-        call = (api, provider, model)
-        usage = event.get("usage") or {}
+        get = event.get
+        api, provider = labels.api(get("api")), self.labels.provider(get("provider"))
+        model, outcome, status = (
+            self.labels.model(requested_model),
+            labels.outcome(get("outcome")),
+            get("status"),
+        )
+        call, usage = (api, provider, model), get("usage") or {}
         with self._lock:
             self.calls.inc((*call, labels.status_class(status), outcome))
-            self.duration.observe(call, _seconds(event.get("latency_ms")))
-            if event.get("ttfb_ms") is not None:
-                self.ttfb.observe(call, _seconds(event["ttfb_ms"]))
-            if event.get("overhead_ms") is not None:
-                self.overhead.observe((api, provider), _seconds(event["overhead_ms"]))
+            latency = _seconds(get("latency_ms"))
+            self.duration.observe(call, latency)
+            if (ttfb := get("ttfb_ms")) is not None:
+                self.ttfb.observe(call, _seconds(ttfb))
+            if (overhead := get("overhead_ms")) is not None:
+                self.overhead.observe((api, provider), _seconds(overhead))
             for field, kind in TOKEN_TYPES.items():
-                if isinstance(usage.get(field), int) and usage[field] > 0:
-                    self.tokens.inc((provider, model, kind), usage[field])
-            if isinstance(event.get("cost_usd"), int | float):
-                self.cost.inc((provider, model), max(0.0, event["cost_usd"]))
+                if isinstance(count := usage.get(field), int) and count > 0:
+                    self.tokens.inc((provider, model, kind), count)
+            if isinstance(cost := get("cost_usd"), int | float):
+                self.cost.inc((provider, model), max(0.0, cost))
             elif usage:
                 self.unpriced.inc((provider, model))
-            if event.get("api") in LLM_APIS:
-                self._gen_ai(event, provider, model, outcome, status, usage)
+            if get("api") in LLM_APIS:
+                served = self.labels.model(get("model")) if get("model") else model
+                self._gen_ai(("chat", provider, model, served), event, latency, outcome, usage)
 
     def _gen_ai(
-        self, event: Event, provider: str, model: str, outcome: str, status: Any, usage: dict
+        self, names: tuple[str, ...], event: Event, latency: float, outcome: str, usage: dict
     ) -> None:
-        served = self.labels.model(event.get("model")) if event.get("model") else model
-        names = ("chat", provider, model, served)
         error = "" if outcome == "ok" else outcome  # error.type: the HTTP status when there is one
+        status = event.get("status")
         if outcome == "upstream_error" and isinstance(status, int) and status >= 400:
             error = str(status)
-        self.gen_ai_duration.observe((*names, error), _seconds(event.get("latency_ms")))
+        self.gen_ai_duration.observe((*names, error), latency)
         if event.get("stream") and event.get("ttfb_ms") is not None:
             self.gen_ai_first_chunk.observe(names, _seconds(event["ttfb_ms"]))
         for field, kind in (("input_tokens", "input"), ("output_tokens", "output")):
-            if isinstance(usage.get(field), int):
-                self.gen_ai_tokens.observe((*names, kind), usage[field])
+            if isinstance(count := usage.get(field), int):
+                self.gen_ai_tokens.observe((*names, kind), count)
 
     def tool(self, event: Event) -> None:
         name = self.labels.tool(event.get("name"))
