@@ -8,9 +8,11 @@ when Prometheus scrapes have the names, help, labels and buckets the
 prometheus_client metrics would have, and the same text.
 
 Threads: the writer thread updates while holding the lock given to
-`Families` (`proxy.metrics.Metrics` takes it once per recorded event); a
-scrape, on the event loop, copies every series of a `Families` under that
-lock once, so it never sees a histogram whose buckets, count and sum disagree.
+`Families` (`proxy.metrics.Metrics` takes it once around all the updates of
+one recorded event); a scrape, on the event loop, copies every series of a
+`Families` under that lock at once, so it never sees a histogram whose
+buckets, count and sum disagree, nor an answer counted in one of its families
+and not yet in another.
 """
 
 from __future__ import annotations
