@@ -226,11 +226,8 @@ class Metrics:
         """One `llm.response`; `requested_model` is the model its request asked for."""
         get = event.get
         api, provider = labels.api(get("api")), self.labels.provider(get("provider"))
-        model, outcome, status = (
-            self.labels.model(requested_model),
-            labels.outcome(get("outcome")),
-            get("status"),
-        )
+        model = self.labels.model(requested_model)
+        outcome, status = labels.outcome(get("outcome")), get("status")
         call, usage = (api, provider, model), get("usage") or {}
         with self._lock:
             self.calls.inc((*call, labels.status_class(status), outcome))
