@@ -27,7 +27,7 @@ calls_log = logging.getLogger("taplog.calls")
 
 MAX_VALUE = 200
 _PLAIN = re.compile(r"[A-Za-z0-9._:/@+-]*")
-_BARE_TYPES = frozenset({str, int, float, type(None)})  # written without str() of their own
+_BARE_TYPES = frozenset({str, int, float, type(None)})  # what the usual call line holds
 
 
 def _timestamp(record: logging.LogRecord) -> str:
