@@ -30,7 +30,7 @@ from typing import Any
 
 import prometheus_client
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -40,6 +40,7 @@ from prometheus_client.core import (
 
 from proxy import labels
 from proxy.breaker import CLOSED, HALF_OPEN, OPEN
+from proxy.counters import CounterSeries, Families, HistogramSeries
 from recorder import __version__
 from recorder.events import Event
 from recorder.writer import SYNC_BUCKETS, Recorder
@@ -75,9 +76,9 @@ class Metrics:
         self.recorder: Recorder | None = None  # set once the recorder runs
         self.breaker_states: dict[str, str] = {}  # copied from the loop before each scrape
         self._idle_seconds = session_idle_seconds
-        self._children: dict[tuple[Any, ...], Any] = {}  # see `_child`
         self._sessions: dict[str, float] = {}  # session -> monotonic time of its last event
-        self._sessions_lock = threading.Lock()
+        # Guards the sessions and the series the writer thread updates (`proxy.counters`).
+        self._lock = threading.Lock()
         self._families()
         ProcessCollector(registry=self.registry)
         self.registry.register(_ScrapeTime(self))
@@ -86,84 +87,91 @@ class Metrics:
         r = self.registry
         info = Gauge("taplog_info", "taplog's version.", ["version"], registry=r)
         info.labels(__version__).set(1)
-        self.calls = Counter(
+        self.calls = CounterSeries(
             "taplog_calls_total",
             "Vendor calls recorded, one per upstream try, by status class and outcome.",
             [*CALL, "status", "outcome"],
-            registry=r,
         )
-        self.duration = Histogram(
+        self.duration = HistogramSeries(
             "taplog_call_duration_seconds",
             "Time from taplog receiving a call to the end of its answer.",
             CALL,
-            buckets=SECONDS,
-            registry=r,
+            SECONDS,
         )
-        self.ttfb = Histogram(
+        self.ttfb = HistogramSeries(
             "taplog_call_time_to_first_byte_seconds",
             "Time from taplog receiving a call to the first byte of the vendor's answer.",
             CALL,
-            buckets=SECONDS,
-            registry=r,
+            SECONDS,
         )
-        self.overhead = Histogram(
+        self.overhead = HistogramSeries(
             "taplog_call_overhead_seconds",
             "taplog's own time per call before the vendor was called (not spent waiting on it).",
             ["api", "provider"],
-            buckets=OVERHEAD_SECONDS,
-            registry=r,
+            OVERHEAD_SECONDS,
         )
-        self.tokens = Counter(
+        self.tokens = CounterSeries(
             "taplog_tokens_total",
             "Tokens by type: input (cached included), output, cache_read, cache_creation, "
             "reasoning.",
             ["provider", "model", "type"],
-            registry=r,
         )
-        self.cost = Counter(
+        self.cost = CounterSeries(
             "taplog_cost_usd_total",
             "Cost of the calls in USD, from litellm's price list (unknown models add nothing).",
             ["provider", "model"],
-            registry=r,
         )
-        self.unpriced = Counter(
+        self.unpriced = CounterSeries(
             "taplog_unpriced_calls_total",
             "Answered calls whose cost is unknown (model not in the price list).",
             ["provider", "model"],
-            registry=r,
         )
-        self.tool_calls = Counter(
-            "taplog_tool_calls_total", "Tool calls asked for by a model.", ["tool"], registry=r
+        self.tool_calls = CounterSeries(
+            "taplog_tool_calls_total", "Tool calls asked for by a model.", ["tool"]
         )
-        self.tool_errors = Counter(
-            "taplog_tool_errors_total", "Tool results marked as errors.", ["tool"], registry=r
+        self.tool_errors = CounterSeries(
+            "taplog_tool_errors_total", "Tool results marked as errors.", ["tool"]
         )
-        self.tool_anomalies = Counter(
+        self.tool_anomalies = CounterSeries(
             "taplog_tool_anomalies_total",
             "Tool events flagged: orphan_result, unanswered, finish_mismatch.",
             ["flag"],
-            registry=r,
         )
-        self.retries = Counter(
+        self.retries = CounterSeries(
             "taplog_retries_total",
             "Upstream tries repeated on the same target.",
             ["provider", "model"],
-            registry=r,
         )
-        self.failovers = Counter(
+        self.failovers = CounterSeries(
             "taplog_failovers_total",
             "Calls moved to another target, by reason.",
             ["from_provider", "to_provider", "reason"],
-            registry=r,
         )
-        self.sessions_started = Counter(
-            "taplog_sessions_started_total", "Sessions begun.", registry=r
-        )
-        self.error_events = Counter(
+        self.sessions_started = CounterSeries("taplog_sessions_started_total", "Sessions begun.")
+        self.error_events = CounterSeries(
             "taplog_error_events_total",
             "`error` events: what taplog itself could not do (see the log for why).",
-            registry=r,
         )
+        r.register(
+            Families(
+                self._lock,
+                self.calls,
+                self.duration,
+                self.ttfb,
+                self.overhead,
+                self.tokens,
+                self.cost,
+                self.unpriced,
+                self.tool_calls,
+                self.tool_errors,
+                self.tool_anomalies,
+                self.retries,
+                self.failovers,
+                self.sessions_started,
+                self.error_events,
+            )
+        )
+        # Touched on the event loop, a few times per call: prometheus_client's own are fine.
         self.in_flight = Gauge(
             "taplog_calls_in_flight", "Client calls being served now.", registry=r
         )
@@ -177,116 +185,126 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.gen_ai_duration = Histogram(
+        self.gen_ai_duration = HistogramSeries(
             "gen_ai_client_operation_duration_seconds",
             "OpenTelemetry gen_ai.client.operation.duration.",
             [*GEN_AI_MODELS, "error_type"],
-            buckets=OTEL_SECONDS,
-            registry=r,
+            OTEL_SECONDS,
         )
-        self.gen_ai_first_chunk = Histogram(
+        self.gen_ai_first_chunk = HistogramSeries(
             "gen_ai_client_operation_time_to_first_chunk_seconds",
             "OpenTelemetry gen_ai.client.operation.time_to_first_chunk (streams).",
             GEN_AI_MODELS,
-            buckets=OTEL_SECONDS,
-            registry=r,
+            OTEL_SECONDS,
         )
-        self.gen_ai_tokens = Histogram(
+        self.gen_ai_tokens = HistogramSeries(
             "gen_ai_client_token_usage",
             "OpenTelemetry gen_ai.client.token.usage, tokens per call.",
             [*GEN_AI_MODELS, "gen_ai_token_type"],
-            buckets=OTEL_TOKENS,
-            registry=r,
+            OTEL_TOKENS,
         )
-        self.gen_ai_tool = Histogram(
+        self.gen_ai_tool = HistogramSeries(
             "gen_ai_execute_tool_duration_seconds",
             "OpenTelemetry gen_ai.execute_tool.duration: from the answer asking for a tool "
             "to the request carrying its result.",
             ["gen_ai_operation_name", "gen_ai_tool_name", "error_type"],
-            buckets=SECONDS,
-            registry=r,
+            SECONDS,
+        )
+        r.register(
+            Families(
+                self._lock,
+                self.gen_ai_duration,
+                self.gen_ai_first_chunk,
+                self.gen_ai_tokens,
+                self.gen_ai_tool,
+            )
         )
 
-    # -- from recorded events (writer thread) ------------------------------
-
-    def _child(self, metric: Any, *values: Any) -> Any:
-        """`metric.labels(*values)`, remembered: label sets are bounded and children are
-        never removed, and prometheus_client's own lookup (a lock, `str` of every value)
-        was the largest part of the writer thread's time per call."""
-        key = (metric, *values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
+    # -- from recorded events (writer thread, each under `_lock`) ----------
 
     def response(self, event: Event, requested_model: str | None) -> None:
         """One `llm.response`; `requested_model` is the model its request asked for."""
-        api = labels.api(event.get("api"))
-        provider = self.labels.provider(event.get("provider"))
+        get = event.get
+        api, provider = labels.api(get("api")), self.labels.provider(get("provider"))
         model = self.labels.model(requested_model)
-        outcome = labels.outcome(event.get("outcome"))
-        status = event.get("status")
-        self._child(self.calls, api, provider, model, labels.status_class(status), outcome).inc()
-        self._child(self.duration, api, provider, model).observe(_seconds(event.get("latency_ms")))
-        if event.get("ttfb_ms") is not None:
-            self._child(self.ttfb, api, provider, model).observe(_seconds(event["ttfb_ms"]))
-        if event.get("overhead_ms") is not None:
-            self._child(self.overhead, api, provider).observe(_seconds(event["overhead_ms"]))
-        usage = event.get("usage") or {}
-        for field, kind in TOKEN_TYPES.items():
-            if isinstance(usage.get(field), int) and usage[field] > 0:
-                self._child(self.tokens, provider, model, kind).inc(usage[field])
-        if isinstance(event.get("cost_usd"), int | float):
-            self._child(self.cost, provider, model).inc(max(0.0, event["cost_usd"]))
-        elif usage:
-            self._child(self.unpriced, provider, model).inc()
-        if event.get("api") in LLM_APIS:
-            self._gen_ai(event, provider, model, outcome, status, usage)
+        outcome, status = labels.outcome(get("outcome")), get("status")
+        call, usage = (api, provider, model), get("usage") or {}
+        with self._lock:
+            self.calls.inc((*call, labels.status_class(status), outcome))
+            latency = _seconds(get("latency_ms"))
+            self.duration.observe(call, latency)
+            if (ttfb := get("ttfb_ms")) is not None:
+                self.ttfb.observe(call, _seconds(ttfb))
+            if (overhead := get("overhead_ms")) is not None:
+                self.overhead.observe((api, provider), _seconds(overhead))
+            for field, kind in TOKEN_TYPES.items():
+                if isinstance(count := usage.get(field), int) and count > 0:
+                    self.tokens.inc((provider, model, kind), count)
+            if isinstance(cost := get("cost_usd"), int | float):
+                self.cost.inc((provider, model), max(0.0, cost))
+            elif usage:
+                self.unpriced.inc((provider, model))
+            if get("api") in LLM_APIS:
+                served = self.labels.model(get("model")) if get("model") else model
+                self._gen_ai(("chat", provider, model, served), event, latency, outcome, usage)
 
     def _gen_ai(
-        self, event: Event, provider: str, model: str, outcome: str, status: Any, usage: dict
+        self, names: tuple[str, ...], event: Event, latency: float, outcome: str, usage: dict
     ) -> None:
-        served = self.labels.model(event.get("model")) if event.get("model") else model
-        names = ("chat", provider, model, served)
         error = "" if outcome == "ok" else outcome  # error.type: the HTTP status when there is one
+        status = event.get("status")
         if outcome == "upstream_error" and isinstance(status, int) and status >= 400:
             error = str(status)
-        self._child(self.gen_ai_duration, *names, error).observe(_seconds(event.get("latency_ms")))
+        self.gen_ai_duration.observe((*names, error), latency)
         if event.get("stream") and event.get("ttfb_ms") is not None:
-            self._child(self.gen_ai_first_chunk, *names).observe(_seconds(event["ttfb_ms"]))
+            self.gen_ai_first_chunk.observe(names, _seconds(event["ttfb_ms"]))
         for field, kind in (("input_tokens", "input"), ("output_tokens", "output")):
-            if isinstance(usage.get(field), int):
-                self._child(self.gen_ai_tokens, *names, kind).observe(usage[field])
+            if isinstance(count := usage.get(field), int):
+                self.gen_ai_tokens.observe((*names, kind), count)
 
     def tool(self, event: Event) -> None:
         name = self.labels.tool(event.get("name"))
-        for flag in event.get("flags") or ():
-            self._child(self.tool_anomalies, labels.one_of(flag, labels.TOOL_FLAGS)).inc()
-        if event["type"] == "tool.pre":
-            self._child(self.tool_calls, name).inc()
-            return
-        error = "error" if event.get("is_error") else ""
-        if error:
-            self._child(self.tool_errors, name).inc()
-        if isinstance(event.get("duration_ms"), int | float):
-            seconds = _seconds(event["duration_ms"])
-            self._child(self.gen_ai_tool, "execute_tool", name, error).observe(seconds)
+        flags = [labels.one_of(flag, labels.TOOL_FLAGS) for flag in event.get("flags") or ()]
+        duration = event.get("duration_ms")
+        with self._lock:
+            for flag in flags:
+                self.tool_anomalies.inc((flag,))
+            if event["type"] == "tool.pre":
+                self.tool_calls.inc((name,))
+                return
+            error = "error" if event.get("is_error") else ""
+            if error:
+                self.tool_errors.inc((name,))
+            if isinstance(duration, int | float):
+                self.gen_ai_tool.observe(("execute_tool", name, error), _seconds(duration))
 
     def retry(self, provider: object, model: object) -> None:
-        self._child(self.retries, self.labels.provider(provider), self.labels.model(model)).inc()
+        key = (self.labels.provider(provider), self.labels.model(model))
+        with self._lock:
+            self.retries.inc(key)
 
     def failover(self, from_provider: object, to_provider: object, reason: str) -> None:
         bounded = self.labels.provider
-        self._child(self.failovers, bounded(from_provider), bounded(to_provider), reason).inc()
+        key = (bounded(from_provider), bounded(to_provider), reason)
+        with self._lock:
+            self.failovers.inc(key)
+
+    def session_started(self) -> None:
+        with self._lock:
+            self.sessions_started.inc(())
+
+    def error_event(self) -> None:
+        with self._lock:
+            self.error_events.inc(())
 
     def session_seen(self, session: str) -> None:
-        with self._sessions_lock:
+        with self._lock:
             self._sessions[session] = time.monotonic()
 
     def active_sessions(self) -> int:
         """Sessions with an event in the last `session_idle_minutes`; forgets the others."""
         horizon = time.monotonic() - self._idle_seconds
-        with self._sessions_lock:
+        with self._lock:
             idle = [s for s, seen in self._sessions.items() if seen < horizon]
             for session in idle:
                 del self._sessions[session]

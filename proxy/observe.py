@@ -89,9 +89,9 @@ class Observer:
         elif kind in (TOOL_PRE, TOOL_POST):
             self.metrics.tool(event)
         elif kind == SESSION_STARTED:
-            self.metrics.sessions_started.inc()
+            self.metrics.session_started()
         elif kind == ERROR:
-            self.metrics.error_events.inc()
+            self.metrics.error_event()
 
     def _exchange(self, exchange: object) -> _Exchange | None:
         if not isinstance(exchange, str):

@@ -70,19 +70,21 @@ def new_id(prefix: str) -> str:
 _second: tuple[int, str] = (-1, "")  # the last second formatted, shared by all threads
 
 
-def now_ts() -> str:
-    """UTC time with microseconds, the form every `ts` field uses: `2026-11-30T00:49:33.123456Z`.
-
-    The seconds part is formatted once per second; strftime per event was a
-    measurable share of the event loop's time.
-    """
+def utc_second(second: int) -> str:
+    """A Unix second as UTC, `2026-11-30T00:49:33`, formatted once per second (the last one
+    is kept): strftime per event was a measurable share of the event loop's time."""
     global _second
-    second, micro = divmod(time.time_ns() // 1000, 1_000_000)
     formatted, text = _second
     if second != formatted:
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _second = (second, text)
-    return f"{text}.{micro:06d}Z"
+    return text
+
+
+def now_ts() -> str:
+    """UTC time with microseconds, the form every `ts` field uses: `2026-11-30T00:49:33.123456Z`."""
+    second, micro = divmod(time.time_ns() // 1000, 1_000_000)
+    return f"{utc_second(second)}.{micro:06d}Z"
 
 
 def make_event(event_type: str, session: str, exchange: str | None, **payload: Any) -> Event:

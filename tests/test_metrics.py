@@ -159,6 +159,66 @@ def test_sdk_traffic_moves_the_counters_by_the_right_amounts(taplog, oai, ant):
     assert final.value("process_resident_memory_bytes") > 0
 
 
+# What a dashboard or an `absent()` alert can rely on from the first scrape on.
+FAMILIES = {
+    "taplog_calls_total": "counter",
+    "taplog_call_duration_seconds": "histogram",
+    "taplog_call_time_to_first_byte_seconds": "histogram",
+    "taplog_call_overhead_seconds": "histogram",
+    "taplog_tokens_total": "counter",
+    "taplog_cost_usd_total": "counter",
+    "taplog_unpriced_calls_total": "counter",
+    "taplog_tool_calls_total": "counter",
+    "taplog_tool_errors_total": "counter",
+    "taplog_tool_anomalies_total": "counter",
+    "taplog_retries_total": "counter",
+    "taplog_failovers_total": "counter",
+    "taplog_sessions_started_total": "counter",
+    "taplog_error_events_total": "counter",
+    "taplog_calls_in_flight": "gauge",
+    "taplog_open_streams": "gauge",
+    "taplog_calls_refused_total": "counter",
+    "gen_ai_client_operation_duration_seconds": "histogram",
+    "gen_ai_client_operation_time_to_first_chunk_seconds": "histogram",
+    "gen_ai_client_token_usage": "histogram",
+    "gen_ai_execute_tool_duration_seconds": "histogram",
+}
+
+
+def test_every_family_is_described_before_any_call(taplog):
+    text = scrape(taplog).text
+    for name, kind in FAMILIES.items():
+        assert f"# TYPE {name} {kind}\n" in text
+        assert f"# HELP {name} " in text
+    assert "\ntaplog_sessions_started_total 0.0\n" in text
+    assert "\ntaplog_error_events_total 0.0\n" in text
+
+
+def test_scrapes_while_calls_are_recorded_agree_with_themselves(taplog, oai):
+    """A scrape never sees a call counted in one family and not yet in another."""
+    calls, threads = 60, 4
+
+    def ask() -> None:
+        for _ in range(calls // threads):
+            oai.chat.completions.create(model="gpt-4.1", messages=HELLO)
+
+    askers = [threading.Thread(target=ask) for _ in range(threads)]
+    for thread in askers:
+        thread.start()
+    seen: list[float] = []
+    while any(thread.is_alive() for thread in askers) or not seen or seen[-1] < calls:
+        now = Scrape(taplog.url)
+        counted = now.value("taplog_calls_total")
+        assert now.value("taplog_call_duration_seconds_count") == counted
+        assert now.value("taplog_call_overhead_seconds_count") == counted
+        gen_ai = now.value("gen_ai_client_operation_duration_seconds_count")
+        inputs = "gen_ai_client_token_usage_count"
+        assert now.value(inputs, gen_ai_token_type="input") == gen_ai
+        assert not seen or counted >= seen[-1]
+        seen.append(counted)
+    assert len(seen) > 1 and seen[-1] == calls
+
+
 def test_open_streams_and_calls_in_flight_are_gauges(taplog, oai):
     stream = oai.chat.completions.create(
         model="gpt-4.1",
