@@ -151,7 +151,8 @@ _CLOSE = object()
 PATIENCE = 0.005  # how long a record may wait for a writer that is between batches
 # How long a built line may wait in memory for the next lines of its session, so
 # that a call's request and answer reach the file in one write. Nobody waits on
-# such a line: whoever does (a barrier) has its session written at once.
+# such a line: whoever does (a barrier) has its session written at once, and
+# under `interval` every sync pass writes all of them first.
 WRITE_DELAY = 0.05
 
 
@@ -391,7 +392,7 @@ class Recorder:
                     touched.add(item.session)
             self._track_waiting(touched)
             pending.add(self._expire_idle())
-            everything = closing or any(b.session is None for b in barriers)
+            everything = closing or self._sync_due() or any(b.session is None for b in barriers)
             due = pending.due({b.session for b in barriers}, everything)
             if due:
                 pending.put_back(self._write(due))
@@ -431,6 +432,8 @@ class Recorder:
         deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
         if pending:
             deadlines.append(pending.oldest + WRITE_DELAY)
+            if self.fsync == "interval":
+                deadlines.append(self._last_sync + FSYNC_INTERVAL)
         # Most recently written last: a dirty file, if any, is found in a few steps.
         if self.fsync == "interval" and self._unsynced.due(reversed(self._files.values())):
             deadlines.append(self._last_sync + FSYNC_INTERVAL)
@@ -577,6 +580,11 @@ class Recorder:
             session_file.close(sync=self.fsync != "never")
         except OSError as exc:
             self._sync_failed(session_file, exc)
+
+    def _sync_due(self) -> bool:
+        """An `interval` sync pass is due: lines waiting in memory are written first, so
+        none takes longer than FSYNC_INTERVAL to reach the disk."""
+        return self.fsync == "interval" and time.monotonic() - self._last_sync >= FSYNC_INTERVAL
 
     def _sync(self, force: bool) -> None:
         if self.fsync == "never":

@@ -113,6 +113,23 @@ class SyncLedger:
         monkeypatch.setattr(SessionFile, "sync", sync)
 
 
+def test_under_interval_lines_nobody_waits_on_are_written_and_synced_soon(tmp_path, monkeypatch):
+    """Lines may wait in memory for their session's next ones (one write per call), but a
+    sync pass writes them first: nothing recorded stays off the disk for long."""
+    ledger = SyncLedger(monkeypatch)
+    rec = Recorder(tmp_path, fsync="interval")
+    rec.start()
+    for event in _events(5):
+        rec.record(EventRecord(event))
+    path = tmp_path / "sessions" / "s.jsonl"
+    deadline = time.monotonic() + 2  # FSYNC_INTERVAL is 0.1 s: a wide margin for slow CI
+    while ledger.synced.get(path, 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ledger.synced.get(path) == path.stat().st_size
+    assert [e["reason"] for e in read_session(tmp_path, "s")] == [f"r{n}" for n in range(5)]
+    rec.close()
+
+
 @pytest.mark.parametrize("fsync", ["always", "interval", "never"])
 def test_a_power_failure_keeps_every_acknowledged_line_under_always(tmp_path, monkeypatch, fsync):
     ledger = SyncLedger(monkeypatch)
