@@ -18,10 +18,10 @@ original for `session.started`.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -124,16 +124,37 @@ def client_hints(headers: Mapping[str, str], body: Any) -> list[tuple[str, str]]
     return [(source, value) for source, v in hints if (value := _text(v)) is not None]
 
 
-class _Lru(OrderedDict[Any, Any]):
+class _Recent:
+    """What was put (or found) lately: at most `limit` keys, the older half forgotten
+    whole once the newer half is full.
+
+    Two plain dicts hold an entry in about a third of the memory an OrderedDict in
+    exact LRU order took; at 100,000 entries a map that was most of taplog's growth
+    in RSS under load.
+    """
+
     def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
+        self._half = max(1, limit // 2)
+        self._new: dict[Any, Any] = {}
+        self._old: dict[Any, Any] = {}
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._new or key in self._old
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self._new:
+            return self._new[key]
+        if key in self._old:
+            value = self._old[key]
+            self.put(key, value)  # found: recent again
+            return value
+        return default
 
     def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        if len(self) > self.limit:
-            self.popitem(last=False)
+        self._old.pop(key, None)
+        self._new[key] = value
+        if len(self._new) >= self._half:
+            self._old, self._new = self._new, {}
 
 
 class SessionResolver:
@@ -149,9 +170,9 @@ class SessionResolver:
         process): its first call here then starts nothing new."""
         self.idle_seconds = idle_seconds
         self._logged = logged
-        self._prefixes = _Lru(max_entries)  # transcript-prefix hash -> (session, last used)
-        self._responses = _Lru(max_entries)  # Responses API response id -> session
-        self._seen = _Lru(max_entries)
+        self._prefixes = _Recent(max_entries)  # transcript-prefix hash -> session
+        self._responses = _Recent(max_entries)  # Responses API response id -> session
+        self._seen = _Recent(max_entries)  # session -> when its last call came
 
     def resolve(self, call: Call) -> Resolution:
         """Raises InvalidSessionId for a bad explicit id; nothing is remembered then."""
@@ -166,7 +187,7 @@ class SessionResolver:
         # Only a session named by the client can have a log from an earlier process.
         named = source not in ("new", "stitched")
         first_seen = session not in self._seen and not (named and self._logged(session))
-        self._seen.put(session, None)
+        self._seen.put(session, time.monotonic())
         return Resolution(session, source, original, first_seen)
 
     def remember_response(self, response_id: str, session: str) -> None:
@@ -176,8 +197,9 @@ class SessionResolver:
     def _from_client(self, call: Call) -> tuple[str, str, str | None] | None:
         body = call.body if isinstance(call.body, dict) else {}
         previous = _text(body.get("previous_response_id"))
-        if previous is not None and previous in self._responses:
-            return self._responses[previous], "client:previous_response_id", None
+        session = None if previous is None else self._responses.get(previous)
+        if session is not None:
+            return session, "client:previous_response_id", None
         for source, value in client_hints(call.headers, body):
             session = safe_session_id(value)
             return session, f"client:{source}", value if session != value else None
@@ -191,13 +213,16 @@ class SessionResolver:
         # A strict prefix means "the same conversation, further on"; the whole
         # transcript again is only the same conversation when it is a retry.
         for digest in reversed(prefixes if call.retry else prefixes[:-1]):
-            hit = self._prefixes.get(digest)
-            if hit is not None and now - hit[1] <= self.idle_seconds:
-                found = (hit[0], "stitched", None)
+            session = self._prefixes.get(digest)
+            if (
+                session is not None
+                and now - self._seen.get(session, -math.inf) <= self.idle_seconds
+            ):
+                found = (session, "stitched", None)
                 break
         found = found or (new_session_id(), "new", None)
         if prefixes:
-            self._prefixes.put(prefixes[-1], (found[0], now))
+            self._prefixes.put(prefixes[-1], found[0])
         return found
 
     @staticmethod

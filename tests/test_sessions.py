@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from urllib.parse import urlsplit
 
 import anthropic
 import openai
 import pytest
 
+from recorder.sessions import Call, Resolution, SessionResolver
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 
 TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -216,3 +218,37 @@ def test_codex_session_header_names_the_session(taplog):
     sessions = _sessions_of(taplog, 2)
     assert {k: len(v) for k, v in sessions.items()} == {"0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b": 2}
     assert _started(taplog, "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b")["source"] == "client:codex"
+
+
+def _turns(first: str, count: int) -> list[dict]:
+    """The request bodies of a stateless chat: each resends the transcript so far."""
+    messages = [{"role": "user", "content": first}]
+    bodies = []
+    for turn in range(count):
+        bodies.append({"model": "gpt-4.1", "messages": list(messages)})
+        messages += [
+            {"role": "assistant", "content": f"answer {turn}"},
+            {"role": "user", "content": f"next {turn}"},
+        ]
+    return bodies
+
+
+def _resolve(resolver: SessionResolver, body: dict) -> Resolution:
+    return resolver.resolve(Call("openai.chat", {"user-agent": "OpenAI/Python"}, body, "key:1"))
+
+
+def test_a_conversation_idle_past_the_session_timeout_starts_a_new_session():
+    resolver = SessionResolver(idle_seconds=0.05)
+    first, second, third = _turns("plan a trip", 3)
+    started = _resolve(resolver, first).session
+    assert _resolve(resolver, second).session == started
+    time.sleep(0.1)
+    assert _resolve(resolver, third).session != started
+
+
+def test_stitching_memory_is_bounded_and_keeps_the_recent_conversations():
+    resolver = SessionResolver(max_entries=20)
+    openings = [_turns(f"task {n}", 2) for n in range(100)]
+    sessions = [_resolve(resolver, turns[0]).session for turns in openings]
+    assert _resolve(resolver, openings[-1][1]).session == sessions[-1]
+    assert _resolve(resolver, openings[0][1]).session != sessions[0]  # long forgotten
