@@ -241,8 +241,8 @@ def render(f: dict[str, Any]) -> str:
         "far plus a new message, as agents do (c=1: 60 per round; c=32: 32 agents x 8; "
         "c=64: 64 agents for 1.5 s); the one-call sessions row sends unrelated one-message "
         "prompts instead, each a new session for taplog. Streams: 20 events 5 ms apart after a "
-        "20 ms time to first byte, Chat, Responses and Anthropic shapes in turn, 6 at once. "
-        + _litellm_note(f.get("litellm")),
+        "20 ms time to first byte, Chat, Responses and Anthropic shapes in turn, 6 at once, "
+        "5 each per round. " + _litellm_note(f.get("litellm")),
         "",
         *table,
         "",
