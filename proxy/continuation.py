@@ -105,8 +105,8 @@ def end_marker(client_api: str) -> bytes:
 def supports_prefill(provider_type: str, model: str) -> bool:
     if provider_type != "anthropic":
         return False  # OpenAI takes a trailing assistant message as a finished turn
-    info = prices.model_info("anthropic", model) or {}
-    return info.get("supports_assistant_prefill") is True
+    info = prices.model_info("anthropic", model)
+    return info is not None and info.assistant_prefill
 
 
 def continuation_request(client_api: str, parsed: dict[str, Any], text: str, prefill: bool) -> dict:

@@ -12,7 +12,7 @@ import functools
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -21,21 +21,44 @@ log = logging.getLogger("taplog.prices")
 CATALOGUE_FILE = "model_prices_and_context_window_backup.json"
 
 
+class ModelFacts(NamedTuple):
+    """What taplog reads of a model in the catalogue: its prices per token, and whether
+    it takes an assistant prefill (proxy.continuation). Kept whole, the catalogue's
+    entries held about 5 MB for as long as taplog ran."""
+
+    input_cost: float | None
+    output_cost: float | None
+    cache_read_cost: float | None
+    cache_write_cost: float | None
+    assistant_prefill: bool
+
+    @classmethod
+    def of(cls, info: dict[str, Any]) -> ModelFacts:
+        return cls(
+            info.get("input_cost_per_token"),
+            info.get("output_cost_per_token"),
+            info.get("cache_read_input_token_cost"),
+            info.get("cache_creation_input_token_cost"),
+            info.get("supports_assistant_prefill") is True,
+        )
+
+
 @functools.cache
-def catalogue() -> dict[str, dict[str, Any]]:
+def catalogue() -> dict[str, ModelFacts]:
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         log.warning("litellm is not installed: costs will be empty")
         return {}
     path = Path(next(iter(spec.submodule_search_locations))) / CATALOGUE_FILE
     try:
-        return orjson.loads(path.read_bytes())
+        models = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         log.warning("cannot read model prices from %s: %s", path, exc)
         return {}
+    return {name: ModelFacts.of(info) for name, info in models.items() if isinstance(info, dict)}
 
 
-def model_info(provider: str, model: str | None) -> dict[str, Any] | None:
+def model_info(provider: str, model: str | None) -> ModelFacts | None:
     if not model:
         return None
     models = catalogue()
@@ -54,15 +77,14 @@ def cost_usd(
     info = model_info(provider, model)
     if info is None or input_tokens is None or output_tokens is None:
         return None
-    input_price = info.get("input_cost_per_token")
-    output_price = info.get("output_cost_per_token")
+    input_price, output_price = info.input_cost, info.output_cost
     if input_price is None or output_price is None:
         return None
     cached, written = cached_tokens or 0, cache_write_tokens or 0
     uncached = max(0, input_tokens - cached - written)
     return (
         uncached * input_price
-        + cached * (info.get("cache_read_input_token_cost") or input_price)
-        + written * (info.get("cache_creation_input_token_cost") or input_price)
+        + cached * (info.cache_read_cost or input_price)
+        + written * (info.cache_write_cost or input_price)
         + output_tokens * output_price
     )
