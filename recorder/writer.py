@@ -1,13 +1,14 @@
 """The recorder: a bounded hand-off from the event loop to one writer thread.
 
-    event loop ── record(rec) ──▶ _Inbox ──▶ writer thread ──▶ sessions/<id>.jsonl
-                  (never blocks,              builds events,      group commit,
-                   never drops)               seals, appends      fsync per policy
+    event loop ── record(rec) ──▶ Inbox ──▶ writer thread ──▶ sessions/<id>.jsonl
+                  (never blocks,             builds events,      group commit,
+                   never drops)              seals, appends      fsync per policy
 
-Group commit per session: a built line waits in memory (at most `WRITE_DELAY`)
-for its session's next lines, so a call's request and answer reach the file in
-one write; a caller waiting on a session (`when_written(..., session)`, the
-answer's end held for the log) has that session written at once.
+Group commit per session (`recorder.handoff`): a built line waits in memory
+(at most `WRITE_DELAY`) for its session's next lines, so a call's request and
+answer reach the file in one write; a caller waiting on a session
+(`when_written(..., session)`, the answer's end held for the log) has that
+session written at once.
 
 Record or refuse: `record` always accepts, so calls already in flight finish
 and are logged; `accepting` turns False when the queue is over its high-water
@@ -39,7 +40,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from typing import Any, Protocol
 
 from recorder.blobs import BLOBS_DIR, BlobStore
 from recorder.events import ERROR, Event, make_event
+from recorder.handoff import WRITE_DELAY, Inbox, PendingLines
 from recorder.logfile import SessionFile, open_session_file, reseal
 from recorder.reader import tool_events
 from recorder.syncing import SyncPlan
@@ -148,103 +150,6 @@ class _Barrier:
 
 
 _CLOSE = object()
-PATIENCE = 0.005  # how long a record may wait for a writer that is between batches
-# How long a built line may wait in memory for the next lines of its session, so
-# that a call's request and answer reach the file in one write. Nobody waits on
-# such a line: whoever does (a barrier) has its session written at once, and
-# under `interval` every sync pass writes all of them first.
-WRITE_DELAY = 0.05
-
-
-class _Inbox:
-    """The hand-off from callers to the writer thread: a deque drained in batches.
-
-    Waking a thread costs a context switch each way, and on a small machine a
-    round trip costs more CPU than building a short call's events. So a record
-    does not wake a writer that is between batches: that writer looks again
-    within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
-    barrier, close) wakes it at once, as does any record once the writer has
-    gone to sleep for good.
-    """
-
-    def __init__(self) -> None:
-        self._items: deque[Any] = deque()
-        self._wake = threading.Event()
-        self._asleep = False
-
-    def put(self, item: Any, urgent: bool = False) -> None:
-        self._items.append(item)
-        if urgent or self._asleep:
-            self._wake.set()
-
-    def take(self, timeout: float | None, limit: int = 10_000) -> list[Any]:
-        """Up to `limit` items, after waiting up to `timeout` (None: for ever) for any."""
-        if not self._items and timeout != 0:
-            patience = PATIENCE if timeout is None else min(timeout, PATIENCE)
-            self._wake.wait(patience)
-            if not self._items and (timeout is None or timeout > patience):
-                self._asleep = True  # from here on every record wakes the writer
-                if not self._items:
-                    self._wake.wait(None if timeout is None else timeout - patience)
-                self._asleep = False
-        self._wake.clear()  # before draining: a later wake-up is never lost
-        items, popleft = [], self._items.popleft
-        with contextlib.suppress(IndexError):
-            while len(items) < limit:
-                items.append(popleft())
-        return items
-
-
-class _Pending:
-    """Built events not yet written, by session, in log order, with when each session's
-    oldest was built: a session is written when someone waits on it, or WRITE_DELAY on."""
-
-    def __init__(self) -> None:
-        self._events: dict[str, list[Event]] = {}
-        self._since: dict[str, float] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._events)
-
-    @property
-    def sessions(self) -> Iterable[str]:
-        return self._events.keys()
-
-    @property
-    def oldest(self) -> float:
-        return min(self._since.values())
-
-    def holds(self, session: str | None) -> bool:
-        """Whether lines of `session` (None: of any session) are still to be written."""
-        return bool(self._events) if session is None else session in self._events
-
-    def add(self, events: Iterable[Event], built: float | None = None) -> None:
-        built = time.monotonic() if built is None else built
-        for event in events:
-            session = event["session"]
-            if session not in self._events:
-                self._events[session], self._since[session] = [], built
-            self._events[session].append(event)
-
-    def due(self, waited_on: set[str | None], everything: bool) -> dict[str, list[Event]]:
-        """Take out the sessions to write now: those waited on, and those kept long enough."""
-        if everything:
-            taken, self._events, self._since = self._events, {}, {}
-            return taken
-        late = time.monotonic() - WRITE_DELAY
-        due = [s for s in self._events if s in waited_on or self._since[s] <= late]
-        return {session: self._take(session) for session in due}
-
-    def put_back(self, unwritten: dict[str, list[Event]]) -> None:
-        """Sessions whose write failed: first in line again, before anything newer."""
-        for session, events in unwritten.items():
-            newer = self._events.pop(session, [])
-            self._events[session] = events + newer
-            self._since[session] = time.monotonic() - WRITE_DELAY  # due again at once
-
-    def _take(self, session: str) -> list[Event]:
-        del self._since[session]
-        return self._events.pop(session)
 
 
 class Recorder:
@@ -269,7 +174,7 @@ class Recorder:
         self._max_open = max_open_files
         self._retry_seconds = retry_seconds
         self._idle_seconds = session_idle_seconds
-        self._inbox = _Inbox()
+        self._inbox = Inbox()
         # Queue size as counts in and out: the loop side adds under a lock of its own
         # (callers may be several threads), the writer side alone counts out, without
         # it, so the loop never waits for a lock the writer holds.
@@ -377,7 +282,7 @@ class Recorder:
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
     def _loop(self) -> None:
-        pending = _Pending()
+        pending = PendingLines()
         barriers: list[_Barrier] = []
         closing = False
         while True:
@@ -406,7 +311,7 @@ class Recorder:
             self._close(session_file)
         self._files.clear()
 
-    def _release(self, barriers: list[_Barrier], pending: _Pending) -> list[_Barrier]:
+    def _release(self, barriers: list[_Barrier], pending: PendingLines) -> list[_Barrier]:
         """Release the barriers whose lines are all written; returns those still waiting.
 
         Those still waiting hear of a write failure at once (they are released later)."""
@@ -424,7 +329,7 @@ class Recorder:
             self._lost_unsynced = False
         return waiting
 
-    def _wait_time(self, pending: _Pending, closing: bool) -> float | None:
+    def _wait_time(self, pending: PendingLines, closing: bool) -> float | None:
         if closing:
             return 0.0
         if pending and (self._error is not None or self._fatal is not None):
