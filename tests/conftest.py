@@ -101,14 +101,18 @@ def start_taplog(
     return Taplog(url, data_dir, app, servers)
 
 
+def start_on_fake(
+    servers: ServerThread, fake: FakeVendor, data_dir: Path, **overrides: Any
+) -> Taplog:
+    """taplog with both vendors pointed at the fake one."""
+    return start_taplog(
+        servers, data_dir, openai_base=f"{fake.url}/v1", anthropic_base=fake.url, **overrides
+    )
+
+
 @pytest.fixture
 def taplog(servers: ServerThread, fake: FakeVendor, tmp_path: Path) -> Taplog:
-    return start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-    )
+    return start_on_fake(servers, fake, tmp_path / "data")
 
 
 @pytest.fixture

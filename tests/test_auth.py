@@ -12,7 +12,7 @@ import pytest
 import proxy.auth
 from proxy.auth import Tokens
 from proxy.config import ConfigError, Settings, load, read_config_file
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
 from tests.test_cli import TAPLOG, Served, _env
 
 TOKEN = "tok-0123456789abcdef-first"
@@ -22,13 +22,7 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 @pytest.fixture
 def guarded(servers, fake, tmp_path):
-    return start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        auth_token=f"{TOKEN},{OTHER}",
-    )
+    return start_on_fake(servers, fake, tmp_path / "data", auth_token=f"{TOKEN},{OTHER}")
 
 
 def _oai(base: str, **kwargs) -> openai.OpenAI:

@@ -28,7 +28,7 @@ from recorder.export import export_body
 from recorder.fork import fork_session
 from recorder.reader import DamagedLine, read_events, read_session
 from recorder.verify import verify
-from tests.conftest import OPENAI_KEY, Taplog, start_taplog
+from tests.conftest import OPENAI_KEY, Taplog, start_on_fake
 from tests.test_replay import Capture, client, serve_replay
 from tests.test_tool_events import AGENTS
 
@@ -37,13 +37,7 @@ BIG = "lorem ipsum dolor sit amet " * 2000  # about 54 KB
 
 
 def _taplog(servers, fake, data_dir: Path, inline_max_kb: float = INLINE_MAX_KB) -> Taplog:
-    return start_taplog(
-        servers,
-        data_dir,
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        body_inline_max_kb=inline_max_kb,
-    )
+    return start_on_fake(servers, fake, data_dir, body_inline_max_kb=inline_max_kb)
 
 
 def _oai(taplog: Taplog, session: str = "big") -> openai.OpenAI:

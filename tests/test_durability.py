@@ -36,7 +36,7 @@ from recorder.logfile import SessionFile, open_session_file
 from recorder.reader import DamagedLine, read_all, read_events, read_session
 from recorder.verify import verify, verify_file
 from recorder.writer import EventRecord, Recorder
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
 from tests.test_cli import TAPLOG, Served, _env
 
 
@@ -365,8 +365,6 @@ def test_a_client_served_through_failover_finds_the_answer_on_disk(
 def test_when_the_log_fails_mid_call_always_cuts_the_client_off_interval_finishes(
     servers, fake, tmp_path, monkeypatch, fsync
 ):
-    from tests.conftest import start_taplog
-
     real = SessionFile.append
 
     def append(session_file: SessionFile, events) -> None:
@@ -375,13 +373,7 @@ def test_when_the_log_fails_mid_call_always_cuts_the_client_off_interval_finishe
         real(session_file, events)
 
     monkeypatch.setattr(SessionFile, "append", append)
-    taplog = start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        fsync=fsync,
-    )
+    taplog = start_on_fake(servers, fake, tmp_path / "data", fsync=fsync)
     client = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     chunks = client.chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": "d !events=4"}], stream=True

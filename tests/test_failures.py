@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake, start_taplog
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -109,13 +109,7 @@ def test_unreachable_vendor_gives_502_in_each_api_shape(servers, tmp_path):
 
 
 def test_silent_vendor_times_out_with_504(servers, fake, tmp_path):
-    taplog = start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        read_timeout=0.5,
-    )
+    taplog = start_on_fake(servers, fake, tmp_path / "data", read_timeout=0.5)
     oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     with pytest.raises(openai.APIStatusError) as caught:
         oai.chat.completions.create(
@@ -145,13 +139,7 @@ def test_stream_cut_by_the_vendor_is_cut_for_the_client_too(oai, taplog):
 
 
 def test_body_over_the_limit_gets_413_in_the_client_shape(servers, fake, tmp_path):
-    taplog = start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        max_body_mb=0.01,
-    )
+    taplog = start_on_fake(servers, fake, tmp_path / "data", max_body_mb=0.01)
     huge = [{"role": "user", "content": "x" * 20_000}]
     oai = openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     with pytest.raises(openai.APIStatusError) as caught:
@@ -218,13 +206,7 @@ def test_a_client_that_leaves_at_the_end_marker_got_the_whole_answer(oai, fake, 
 
 
 def _limited(servers, fake, tmp_path, **limits):
-    return start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        **limits,
-    )
+    return start_on_fake(servers, fake, tmp_path / "data", **limits)
 
 
 def test_a_stream_event_over_the_limit_ends_the_stream_with_an_error_in_each_api(

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from recorder.reader import read_all
-from tests.conftest import start_taplog
+from tests.conftest import start_on_fake
 from tests.servers import ServerThread
 from tests.test_replay import TAPLOG, Capture, client
 from tests.test_tool_events import AGENTS
@@ -26,11 +26,10 @@ HI = [{"role": "user", "content": "Hi"}]
 
 
 def replaying(servers, fake, tmp_path, source, mode: str, name: str = "replayed"):
-    return start_taplog(
+    return start_on_fake(
         servers,
+        fake,
         tmp_path / name,
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
         replay=str(source),
         replay_mode=mode,
         replay_speed=0.0,

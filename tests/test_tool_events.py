@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import start_taplog
+from tests.conftest import start_on_fake
 
 PLAN = "Plan my trip to Paris. !plan=get_weather+get_time,read_file,text"
 TOOL_NAMES = ("get_weather", "get_time", "read_file")
@@ -197,13 +197,7 @@ def test_a_result_for_a_call_never_seen_is_flagged_orphan(oai, taplog):
 def test_a_call_never_answered_is_flagged_when_the_session_goes_idle(servers, fake, tmp_path):
     import anthropic
 
-    taplog = start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        session_idle_minutes=0.01,
-    )
+    taplog = start_on_fake(servers, fake, tmp_path / "data", session_idle_minutes=0.01)
     client = anthropic.Anthropic(base_url=taplog.url, api_key="sk-ant-test-0123456789")
     client.messages.create(
         model="claude-sonnet-4-6",

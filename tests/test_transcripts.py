@@ -23,7 +23,7 @@ from recorder.events import LLM_REQUEST, make_event
 from recorder.reader import DamagedLine, read_events, read_session
 from recorder.verify import verify
 from recorder.writer import EventRecord, Recorder
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, Taplog, start_taplog
+from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, Taplog, start_on_fake, start_taplog
 
 TURNS = 40
 TEXT = "Please look at the next part of the code and tell me what to change. " * 3
@@ -75,13 +75,7 @@ def _responses(taplog: Taplog) -> None:
 
 
 def test_growing_transcripts_are_logged_once_and_read_back_whole(servers, fake, tmp_path):
-    taplog = start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        body_inline_max_kb=8,
-    )
+    taplog = start_on_fake(servers, fake, tmp_path / "data", body_inline_max_kb=8)
     for agent in (_chat, _claude, _responses):
         agent(taplog)
     sessions = taplog.wait_responses(TURNS * 2 + TURNS // 2)

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.cli import main
 from recorder.query import connect
 from recorder.reader import read_session
-from tests.conftest import OPENAI_KEY, start_taplog
+from tests.conftest import OPENAI_KEY, start_on_fake
 from tests.test_cli import TAPLOG, Served, _env
 from tests.ui_traffic import SESSIONS, ask, openai_client, recorded  # noqa: F401  (a fixture)
 
@@ -201,14 +201,7 @@ def _sse(url: str, count: int, headers: dict[str, str] | None = None) -> list[tu
 
 
 def _proxy_with_ui(servers, fake, tmp_path, **settings):
-    return start_taplog(
-        servers,
-        tmp_path / "data",
-        openai_base=f"{fake.url}/v1",
-        anthropic_base=fake.url,
-        ui=True,
-        **settings,
-    )
+    return start_on_fake(servers, fake, tmp_path / "data", ui=True, **settings)
 
 
 def test_live_stream_resumes_from_last_event_id_without_gaps(servers, fake, tmp_path):
@@ -326,9 +319,7 @@ def test_ui_command_refuses_to_listen_beyond_loopback_without_tokens(tmp_path):
 
 
 def test_tail_prints_the_last_events_with_control_characters_escaped(servers, fake, tmp_path):
-    proxy = start_taplog(
-        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", anthropic_base=fake.url
-    )
+    proxy = start_on_fake(servers, fake, tmp_path / "data")
     ask(proxy, "tailed", "hello")
     openai_client(proxy, "tailed").chat.completions.create(
         model="gpt-4.1\x1b[2J", messages=[{"role": "user", "content": "hi"}]
@@ -348,9 +339,7 @@ def test_tail_prints_the_last_events_with_control_characters_escaped(servers, fa
 
 
 def test_tail_follow_prints_new_events_as_they_are_recorded(servers, fake, tmp_path):
-    proxy = start_taplog(
-        servers, tmp_path / "data", openai_base=f"{fake.url}/v1", anthropic_base=fake.url
-    )
+    proxy = start_on_fake(servers, fake, tmp_path / "data")
     ask(proxy, "followed", "first")
     proxy.flush()
     follower = subprocess.Popen(
