@@ -68,12 +68,6 @@ class Systems:
             "taplog": self.interval,
             "taplog-always": self.always,
         }
-        self.urls = {
-            "direct": self.fake.url,
-            "bare": self.bare.url,
-            "taplog": self.interval.url,
-            "taplog-always": self.always.url,
-        }
         self.litellm = None
         if litellm_proxy.installed():
             try:
@@ -81,8 +75,11 @@ class Systems:
             except SystemExit:  # never came up: leave no process behind
                 self.stop()
                 raise
-            self.urls["litellm"] = self.litellm.url
             self.services["litellm"] = self.litellm
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return {name: service.url for name, service in self.services.items()}
 
     def stop(self) -> None:
         for service in (self.litellm, self.always, self.interval, self.bare, self.fake):
