@@ -43,9 +43,11 @@ from proxy.state import (
     RECORDER,
     RESOLVER,
     RESPONSES_HISTORY,
+    SERVICES,
     SETTINGS,
     TOKENS,
     Lifecycle,
+    services_of,
 )
 from proxy.upstream import open_pool
 from recorder.lock import DataDirLock
@@ -110,6 +112,11 @@ async def _compact_forever(data_dir: Path, idle_seconds: float) -> None:
             continue
         if done:
             log.info("compacted %d idle sessions", len(done))
+
+
+async def _services(app: web.Application) -> None:
+    """What every call is handed, once the recorder and the pool are up."""
+    app[SERVICES] = services_of(app)
 
 
 async def _mark_stopping(app: web.Application) -> None:
@@ -198,6 +205,7 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_compactor)
+    app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)
     app.on_response_prepare.append(stream_tracker(app_metrics))
     app.router.add_get("/healthz", healthz)

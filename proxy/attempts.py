@@ -12,7 +12,7 @@ translated (recorder.translate). Whatever came back is judged once, here:
     429 rate limit                            retry after `retry-after` if it fits, else fail over
     429 spend limit / insufficient_quota      final
     400, 401, 403, 404, 413, 422, other 4xx   final: never tried again on any target
-    2xx stream whose first event is an error  retry, then fail over
+    2xx stream whose first event is an error  retry, then fail over (recorder.wire.watch)
 """
 
 from __future__ import annotations
@@ -44,17 +44,34 @@ OPENAI_APIS = ("openai.chat", "openai.responses")
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
+    """What one try sends, where, and in which API."""
+
     target: Target
-    api: str  # the upstream API: openai.chat or anthropic.messages
+    api: str  # the upstream API (or passthrough)
     url: str
     headers: CIMultiDict[str]
     body: bytes
-    parsed: dict[str, Any]
+    parsed: Any
     translation: Translated | None  # None: the client's own format
+    method: str = "POST"
+    own_key: bool = False  # keyed with the target provider's key (not the client's)
 
     @property
     def stream(self) -> bool:
-        return self.parsed.get("stream") is True
+        return isinstance(self.parsed, dict) and self.parsed.get("stream") is True
+
+
+def as_sent(
+    target: Target,
+    api: str,
+    method: str,
+    url: str,
+    headers: CIMultiDictProxy[str],
+    body: bytes,
+    parsed: Any,
+) -> Attempt:
+    """The call exactly as the client made it, to its own vendor (any method, any path)."""
+    return Attempt(target, api, url, request_headers(headers), body, parsed, None, method)
 
 
 def target_api(target: Target, client_api: str) -> str:
@@ -111,7 +128,8 @@ def plan(
         translation = route.request(parsed, options)
         body = orjson.dumps(translation.body)
         headers = _own_headers(target, client_headers)
-        return Attempt(target, api, _url(target, api), headers, body, translation.body, translation)
+        url = _url(target, api)
+        return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
     headers = (
         request_headers(client_headers) if same_provider else _own_headers(target, client_headers)
     )
@@ -120,7 +138,8 @@ def plan(
         return Attempt(target, api, client_url, headers, raw, parsed, None)  # the call as sent
     changed = {**changed, "model": target.model}
     url = client_url if same_provider else _url(target, api)
-    return Attempt(target, api, url, headers, orjson.dumps(changed), changed, None)
+    body = orjson.dumps(changed)
+    return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
 
 
 def needs_unchaining(parsed: dict[str, Any], same_provider: bool) -> bool:
@@ -177,16 +196,3 @@ def verdict(status: int, body: Any) -> str:
     if status in _RETRYABLE or status >= 500:
         return RETRY
     return FINAL
-
-
-def first_event_is_error(api: str, event: str | None, data: str) -> bool:
-    """A 200 stream that opens with an error: the vendor failed before answering."""
-    if api == "anthropic.messages":
-        return event == "error"
-    if api == "openai.responses":
-        return event in ("error", "response.failed")
-    try:
-        chunk = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(chunk, dict) and "error" in chunk

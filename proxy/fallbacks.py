@@ -5,10 +5,14 @@
     base_url = "https://openrouter.ai/api/v1"
     api_key_env = "OPENROUTER_API_KEY"
     api = "chat"                      # openai type: serve Anthropic clients via chat or responses
+    prefill = true                    # its models continue a trailing assistant message
+                                      # (default: litellm's catalogue where it knows the
+                                      # model, else false)
 
     [[fallback]]
     model = "gpt-*"                   # requested model: exact name or glob
     to = ["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-6"]
+                                      # or a table: {target = "openrouter:x", prefill = false}
     retries = 2                       # per target, for retryable failures
     connect_timeout = 10              # seconds to connect to a vendor
     ttfb_timeout = 60                 # seconds to the first byte of the answer
@@ -21,6 +25,11 @@
 On the command line, `--fallback 'gpt-*=anthropic:claude-sonnet-4-6'` adds a
 rule with the defaults. Keys are never in the file: a provider names the
 environment variable that holds its key.
+
+A call whose model has no rule goes the same way, as a chain of one: its own
+vendor, no retries, the `--connect-timeout`, `--read-timeout` and
+`--total-timeout` settings, and a broken stream ends with an error event
+(`plain_rule`).
 """
 
 from __future__ import annotations
@@ -32,7 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from proxy.config import ConfigError, is_metadata_host
+import aiohttp
+
+from proxy.config import ConfigError, Settings, is_metadata_host
+from recorder import prices
 
 PROVIDER_TYPES = ("openai", "anthropic")
 MIDSTREAM = ("continue", "error")
@@ -55,6 +67,7 @@ class Provider:
     base_url: str
     api_key_env: str
     api: str = "chat"  # openai type: the API that serves Anthropic clients (chat | responses)
+    prefill: bool | None = None  # continues a trailing assistant message; None: ask litellm
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) or None
@@ -64,6 +77,16 @@ class Provider:
 class Target:
     provider: Provider
     model: str
+    prefill: bool | None = None  # None: as its provider says
+
+    def takes_prefill(self) -> bool:
+        """Whether this target continues a partial answer given as a trailing assistant
+        message: as declared (target, then provider), else as litellm's catalogue says."""
+        declared = self.prefill if self.prefill is not None else self.provider.prefill
+        if declared is not None:
+            return declared
+        info = prices.model_info(self.provider.type, self.model)
+        return info is not None and info.assistant_prefill
 
     def __str__(self) -> str:
         return f"{self.provider.name}:{self.model}"
@@ -80,9 +103,48 @@ class Rule:
     total_timeout: float = 600.0
     midstream: str = "continue"
     leave_out_untranslatable: bool = False
+    plain: bool = False  # a call without a rule: its timeouts are the --*-timeout settings
+    # aiohttp's timeouts for one try: connecting, silence between reads, the whole try
+    # (the wait for the first byte is the caller's: `ttfb_timeout`); made once.
+    client_timeout: aiohttp.ClientTimeout = field(init=False, repr=False, compare=False)
 
     def matches(self, model: str) -> bool:
         return fnmatch.fnmatchcase(model, self.model)
+
+    def __post_init__(self) -> None:
+        timeout = aiohttp.ClientTimeout(
+            total=self.total_timeout, sock_connect=self.connect_timeout, sock_read=self.idle_timeout
+        )
+        object.__setattr__(self, "client_timeout", timeout)
+
+    def knob(self, timeout: str) -> str:
+        """Where the `timeout` (ttfb, idle, connect, total) of this rule is set, for messages."""
+        if self.plain:
+            return _PLAIN_KNOBS[timeout]
+        return f"{timeout}_timeout of the fallback rule for {self.model!r}"
+
+
+_PLAIN_KNOBS = {
+    "ttfb": "--read-timeout",
+    "idle": "--read-timeout",
+    "connect": "--connect-timeout",
+    "total": "--total-timeout",
+}
+
+
+def plain_rule(settings: Settings) -> Rule:
+    """The chain of a call without a fallback rule: its own vendor, once."""
+    return Rule(
+        model="*",
+        targets=(),
+        retries=0,
+        connect_timeout=settings.connect_timeout,
+        ttfb_timeout=settings.read_timeout,
+        idle_timeout=settings.read_timeout,
+        total_timeout=settings.total_timeout,
+        midstream="error",
+        plain=True,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +174,7 @@ def _provider(name: str, table: Any) -> Provider:
     where = f"providers.{name}"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
-    unknown = sorted(set(table) - {"type", "base_url", "api_key_env", "api"})
+    unknown = sorted(set(table) - {"type", "base_url", "api_key_env", "api", "prefill"})
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}")
     kind = table.get("type")
@@ -124,10 +186,24 @@ def _provider(name: str, table: Any) -> Provider:
     api = table.get("api", "chat")
     if api not in ("chat", "responses") or (api == "responses" and kind != "openai"):
         raise ConfigError(f"{where}.api: 'chat' or 'responses' (openai providers only)")
-    return Provider(name, kind, _check_url(f"{where}.base_url", table.get("base_url")), env, api)
+    prefill = table.get("prefill")
+    if prefill is not None and not isinstance(prefill, bool):
+        raise ConfigError(f"{where}.prefill: true or false")
+    url = _check_url(f"{where}.base_url", table.get("base_url"))
+    return Provider(name, kind, url, env, api, prefill)
 
 
 def parse_target(where: str, text: Any, providers: Mapping[str, Provider]) -> Target:
+    """A target: `provider:model`, or `{target = "provider:model", prefill = true|false}`."""
+    if isinstance(text, dict):
+        unknown = sorted(set(text) - {"target", "prefill"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}")
+        prefill = text.get("prefill")
+        if prefill is not None and not isinstance(prefill, bool):
+            raise ConfigError(f"{where}.prefill: true or false")
+        target = parse_target(f"{where}.target", text.get("target"), providers)
+        return Target(target.provider, target.model, prefill)
     name, colon, model = text.partition(":") if isinstance(text, str) else ("", "", "")
     if not colon or not model:
         raise ConfigError(f"{where}: write targets as 'provider:model', got {text!r}")

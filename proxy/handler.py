@@ -11,8 +11,9 @@ Order matters and is part of the contract:
 4. with `--replay`, answer from the recording when it holds the call (or
    refuse a miss in strict mode): nothing recorded, no session resolved;
 5. resolve the session (a bad explicit id: 400, nothing created), hand
-   `session.started` / `llm.request` to the recorder, forward, and let
-   `forward` record the answer whatever happens to it.
+   `session.started` to the recorder, and serve the call along its chain
+   (`proxy.chain`: a call without a fallback rule is a chain of one), which
+   records every try and its answer whatever happens to it.
 """
 
 from __future__ import annotations
@@ -22,24 +23,18 @@ import time
 
 from aiohttp import web
 
-from proxy import auth, errors, routing
-from proxy.failover import Call as FailoverCall
-from proxy.failover import serve_with_fallbacks
+from proxy import auth, chain, errors, routing
+from proxy.call import Call
 from proxy.fallbacks import Rule
-from proxy.forward import Exchange, forward
 from proxy.replay import REPLAYER
 from proxy.routing import PASSTHROUGH, RouteError
-from proxy.state import FALLBACKS, RECORDER, RESOLVER, SETTINGS, TOKENS
-from proxy.upstream import request_headers
+from proxy.state import SERVICES, Services
 from recorder import __version__
 from recorder.bodies import parse_json
-from recorder.events import SESSION_STARTED, make_event, new_id
-from recorder.exchange import LlmRequest
-from recorder.secrets import api_key, fingerprint, redact_url, safe_headers, secret_values
-from recorder.sessions import Call, InvalidSessionId, Resolution
+from recorder.events import new_id, session_started
+from recorder.secrets import api_key, fingerprint, secret_values
+from recorder.sessions import CallClues, InvalidSessionId, Resolution
 from recorder.writer import EventRecord
-
-FAILOVER_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
 
 
 def _is_json(request: web.Request) -> bool:
@@ -54,9 +49,10 @@ def _retry_count(headers: dict[str, str]) -> int:
 async def proxy_call(request: web.Request) -> web.StreamResponse:
     received = time.perf_counter()
     app = request.app
-    settings, recorder = app[SETTINGS], app[RECORDER]
+    services = app[SERVICES]
+    settings, recorder = services.settings, services.recorder
     token, target = auth.split_token(request.raw_path)
-    if not app[TOKENS].accepts(token, request.headers.get(auth.TOKEN_HEADER)):
+    if not services.tokens.accepts(token, request.headers.get(auth.TOKEN_HEADER)):
         return errors.error_response(
             routing.provider_for(target), 401, auth.REFUSED, "unauthorized"
         )
@@ -98,63 +94,54 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         if replayed is not None:
             return replayed
     key_fp = fingerprint(api_key(headers))
-    call = Call(route.api, headers, parsed, key_fp, route.session, _retry_count(headers) > 0)
+    clues = CallClues(route.api, headers, parsed, key_fp, route.session, _retry_count(headers) > 0)
     try:
-        resolution = app[RESOLVER].resolve(call)
+        resolution = services.resolver.resolve(clues)
     except InvalidSessionId as exc:
         return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
 
-    secrets = secret_values(headers) + ((token.encode(),) if token else ())
-    exchange = Exchange(route, resolution.session, new_id("ex"), secrets, received, parsed)
+    call = Call(
+        services=services,
+        route=route,
+        method=request.method,
+        session=resolution.session,
+        id=new_id("ex"),
+        secrets=secret_values(headers) + ((token.encode(),) if token else ()),
+        received=received,
+        body=body,
+        parsed=parsed,
+        headers=request.headers,
+        key_fingerprint=key_fp,
+        rule=_rule(services, route.api, parsed),
+        history=_history(services, route.api, parsed),
+    )
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
-    sending = _send(request, exchange, body, key_fp)
+    serving = chain.serve(request, call)
     if replayer is not None:
-        return await replayer.forwarding(exchange.id, recorder, sending)
-    return await sending
+        return await replayer.forwarding(call.id, recorder, serving)
+    return await serving
 
 
-async def _send(
-    request: web.Request, exchange: Exchange, body: bytes, key_fp: str | None
-) -> web.StreamResponse:
-    """Record the request and forward it (with fallbacks when its model has a rule)."""
-    app, route, parsed = request.app, exchange.route, exchange.parsed
-    rule = _fallback_rule(app, route.api, parsed)
-    if rule is not None:
-        call = FailoverCall(exchange, parsed, body, request.headers, key_fp, rule)
-        return await serve_with_fallbacks(request, call)
-    upstream_headers = request_headers(request.headers)
-    app[RECORDER].record(
-        LlmRequest(
-            session=exchange.session,
-            exchange=exchange.id,
-            api=route.api,
-            provider=route.provider,
-            method=request.method,
-            path=redact_url(route.path),
-            upstream_url=redact_url(route.upstream_url),
-            headers=safe_headers(upstream_headers.items()),
-            key_fingerprint=key_fp,
-            body=body,
-            parsed=parsed,
-            secrets=exchange.secrets,
-        )
-    )
-    return await forward(request, exchange, body, upstream_headers)
+def _rule(services: Services, api: str, parsed: object) -> Rule:
+    """The call's fallback rule when its model has one, else the plain chain of one."""
+    if api in chain.LLM_APIS and isinstance(parsed, dict):
+        rule = services.fallbacks.rule_for(parsed.get("model"))
+        if rule is not None:
+            return rule
+    return services.plain_rule
 
 
-def _fallback_rule(app: web.Application, api: str, parsed: object) -> Rule | None:
-    """The fallback rule of an LLM call whose model has one, else None (plain forwarding)."""
-    if api not in FAILOVER_APIS or not isinstance(parsed, dict):
+def _history(services: Services, api: str, parsed: object) -> list | None:
+    """For a Responses call: the items its `previous_response_id` names, if taplog saw them."""
+    if api != "openai.responses" or not isinstance(parsed, dict):
         return None
-    return app[FALLBACKS].rule_for(parsed.get("model"))
+    return services.history.items_before(parsed)
 
 
 def _session_started(resolution: Resolution, api: str, headers: dict[str, str]) -> dict:
-    return make_event(
-        SESSION_STARTED,
+    return session_started(
         resolution.session,
-        None,
         source=resolution.source,
         original=resolution.original,
         api=api,

@@ -28,6 +28,8 @@ OUTCOMES = frozenset(
         "unreachable",
         "timeout",
         "upstream_cut",
+        "too_large",
+        "restarted",
         "client_disconnected",
         "shutdown",
         "proxy_error",

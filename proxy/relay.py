@@ -1,13 +1,22 @@
-"""Send a good answer to the client: as it came, or translated into its API.
+"""Send an answer to the client, as it came or translated into its API: the stream contract.
 
-Bytes go out as they arrive, except the end of the answer: what completes it
-waits until the answer is in the log (proxy.durable), as on the plain path.
-A stream is watched for its end marker: one that breaks first (cut, stalled
-past the idle timeout, malformed, or over without its end marker) is never
-passed off as complete. With `midstream = "continue"`
-the next target continues it (proxy.continuation); otherwise, or when that
-fails, the client's stream ends with an error event in its own format and no
-end marker.
+    vendor chunks ──▶ watch (recorder.wire.watch) ──▶ whole events ──▶ [translated] ──▶ client
+                          │
+                          ├─ ended            the record first, then the held end (proxy.end_guard)
+                          ├─ finished, but    the answer is whole: taplog adds the end marker,
+                          │  no end marker    recorded `ok` with `end_marker_added`
+                          └─ broken           continued on another target (proxy.continuation)
+                                              where the rule says `midstream = "continue"`,
+                                              else an error event in the client's format
+
+A client's stream ends cleanly only when the vendor's did, or taplog
+completed it. A broken one (reset, closed, stalled past the idle timeout,
+over a limit, a malformed event, the vendor's error event, or over without
+its end marker) gets an error event, starting at an event boundary since
+only whole events are ever passed on, and then its body ends without the
+chunked terminator, so no SDK takes it for complete. The error event is the
+vendor's own when it sent one in the client's format, else taplog's, naming
+the cause. A body that is not a stream is cut off the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
@@ -22,90 +32,114 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy import errors
-from proxy.attempts import Attempt, first_event_is_error, plan
-from proxy.call_log import Call, Try, record_event, record_request, record_response, switch
+from proxy.attempts import plan
+from proxy.call import Call, Try
+from proxy.config import Settings
 from proxy.continuation import (
+    CONTINUABLE_APIS,
     ClientView,
+    Restarted,
     Splice,
     client_view,
     continuation_request,
-    end_marker,
-    supports_prefill,
 )
+from proxy.end_guard import ClientGone, cut_off, deliver_end, send
 from proxy.fallbacks import Target
-from proxy.forward import MIB, ClientGone, cut_off, end_answer, send
-from proxy.state import BREAKERS, LIFECYCLE, POOL, RESOLVER, RESPONSES_HISTORY, SETTINGS
 from proxy.translations import context, route_for
-from proxy.upstream import BrokenStream, classify, response_headers
+from proxy.upstream import BrokenStream, classify, open_upstream, response_headers
 from recorder.bodies import parse_json
-from recorder.events import FAILOVER
 from recorder.translate.requests import Untranslatable
-from recorder.wire import api_module
-from recorder.wire.chaining import final_answer
-from recorder.wire.sse import SseSplitter, SseTooLarge, parse_block
+from recorder.wire.sse import SseTooLarge, parse_block
+from recorder.wire.watch import BodyWatch, Passed, StreamWatch
 
-CONTINUABLE_APIS = frozenset({"openai.chat", "anthropic.messages"})
+MIB = 1024 * 1024
+SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+
+
+def watch_for(
+    settings: Settings, api: str, upstream: aiohttp.ClientResponse
+) -> StreamWatch | BodyWatch:
+    """The watch that tells how this answer (in `api`) ends: by its events, or as a body."""
+    headers = upstream.headers
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        return StreamWatch(api, int(settings.max_sse_event_mb * MIB))
+    length = headers.get("content-length", "")
+    encoded = headers.get("content-encoding", "identity") != "identity"
+    close_delimited = not length and "chunked" not in headers.get("transfer-encoding", "")
+    return BodyWatch(
+        api, int(length) if length.isdigit() and not encoded else None, close_delimited
+    )
 
 
 class Relayed:
-    """A vendor stream passed on as it came, event by event, watched for its end marker.
+    """The vendor's events (or body) as they came: the client speaks its API."""
 
-    A vendor's error event is held back (BrokenStream): the call may still be
-    continued elsewhere, and otherwise the client gets taplog's error event.
-    """
+    answer: dict | None = None
 
-    def __init__(self, api: str, splitter: SseSplitter | None) -> None:
-        self.api = api
-        self.splitter = splitter  # None: a whole body, complete by HTTP framing
-        self.finished = splitter is None
-
-    def convert(self, chunk: bytes) -> bytes:
-        if self.splitter is None:
-            return chunk
-        out = []
-        for block in split(self.splitter, chunk):
-            event = parse_block(block)
-            if event is not None:
-                if first_event_is_error(self.api, event.event, event.data):
-                    raise BrokenStream(f"the vendor sent an error mid-stream: {event.data[:300]}")
-                self.finished = self.finished or api_module(self.api).is_end(event)
-            out.append(block)
-        return b"".join(out)
+    def convert(self, passed: Passed) -> bytes:
+        return b"".join(block for block, _ in passed)
 
 
 class Translated:
-    """A vendor stream translated event by event into the client's API."""
+    """The vendor's events translated one by one into the client's API."""
 
-    def __init__(self, call: Call, attempt: Attempt, splitter: SseSplitter) -> None:
+    def __init__(self, call: Call, attempt_try: Try) -> None:
+        attempt = attempt_try.attempt
         route = route_for(call.api, attempt.api)
         assert route is not None and attempt.translation is not None  # planned that way
         self.translator = route.stream(
             context(call.parsed, attempt.target.model, attempt.translation)
         )
-        self.splitter = splitter
-
-    @property
-    def finished(self) -> bool:
-        return self.translator.finished
 
     @property
     def answer(self) -> dict | None:
-        return getattr(self.translator, "answer", None)
+        """The whole answer in the client's API, once known (Responses clients)."""
+        return self.translator.answer
 
-    def convert(self, chunk: bytes) -> bytes:
+    def convert(self, passed: Passed) -> bytes:
         out: list[bytes] = []
-        for block in split(self.splitter, chunk):
-            event = parse_block(block)
+        for _, event in passed:
             if event is None:
                 continue
             try:
-                translated = self.translator.feed(event)
+                out.extend(self.translator.feed(event))
             except ValueError:
                 raise BrokenStream("the vendor sent a malformed event") from None
-            if self.translator.failed:
-                raise BrokenStream(f"the vendor sent an error mid-stream: {event.data[:300]}")
-            out.extend(translated)
         return b"".join(out)
+
+
+@dataclass(slots=True)
+class Sent:
+    """What the client has received of this answer: its size, and its bytes when they
+    differ from the vendor's (a translated stream), for a rescue to read back."""
+
+    size: int = 0
+    copy: bytearray | None = None
+
+    def add(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.copy is not None:
+            self.copy += data
+
+    def view(self, call: Call, attempt_try: Try) -> ClientView:
+        data = bytes(self.copy) if self.copy is not None else attempt_try.body()[: self.size]
+        return client_view(call.api, data)
+
+
+@dataclass(slots=True)
+class Delivery:
+    """The client's open response, how vendor events become its bytes, and what is held
+    back for its end."""
+
+    request: web.Request
+    response: web.StreamResponse
+    convert: Callable[[Passed], bytes]
+    held: list[bytes] = field(default_factory=list)
+
+    def add_end(self, watch: StreamWatch | BodyWatch) -> None:
+        """The end marker the vendor left out, converted like its own events."""
+        marker = watch.end_event or b""
+        self.held.append(self.convert([(marker, parse_block(marker))]))
 
 
 async def relay(
@@ -113,314 +147,297 @@ async def relay(
     call: Call,
     attempt_try: Try,
     upstream: aiohttp.ClientResponse,
-    headers: CIMultiDict[str],
+    watch: StreamWatch | BodyWatch,
+    ready: Passed,
 ) -> web.StreamResponse:
-    """Send a good answer to the client: as it came, or translated into the client's API."""
+    """Send a good answer to the client (`ready`: what the watch passed already)."""
     attempt = attempt_try.attempt
-    if attempt.translation is not None and not attempt.stream:
-        return await _relay_translated_body(request, call, attempt_try, upstream, headers)
-    if attempt.translation is not None:
-        stream: Relayed | Translated = Translated(call, attempt, splitter(request))
-        sent_headers = CIMultiDict(
-            {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
-        )
-    else:
-        stream = Relayed(attempt.api, splitter(request) if attempt.stream else None)
-        sent_headers = CIMultiDict(headers)
-        sent_headers.popall("content-length", None)
-    response = web.StreamResponse(status=upstream.status, headers=sent_headers)
-    outcome, error, sent, held = "ok", None, bytearray(), []
+    translated = attempt.translation is not None
+    if translated and not attempt.stream:
+        return await _relay_translated_body(request, call, attempt_try, upstream)
+    stream = Translated(call, attempt_try) if translated else Relayed()
+    headers = CIMultiDict(SSE_HEADERS) if translated else CIMultiDict(attempt_try.headers)
+    if watch.streamed:
+        headers.popall("content-length", None)
+    response = web.StreamResponse(status=upstream.status, headers=headers)
+    if "content-length" in headers:
+        response.content_length = int(headers["content-length"])
+    delivery = Delivery(request, response, stream.convert)
+    sent = Sent(copy=bytearray() if translated else None)
     try:
         await response.prepare(request)
-        pending = [chunk for _, chunk in attempt_try.chunks]
-        chunks = _chunks(request, upstream, attempt_try, pending)
-        await _pipe(response, chunks, stream.convert, lambda: stream.finished, sent, held)
-        if not stream.finished:
-            raise BrokenStream("the stream ended before its end marker")
-        if isinstance(stream, Translated):
-            remember_answer(request, call, stream.answer)
-        else:
-            remember_answer(request, call, final_answer(attempt.api, attempt_try.chunks))
-        record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
-        outcome = "recorded"
-        await end_answer(request, response, call.exchange, held)
+        await _pipe(call, attempt_try, upstream, watch, ready, delivery, sent)
+        facts = _complete(watch, delivery)
+        _remember(call, attempt_try, watch, stream)
+        attempt_try.finish("ok" if upstream.status < 400 else "upstream_error", **facts)
+        await deliver_end(call, request, response, delivery.held)
     except asyncio.CancelledError:
-        if outcome != "recorded":  # else it went wrong while the held end went out
-            outcome = "shutdown" if request.app[LIFECYCLE].stopping else "client_disconnected"
+        lifecycle = call.services.lifecycle
+        attempt_try.finish("shutdown" if lifecycle.stopping else "client_disconnected")
         raise
     except ClientGone:
-        if outcome != "recorded":
-            outcome = "client_disconnected"
+        attempt_try.finish("client_disconnected")
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
-        failure = classify(exc)
-        outcome = failure.outcome
-        error = str(exc) if isinstance(exc, BrokenStream) else failure.message
         upstream.close()
-        record_response(request, call, attempt_try, upstream.status, headers, outcome, error)
-        outcome = "recorded"
-        await _end_broken_stream(request, call, attempt, response, bytes(sent), error)
+        await _broken(call, attempt_try, watch, delivery, sent, exc)
     finally:
         upstream.close()
-        if outcome != "recorded":
-            record_response(request, call, attempt_try, upstream.status, headers, outcome, error)
+        attempt_try.finish("proxy_error", "taplog failed on this call")
     return response
 
 
 async def _pipe(
-    response: web.StreamResponse,
-    chunks: AsyncIterator[bytes],
-    convert: Callable[[bytes], bytes],
-    finished: Callable[[], bool],
-    sent: bytearray,
-    held: list[bytes],
-) -> None:
-    """Convert and send every chunk, keeping a copy of what the client received.
-
-    Output from the chunk that finishes the answer on is kept in `held` instead:
-    it goes out once the answer is in the log (`end_answer`).
-    """
-    async for chunk in chunks:
-        out = convert(chunk)
-        if held or finished():
-            held.append(out)
-        elif out:
-            await send(response, out)
-            sent += out
-
-
-async def _end_broken_stream(
-    request: web.Request,
     call: Call,
-    broken: Attempt,
-    response: web.StreamResponse,
-    sent: bytes,
-    error: str,
+    attempt_try: Try,
+    upstream: aiohttp.ClientResponse,
+    watch: StreamWatch | BodyWatch,
+    ready: Passed,
+    delivery: Delivery,
+    sent: Sent,
 ) -> None:
-    """Continue the answer elsewhere if the rule says so; else end it with an error event."""
-    if call.rule.midstream == "continue" and await continue_elsewhere(
-        request, call, broken, response, sent, error
+    """Pass every whole event (or body chunk) on as it arrives, until the vendor's body
+    ends; from the one that completes the answer on, hold them for its end."""
+    if ready:
+        await _pass_on(delivery.convert(ready), watch, delivery, sent)
+    async for passed in _watched(call, attempt_try, upstream, watch):
+        await _pass_on(delivery.convert(passed), watch, delivery, sent)
+        if watch.failure is not None:
+            outcome = "upstream_error" if watch.vendor_error is not None else "upstream_cut"
+            raise BrokenStream(watch.failure, outcome)
+    delivery.held.append(delivery.convert(watch.close()))
+
+
+async def _pass_on(
+    out: bytes, watch: StreamWatch | BodyWatch, delivery: Delivery, sent: Sent
+) -> None:
+    if delivery.held or watch.ended:
+        delivery.held.append(out)
+    elif out:
+        await send(delivery.response, out)
+        sent.add(out)
+
+
+async def _watched(
+    call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
+) -> AsyncIterator[Passed]:
+    """The vendor's chunks as the watch passes them; the answer limits break the stream."""
+    settings = call.services.settings
+    max_answer = int(settings.max_answer_mb * MIB)
+    async for chunk in upstream.content.iter_any():
+        attempt_try.keep(chunk)
+        if attempt_try.size > max_answer:
+            message = f"the answer streamed over {settings.max_answer_mb:g} MiB (--max-answer-mb)"
+            raise BrokenStream(message, "too_large")
+        try:
+            passed = watch.feed(chunk)
+        except SseTooLarge:
+            limit = f"{settings.max_sse_event_mb:g} MiB (--max-sse-event-mb)"
+            raise BrokenStream(f"a stream event is over {limit}", "too_large") from None
+        yield passed
+
+
+def _complete(watch: StreamWatch | BodyWatch, delivery: Delivery) -> dict[str, bool]:
+    """At the end of the vendor's body: ended, or whole but for its end marker (which
+    taplog adds, `end_marker_added`), or broken."""
+    if watch.ended:
+        return {}
+    if _only_the_end_is_missing(watch):
+        delivery.add_end(watch)
+        return {"end_marker_added": True}
+    if watch.streamed:
+        raise BrokenStream("the stream ended before its end marker")
+    raise BrokenStream("the body ended before it was whole")
+
+
+def _only_the_end_is_missing(watch: StreamWatch | BodyWatch) -> bool:
+    return watch.finished and watch.vendor_error is None and watch.end_event is not None
+
+
+def _remember(
+    call: Call, attempt_try: Try, watch: StreamWatch | BodyWatch, stream: Relayed | Translated
+) -> None:
+    """A Responses answer later calls may chain to (`previous_response_id`)."""
+    if call.api != "openai.responses" or attempt_try.status != 200:
+        return
+    if isinstance(stream, Translated):
+        call.remember(stream.answer)
+    elif watch.progress is not None:
+        call.remember(watch.progress.answer)
+    else:
+        call.remember(parse_json(attempt_try.body()))
+
+
+async def _broken(
+    call: Call,
+    attempt_try: Try,
+    watch: StreamWatch | BodyWatch,
+    delivery: Delivery,
+    sent: Sent,
+    exc: BaseException,
+) -> None:
+    """A broken answer: delivered when it was whole already (its end marker came, or only
+    the marker is missing), continued elsewhere when the rule says so, else ended with an
+    error event (a stream) and cut off."""
+    failure = classify(exc, call.rule, started=True)
+    if watch.ended or _only_the_end_is_missing(watch):
+        facts = {} if watch.ended else {"end_marker_added": True}
+        if not watch.ended:
+            delivery.add_end(watch)
+        attempt_try.finish("ok", failure.message, **facts)
+        with contextlib.suppress(ClientGone):
+            await deliver_end(call, delivery.request, delivery.response, delivery.held)
+        return
+    attempt_try.finish(failure.outcome, failure.message)
+    if not watch.streamed:
+        cut_off(delivery.request)
+        return
+    if call.rule.midstream == "continue" and await _continue_elsewhere(
+        call, attempt_try, delivery, sent, failure.message
     ):
         return
-    await _send_quietly(response, errors.stream_error_event(call.api, error))
-    cut_off(request)
+    own = attempt_try.attempt.translation is None
+    await _end_with_error(call, delivery, failure.message, watch.vendor_error if own else None)
 
 
-async def continue_elsewhere(
-    request: web.Request,
-    call: Call,
-    broken: Attempt,
-    response: web.StreamResponse,
-    sent: bytes,
-    error: str,
+async def _end_with_error(
+    call: Call, delivery: Delivery, message: str, event: bytes | None = None
+) -> None:
+    """The client's stream hears why, in its API's format, and ends without its end."""
+    with contextlib.suppress(ClientGone):
+        await send(delivery.response, event or errors.stream_error_event(call.api, message))
+    cut_off(delivery.request)
+
+
+# -- continuing a broken stream on another target --------------------------------------
+
+
+async def _continue_elsewhere(
+    call: Call, broken: Try, delivery: Delivery, sent: Sent, error: str
 ) -> bool:
-    """Ask the next targets to continue the client's partial answer; True once one did."""
+    """Ask the other targets to continue the client's partial answer; True once a
+    continuation took the client's stream over (ending it one way or another)."""
     if call.api not in CONTINUABLE_APIS:
         return False
-    view = client_view(call.api, sent)
-    if view.ended:  # the whole answer is there; only its end marker was lost
-        await end_answer(request, response, call.exchange, [end_marker(call.api)])
-        return True
+    view = sent.view(call, broken)
     if not view.continuable:
         return False
-    breakers = request.app[BREAKERS]
+    breakers = call.services.breakers
     for target in call.chain:
-        if target == broken.target or not breakers[str(target)].allows():
+        if target == broken.attempt.target or not breakers[str(target)].allows():
             continue
-        prefill_first = supports_prefill(target.provider.type, target.model)
-        for prefill in (True, False) if prefill_first else (False,):
-            result = await _continue_on(request, call, broken, target, view, prefill, error)
-            if result is not None:
-                return await _splice(request, call, response, view, *result)
+        for prefill in (True, False) if view.text and target.takes_prefill() else (False,):
+            opened = await _open_continuation(call, broken, target, view, prefill, error)
+            if opened is not None:
+                await _splice(call, delivery, view, prefill, error, *opened)
+                return True
     return False
 
 
-async def _continue_on(
-    request: web.Request,
-    call: Call,
-    broken: Attempt,
-    target: Target,
-    view: ClientView,
-    prefill: bool,
-    error: str,
+async def _open_continuation(
+    call: Call, broken: Try, target: Target, view: ClientView, prefill: bool, error: str
 ) -> tuple[Try, aiohttp.ClientResponse] | None:
-    """Open the continuation on `target`: its response when it answered 2xx, else None."""
+    """The continuation's answer from `target` when it is a 2xx stream, else None (a
+    refused prefill among others: never shown to the client)."""
     body = continuation_request(call.api, call.parsed, view.text, prefill)
-    route = call.exchange.route
     try:
         attempt = plan(
             target,
-            route.provider,
+            call.provider,
             call.api,
             body,
             orjson.dumps(body),
             call.headers,
-            route.upstream_url,
+            call.route.upstream_url,
             prefill,
             call.history,
         )
     except Untranslatable:
         return None
     reason = f"continuing a broken stream ({error})" + (" with a prefill" if prefill else "")
-    record_event(
-        request,
-        call,
-        FAILOVER,
-        **switch(broken.target, target),
-        reason=reason,
-        attempt=call.attempts + 1,
-    )
-    call.attempts += 1
-    attempt_try = Try(attempt, call.attempts)
-    record_request(request, call, attempt_try)
+    call.record_failover(broken.attempt.target, target, reason)
+    attempt_try = call.start_try(attempt)
+    opening = asyncio.timeout(call.rule.ttfb_timeout)
     try:
-        upstream = await open_upstream(request, call, attempt)
+        async with opening:
+            upstream = await open_upstream(call.services.pool, attempt, call.rule)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        failure = classify(exc)
-        record_response(
-            request, call, attempt_try, None, CIMultiDict(), failure.outcome, failure.message
-        )
+        failure = classify(exc, call.rule, opening.expired())
+        attempt_try.finish(failure.outcome, failure.message)
         return None
-    if upstream.status >= 400:  # a refused prefill among others: never shown to the client
-        attempt_try.keep(await upstream.read())
+    attempt_try.status, attempt_try.headers = upstream.status, response_headers(upstream)
+    if upstream.status >= 400 or not upstream.content_type.startswith("text/event-stream"):
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            attempt_try.keep(await upstream.read())
         upstream.release()
-        record_response(
-            request,
-            call,
-            attempt_try,
-            upstream.status,
-            response_headers(upstream),
-            "upstream_error",
-            f"HTTP {upstream.status}",
-        )
+        attempt_try.finish("upstream_error", f"HTTP {upstream.status}")
         return None
     return attempt_try, upstream
 
 
 async def _splice(
-    request: web.Request,
     call: Call,
-    response: web.StreamResponse,
+    delivery: Delivery,
     view: ClientView,
+    prefill: bool,
+    error: str,
     attempt_try: Try,
     upstream: aiohttp.ClientResponse,
-) -> bool:
-    """Stream the continuation into the client's open stream."""
-    attempt = attempt_try.attempt
-    events = splitter(request)
-    stream = (
-        Translated(call, attempt, events) if attempt.translation else Relayed(attempt.api, events)
+) -> None:
+    """Stream the continuation into the client's open stream, its opening held until it
+    is told apart from a restart (proxy.continuation); never a passage twice."""
+    settings = call.services.settings
+    watch = watch_for(settings, attempt_try.attempt.api, upstream)
+    stream = Translated(call, attempt_try) if attempt_try.attempt.translation else Relayed()
+    splice = Splice(call.api, view, prefilled=prefill)
+    continued = Delivery(
+        delivery.request, delivery.response, lambda passed: splice.convert(stream.convert(passed))
     )
-    splice = Splice(call.api, view)
-    outcome, error, held = "ok", None, []
-    headers = response_headers(upstream)
+
+    def report() -> dict:
+        return {"rescue": {**splice.report(), "prefill": prefill}}
+
     try:
-        chunks = _chunks(request, upstream, attempt_try, [])
-        convert = lambda chunk: splice.convert(stream.convert(chunk))  # noqa: E731
-        await _pipe(response, chunks, convert, lambda: stream.finished, bytearray(), held)
-        if not stream.finished:
-            raise BrokenStream("the continuation ended before its end marker")
-        record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
-        outcome = "recorded"
-        await end_answer(request, response, call.exchange, held)
-        return True
+        await _pipe(call, attempt_try, upstream, watch, [], continued, Sent())
+        _complete(watch, continued)
+        continued.held.insert(0, splice.finish())
+        attempt_try.finish("ok", **report())
+        await deliver_end(call, delivery.request, delivery.response, continued.held)
+    except Restarted as exc:
+        attempt_try.finish("restarted", str(exc), **report())
+        await _end_with_error(call, delivery, f"{error}; not continued: {exc}")
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
-        outcome, error = classify(exc).outcome, str(exc) or classify(exc).message
-        return False
+        failure = classify(exc, call.rule, started=True)
+        attempt_try.finish(failure.outcome, failure.message, **report())
+        await _end_with_error(
+            call, delivery, f"{error}; its continuation broke too: {failure.message}"
+        )
     except ClientGone:
-        if outcome != "recorded":
-            outcome = "client_disconnected"
-        return True
+        attempt_try.finish("client_disconnected", **report())
+    except asyncio.CancelledError:
+        lifecycle = call.services.lifecycle
+        attempt_try.finish("shutdown" if lifecycle.stopping else "client_disconnected", **report())
+        raise
     finally:
         upstream.close()
-        if outcome != "recorded":
-            record_response(request, call, attempt_try, upstream.status, headers, outcome, error)
-
-
-async def open_upstream(
-    request: web.Request, call: Call, attempt: Attempt
-) -> aiohttp.ClientResponse:
-    """Send one try upstream and wait for its headers, within the rule's timeouts."""
-    async with asyncio.timeout(call.rule.ttfb_timeout):
-        return await request.app[POOL].request(
-            "POST",
-            attempt.url,
-            data=attempt.body,
-            headers=attempt.headers,
-            allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(
-                total=call.rule.total_timeout,
-                sock_connect=call.rule.connect_timeout,
-                sock_read=call.rule.idle_timeout,
-            ),
-        )
-
-
-def splitter(request: web.Request) -> SseSplitter:
-    """A stream's event splitter, bounded by `--max-sse-event-mb` as on the plain path."""
-    return SseSplitter(int(request.app[SETTINGS].max_sse_event_mb * MIB))
-
-
-def split(splitter: SseSplitter, chunk: bytes) -> list[bytes]:
-    """The events `chunk` completes; one over the size limit breaks the stream."""
-    try:
-        return splitter.feed(chunk)
-    except SseTooLarge as exc:
-        limit = f"{exc.limit / MIB:.3g} MiB (--max-sse-event-mb)"
-        raise BrokenStream(f"a stream event is over {limit}") from None
-
-
-async def _chunks(
-    request: web.Request, upstream: aiohttp.ClientResponse, attempt_try: Try, pending: list[bytes]
-):
-    """The try's chunks, those read already first; more than `--max-answer-mb` breaks it."""
-    max_mb = request.app[SETTINGS].max_answer_mb
-    size = 0
-    for chunk in pending:
-        size += len(chunk)
-        yield chunk
-    async for chunk in upstream.content.iter_any():
-        attempt_try.keep(chunk)
-        size += len(chunk)
-        if size > max_mb * MIB:
-            raise BrokenStream(f"the answer streamed over {max_mb:g} MiB (--max-answer-mb)")
-        yield chunk
+        attempt_try.finish("proxy_error", "taplog failed on this call")
 
 
 async def _relay_translated_body(
-    request: web.Request,
-    call: Call,
-    attempt_try: Try,
-    upstream: aiohttp.ClientResponse,
-    headers: CIMultiDict[str],
+    request: web.Request, call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse
 ) -> web.StreamResponse:
     """A whole answer translated into the client's API, sent once it is in the log."""
     attempt = attempt_try.attempt
-    body = b"".join(chunk for _, chunk in attempt_try.chunks)  # read whole by _answer_start
     upstream.release()
     route = route_for(call.api, attempt.api)
     assert route is not None and attempt.translation is not None  # planned that way
     ctx = context(call.parsed, attempt.target.model, attempt.translation)
-    answer = route.answer(parse_json(body), ctx)
-    remember_answer(request, call, answer)
+    answer = route.answer(parse_json(attempt_try.body()), ctx)
+    call.remember(answer)
     translated = orjson.dumps(answer)
-    record_response(request, call, attempt_try, upstream.status, headers, "ok", None)
+    attempt_try.finish("ok")
     response = web.StreamResponse(headers={"content-type": "application/json"})
     response.content_length = len(translated)
     with contextlib.suppress(ClientGone):
         await response.prepare(request)
-        await end_answer(request, response, call.exchange, [translated])
+        await deliver_end(call, request, response, [translated])
     return response
-
-
-def remember_answer(request: web.Request, call: Call, answer: dict | None) -> None:
-    """A Responses answer taplog made: later calls may chain to it by id."""
-    if call.api != "openai.responses" or not isinstance(answer, dict):
-        return
-    output = answer.get("output") if isinstance(answer.get("output"), list) else []
-    request.app[RESPONSES_HISTORY].remember(answer["id"], call.parsed, output)
-    request.app[RESOLVER].remember_response(answer["id"], call.exchange.session)
-
-
-async def _send_quietly(response: web.StreamResponse, data: bytes) -> None:
-    with contextlib.suppress(ClientGone):
-        await send(response, data)

@@ -27,19 +27,18 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from proxy.attempts import Attempt, plan, target_api
-from proxy.call_log import Try
+from proxy.call import Try
 from proxy.config import Settings
-from proxy.fallbacks import Target
+from proxy.fallbacks import Target, plain_rule
 from proxy.upstream import classify, open_pool, response_headers
 from recorder import __version__
 from recorder.bodies import parse_json
-from recorder.events import SESSION_STARTED, Event, make_event, new_id
-from recorder.exchange import LlmRequest
+from recorder.events import Event, new_id, session_started
 from recorder.export import API_FORMATS, ExportError, session_path
 from recorder.lock import DataDirBusy, DataDirLock
 from recorder.reader import read_events
 from recorder.resumption import answer_text, resume_body
-from recorder.secrets import fingerprint, is_secret_header, safe_headers
+from recorder.secrets import is_secret_header
 from recorder.sessions import InvalidSessionId, check_session_id, new_session_id
 from recorder.translate import Untranslatable
 from recorder.writer import EventRecord, Recorder
@@ -136,54 +135,34 @@ async def resume(settings: Settings, resumption: Resumption) -> Resumed:
 
 
 async def _send_recorded(settings: Settings, resumption: Resumption, recorder: Recorder) -> Resumed:
-    attempt, new, exchange = resumption.attempt, resumption.new, new_id("ex")
-    key = attempt.target.provider.api_key() or ""
-    secrets = (key.encode(),)
+    attempt, new = resumption.attempt, resumption.new
     recorder.record(EventRecord(_started(resumption)))
-    recorder.record(
-        LlmRequest(
-            session=new,
-            exchange=exchange,
-            api=attempt.api,
-            provider=attempt.target.provider.name,
-            method="POST",
-            path=URL(attempt.url).path,
-            upstream_url=attempt.url,
-            headers=safe_headers(attempt.headers.items()),
-            key_fingerprint=fingerprint(key),
-            body=attempt.body,
-            parsed=attempt.parsed,
-            secrets=secrets,
-        )
-    )
-    sent = Try(attempt, 1)
-    status, headers, outcome, error = None, CIMultiDict[str](), "ok", None
+    sent = Try(recorder, new, new_id("ex"), attempt, 1, attempt.api, URL(attempt.url).path, None)
+    sent.record_request()
     pool = open_pool(settings)
     try:
         async with pool.post(attempt.url, data=attempt.body, headers=attempt.headers) as upstream:
-            status, headers = upstream.status, response_headers(upstream)
+            sent.status, sent.headers = upstream.status, response_headers(upstream)
             async for chunk in upstream.content.iter_any():
                 sent.keep(chunk)
-        outcome = "ok" if status < 400 else "upstream_error"
+        sent.finish("ok" if upstream.status < 400 else "upstream_error")
     except (aiohttp.ClientError, TimeoutError) as exc:
-        failure = classify(exc)
-        outcome, error = failure.outcome, failure.message
+        failure = classify(exc, plain_rule(settings))
+        sent.finish(failure.outcome, failure.message)
+        return Resumed(new, None, failure.message)
     finally:
         await pool.close()
-    recorder.record(sent.answer(new, exchange, status, headers, outcome, error, secrets))
-    answer = parse_json(b"".join(chunk for _, chunk in sent.chunks))
-    if status is None or status >= 400:
-        return Resumed(new, status, error or _vendor_error(answer))
-    return Resumed(new, status, answer_text(attempt.api, answer))
+    answer = parse_json(sent.body())
+    if sent.status is None or sent.status >= 400:
+        return Resumed(new, sent.status, _vendor_error(answer))
+    return Resumed(new, sent.status, answer_text(attempt.api, answer))
 
 
 def _started(resumption: Resumption) -> Event:
     """The new session's first event, linking it to the one it continues."""
     last = resumption.origin_events[-1]
-    return make_event(
-        SESSION_STARTED,
+    return session_started(
         resumption.new,
-        None,
         source="resumed",
         original=None,
         api=resumption.attempt.api,

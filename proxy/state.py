@@ -1,4 +1,9 @@
-"""Typed keys for what the aiohttp app holds, and the process lifecycle flag."""
+"""Typed keys for what the aiohttp app holds, the process lifecycle flag, and the services
+every call is handed.
+
+Kept apart from the modules that use them so that the app, the handler and the
+request path can all name the keys without importing one another.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from aiohttp import web
 from proxy.auth import Tokens
 from proxy.breaker import Breakers
 from proxy.config import Settings
-from proxy.fallbacks import Fallbacks
+from proxy.fallbacks import Fallbacks, Rule, plain_rule
 from proxy.responses_history import ResponsesHistory
 from recorder.sessions import SessionResolver
 from recorder.writer import Recorder
@@ -23,6 +28,23 @@ class Lifecycle:
     stopping: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the request path uses of the process, looked up once at start-up and carried
+    by every call (`proxy.call.Call`) instead of lookups in `request.app`."""
+
+    settings: Settings
+    recorder: Recorder
+    pool: aiohttp.ClientSession
+    resolver: SessionResolver
+    fallbacks: Fallbacks
+    breakers: Breakers
+    history: ResponsesHistory
+    lifecycle: Lifecycle
+    tokens: Tokens
+    plain_rule: Rule  # the chain of a call whose model has no fallback rule
+
+
 SETTINGS = web.AppKey("settings", Settings)
 RECORDER = web.AppKey("recorder", Recorder)
 RESOLVER = web.AppKey("resolver", SessionResolver)
@@ -32,3 +54,20 @@ FALLBACKS = web.AppKey("fallbacks", Fallbacks)
 BREAKERS = web.AppKey("breakers", Breakers)
 TOKENS = web.AppKey("tokens", Tokens)
 RESPONSES_HISTORY = web.AppKey("responses_history", ResponsesHistory)
+SERVICES = web.AppKey("services", Services)
+
+
+def services_of(app: web.Application) -> Services:
+    """The services, once the recorder and the pool are up (`on_startup`)."""
+    return Services(
+        settings=app[SETTINGS],
+        recorder=app[RECORDER],
+        pool=app[POOL],
+        resolver=app[RESOLVER],
+        fallbacks=app[FALLBACKS],
+        breakers=app[BREAKERS],
+        history=app[RESPONSES_HISTORY],
+        lifecycle=app[LIFECYCLE],
+        tokens=app[TOKENS],
+        plain_rule=plain_rule(app[SETTINGS]),
+    )

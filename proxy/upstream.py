@@ -3,27 +3,38 @@
 Every failure of an upstream call is translated once, here, into what the
 proxy does next:
 
-    exception                               before the answer starts   after
-    ───────────────────────────────────────  ────────────────────────  ─────────────────
-    TimeoutError (connect, silent vendor)    504  outcome "timeout"     cut the client off
-    ClientConnectorError, disconnects, OS    502  "unreachable"         cut the client off
-    ClientPayloadError (broken body)         502  "upstream_cut"        cut the client off
-    BrokenStream (malformed, no end marker)  -                          cut the client off
+    exception                                 outcome        before the answer starts
+    ────────────────────────────────────────  ─────────────  ────────────────────────
+    no headers within ttfb_timeout            timeout        504
+    ConnectionTimeoutError (connect_timeout)  timeout        504
+    SocketTimeoutError (silent for idle)      timeout        504
+    TimeoutError (the try's total_timeout)    timeout        504
+    ClientPayloadError (a broken body)        upstream_cut   502
+    BrokenStream (malformed, cut, no end,     upstream_cut,  502
+      an error event, over a limit)           upstream_error,
+                                              too_large
+    ClientConnectorError, disconnects, OS     unreachable    502
 
-"Cut the client off" closes the client connection without a clean end, so the
-client sees the same truncation taplog saw and never mistakes it for a
-complete answer.
+After the answer started, every one of them ends the client's answer without
+a clean end (a stream first hears why in its own API's error event), so the
+client never mistakes a broken answer for a complete one (`proxy.relay`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from proxy.config import Settings
+from proxy.fallbacks import Rule
+
+if TYPE_CHECKING:
+    from proxy.attempts import Attempt
 
 HOP_BY_HOP = frozenset(
     {
@@ -93,20 +104,56 @@ def response_headers(upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
 
 
 class BrokenStream(Exception):
-    """The vendor's stream cannot go on: malformed, or over without its end marker."""
+    """The vendor's answer cannot go on: malformed, an error event, over without its end."""
+
+    def __init__(self, message: str, outcome: str = "upstream_cut") -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamFailure:
-    outcome: str  # timeout, unreachable, upstream_cut
+    outcome: str  # timeout, unreachable, upstream_cut, too_large, upstream_error
     status: int  # what the client gets when nothing was sent yet
     message: str
 
 
-def classify(exc: BaseException) -> UpstreamFailure:
-    """What an upstream exception means for the call (see the module table)."""
+def classify(
+    exc: BaseException, rule: Rule, ttfb_expired: bool = False, started: bool = False
+) -> UpstreamFailure:
+    """What an upstream exception means for the call (see the module table); the
+    timeouts are the rule's (a plain call's are the `--*-timeout` settings). Once the
+    answer `started`, a lost connection is a cut answer, not an unreachable vendor."""
+    if ttfb_expired:
+        message = f"the vendor did not answer within {rule.ttfb_timeout:g} s ({rule.knob('ttfb')})"
+        return UpstreamFailure("timeout", 504, message)
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        seconds, knob = rule.connect_timeout, rule.knob("connect")
+        return UpstreamFailure("timeout", 504, f"could not connect within {seconds:g} s ({knob})")
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        seconds, knob = rule.idle_timeout, rule.knob("idle")
+        return UpstreamFailure(
+            "timeout", 504, f"the vendor sent nothing for {seconds:g} s ({knob})"
+        )
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
-        return UpstreamFailure("timeout", 504, "the vendor did not answer in time")
-    if isinstance(exc, aiohttp.ClientPayloadError | BrokenStream):
+        seconds, knob = rule.total_timeout, rule.knob("total")
+        return UpstreamFailure("timeout", 504, f"the call took over {seconds:g} s ({knob})")
+    if isinstance(exc, BrokenStream):
+        return UpstreamFailure(exc.outcome, 502, str(exc))
+    if started or isinstance(exc, aiohttp.ClientPayloadError):
         return UpstreamFailure("upstream_cut", 502, "the vendor's answer broke off")
     return UpstreamFailure("unreachable", 502, "cannot reach the vendor")
+
+
+async def open_upstream(
+    pool: aiohttp.ClientSession, attempt: Attempt, rule: Rule
+) -> aiohttp.ClientResponse:
+    """Send one try upstream and wait for its headers, under the rule's timeouts."""
+    return await pool.request(
+        attempt.method,
+        URL(attempt.url, encoded=True),
+        data=attempt.body or None,
+        headers=attempt.headers,
+        allow_redirects=False,
+        timeout=rule.client_timeout,
+    )

@@ -103,6 +103,93 @@ def make_event(event_type: str, session: str, exchange: str | None, **payload: A
     }
 
 
+# One constructor per event kind: the fields each kind carries, named once.
+
+
+def session_started(
+    session: str,
+    *,
+    source: str,
+    original: str | None,
+    api: str,
+    user_agent: str | None,
+    taplog_version: str,
+    **links: Any,
+) -> Event:
+    """A session's first event: how its id was found (`links`: where a resumed one comes from)."""
+    return make_event(
+        SESSION_STARTED,
+        session,
+        None,
+        source=source,
+        original=original,
+        api=api,
+        user_agent=user_agent,
+        taplog_version=taplog_version,
+        **links,
+    )
+
+
+def session_forked(session: str, *, origin: str, at: int, origin_hash: str) -> Event:
+    return make_event(SESSION_FORKED, session, None, origin=origin, at=at, origin_hash=origin_hash)
+
+
+def llm_request(session: str, exchange: str, **fields: Any) -> Event:
+    """The envelope of a request as sent upstream (`recorder.exchange.LlmRequest` fills it)."""
+    return make_event(LLM_REQUEST, session, exchange, **fields)
+
+
+def llm_response(session: str, exchange: str, **fields: Any) -> Event:
+    """The envelope of what came back (`recorder.exchange.LlmResponse` fills it)."""
+    return make_event(LLM_RESPONSE, session, exchange, **fields)
+
+
+def tool_pre(parent: Event, *, call_id: str, name: str | None, **fields: Any) -> Event:
+    """The model asked for a tool, in the answer `parent`; timed as that answer."""
+    return _timed_as(TOOL_PRE, parent, call_id=call_id, name=name, **fields)
+
+
+def tool_post(parent: Event, *, call_id: str, name: str | None, **fields: Any) -> Event:
+    """A tool's result, first seen in the request `parent`; timed as that request."""
+    return _timed_as(TOOL_POST, parent, call_id=call_id, name=name, **fields)
+
+
+def _timed_as(kind: str, parent: Event, **payload: Any) -> Event:
+    event = make_event(kind, parent["session"], parent["exchange"], **payload)
+    event["ts"] = parent["ts"]  # when the call happened, not when it was written
+    return event
+
+
+def failover_event(
+    session: str,
+    exchange: str,
+    *,
+    from_provider: str,
+    from_model: str,
+    to_provider: str,
+    to_model: str,
+    reason: str,
+    attempt: int | None,
+) -> Event:
+    """A call moved from one target to another (`attempt`: the try it moved to)."""
+    return make_event(
+        FAILOVER,
+        session,
+        exchange,
+        from_provider=from_provider,
+        from_model=from_model,
+        to_provider=to_provider,
+        to_model=to_model,
+        reason=reason,
+        attempt=attempt,
+    )
+
+
+def error_event(session: str, exchange: str | None, reason: str, **details: Any) -> Event:
+    """What taplog itself refused or could not do, and why."""
+    return make_event(ERROR, session, exchange, reason=reason, **details)
+
+
 def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
     """Serialise `event` as one log line numbered `seq`, chained to `prev`.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from recorder import prices
 from recorder.bodies import encode_body
-from recorder.events import ERROR, LLM_REQUEST, LLM_RESPONSE, Event, make_event
+from recorder.events import LLM_REQUEST, Event, error_event, llm_request, llm_response
 from recorder.secrets import scrub
 from recorder.wire import api_module
 from recorder.wire.sse import SseSplitter, parse_block
@@ -49,8 +49,7 @@ class LlmRequest:
     def __post_init__(self) -> None:
         # The envelope (and its timestamp) is made now, on the loop, when the call happens.
         parsed = self.parsed if isinstance(self.parsed, dict) else {}
-        self.event = make_event(
-            LLM_REQUEST,
+        self.event = llm_request(
             self.session,
             self.exchange,
             api=self.api,
@@ -100,8 +99,7 @@ class LlmResponse:
     event: Event = field(init=False)
 
     def __post_init__(self) -> None:
-        self.event = make_event(
-            LLM_RESPONSE,
+        self.event = llm_response(
             self.session,
             self.exchange,
             api=self.api,
@@ -200,7 +198,7 @@ def _tool_events(parent: Event, state: SessionState, module: Any, body: dict) ->
     except Exception as exc:
         log.exception("cannot extract tool events from %s", parent["id"])
         reason = f"tool events not extracted from {parent['type']} {parent['id']}: {exc!r}"
-        return [make_event(ERROR, parent["session"], parent["exchange"], reason=reason)]
+        return [error_event(parent["session"], parent["exchange"], reason)]
 
 
 def _sse_entry(offset_ms: float, raw: bytes) -> dict[str, Any]:

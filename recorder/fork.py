@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recorder.events import SESSION_FORKED, Event, make_event, seal
+from recorder.events import Event, seal, session_forked
 from recorder.logfile import write_aside
 from recorder.reader import read_events
 from recorder.sessions import InvalidSessionId, check_session_id
@@ -44,9 +44,7 @@ def fork_session(data_dir: Path, session: str, at: int, new: str | None = None) 
         check_session_id(new)
     except InvalidSessionId as exc:
         raise ForkError(str(exc)) from None
-    forked = make_event(
-        SESSION_FORKED, new, None, origin=session, at=at, origin_hash=prefix[-1]["h"]
-    )
+    forked = session_forked(new, origin=session, at=at, origin_hash=prefix[-1]["h"])
     _write_new(sessions / f"{new}.jsonl", [*(_copy(e, new) for e in prefix), forked])
     return new
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import orjson
 
 from recorder.blobs import BlobStore
-from recorder.events import ERROR, Event, make_event, seal, verify_line
+from recorder.events import Event, error_event, seal, verify_line
 from recorder.transcripts import Ledger
 
 _BLOCK = 64 * 1024
@@ -208,7 +208,7 @@ def reseal(
     if left_behind:
         reason += f"; {left_behind} bytes after them did not read back whole and stay there"
     fresh = SessionFile(path, quarantine, sync_dir=True, blobs=session_file.blobs)
-    event = make_event(ERROR, path.stem, None, reason=reason)
+    event = error_event(path.stem, None, reason)
     fresh.append([event])
     fresh.sync()
     return fresh, event, left_behind
@@ -244,5 +244,5 @@ def open_session_file(
         return SessionFile(path, quarantine, sync_dir, blobs), None
     except DamagedLog as exc:
         session_file = SessionFile(path, quarantine, sync_dir, blobs)
-        session_file.append([make_event(ERROR, path.stem, None, reason=str(exc))])
+        session_file.append([error_event(path.stem, None, str(exc))])
         return session_file, str(exc)

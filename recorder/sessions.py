@@ -72,7 +72,7 @@ class Resolution:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class CallClues:
     """What resolution looks at: lower-cased headers and the parsed body."""
 
     api: str
@@ -174,7 +174,7 @@ class SessionResolver:
         self._responses = _Recent(max_entries)  # Responses API response id -> session
         self._seen = _Recent(max_entries)  # session -> when its last call came
 
-    def resolve(self, call: Call) -> Resolution:
+    def resolve(self, call: CallClues) -> Resolution:
         """Raises InvalidSessionId for a bad explicit id; nothing is remembered then."""
         explicit = call.headers.get(SESSION_HEADER)
         if explicit is not None:
@@ -194,7 +194,7 @@ class SessionResolver:
         """A recorded answer that a later `previous_response_id` may name."""
         self._responses.put(response_id, session)
 
-    def _from_client(self, call: Call) -> tuple[str, str, str | None] | None:
+    def _from_client(self, call: CallClues) -> tuple[str, str, str | None] | None:
         body = call.body if isinstance(call.body, dict) else {}
         previous = _text(body.get("previous_response_id"))
         session = None if previous is None else self._responses.get(previous)
@@ -205,7 +205,7 @@ class SessionResolver:
             return session, f"client:{source}", value if session != value else None
         return None
 
-    def _stitch(self, call: Call) -> tuple[str, str, None]:
+    def _stitch(self, call: CallClues) -> tuple[str, str, None]:
         """The session whose transcript this one extends, else a new one."""
         prefixes = conversation_prefixes(call.api, call.body, self._seed(call))
         now = time.monotonic()
@@ -226,6 +226,6 @@ class SessionResolver:
         return found
 
     @staticmethod
-    def _seed(call: Call) -> bytes:
+    def _seed(call: CallClues) -> bytes:
         agent = call.headers.get("user-agent", "").split("/", 1)[0]
         return orjson.dumps([call.api, call.key_fingerprint, agent])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from recorder.events import TOOL_POST, TOOL_PRE, Event, make_event, now_ts
+from recorder.events import TOOL_POST, TOOL_PRE, Event, now_ts, tool_post, tool_pre
 from recorder.wire.tools import ToolCall, ToolResult
 
 ORPHAN_RESULT = "orphan_result"
@@ -40,12 +40,6 @@ def epoch(ts: str) -> float:
     return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
-def _event(kind: str, parent: Event, **payload: Any) -> Event:
-    event = make_event(kind, parent["session"], parent["exchange"], **payload)
-    event["ts"] = parent["ts"]  # when the call happened, not when it was written
-    return event
-
-
 @dataclass
 class ToolLedger:
     """One session's open tool calls and the calls whose results were seen."""
@@ -61,8 +55,7 @@ class ToolLedger:
         events = []
         for call in calls:
             events.append(
-                _event(
-                    TOOL_PRE,
+                tool_pre(
                     answer,
                     call_id=call.call_id,
                     name=call.name,
@@ -153,8 +146,7 @@ def _post(
     server: bool = False,
     flags: list[str] | None = None,
 ) -> Event:
-    return _event(
-        TOOL_POST,
+    return tool_post(
         parent,
         call_id=call_id,
         name=name,

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from recorder.blobs import BLOBS_DIR, BlobStore
-from recorder.events import ERROR, Event, make_event
+from recorder.events import Event, error_event
 from recorder.handoff import WRITE_DELAY, Inbox, PendingLines
 from recorder.logfile import SessionFile, open_session_file, reseal
 from recorder.reader import tool_events
@@ -382,7 +382,7 @@ class Recorder:
             events = list(record.events(state))
         except Exception as exc:  # a bug in one record must not stop the log
             log.exception("recorder: could not build events for session %s", record.session)
-            events = [make_event(ERROR, record.session, None, reason=f"record failed: {exc!r}")]
+            events = [error_event(record.session, None, f"record failed: {exc!r}")]
         self._records_out += 1
         self._bytes_out += record.size
         return events

@@ -32,6 +32,12 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !reject_prefill   400 for a request whose last message is the assistant's (a prefill)
     !malformed=N      stream: event N is not valid JSON
     !no_end           stream: leave out the end marker ([DONE] / message_stop / response.completed)
+    !cut_at=B         stream: cut after B bytes      !cut_how=H  close|reset|eof|stall (_stream)
+    !unframed         no length, no chunks: the end of the body is the connection closing
+    !trickle=N        stream: each event written in pieces of N bytes
+    !continues=M      answering a continuation (a trailing assistant turn, or one followed by
+                      taplog's instruction): `proper` (the rest; the default), `restart` (the
+                      whole answer again), `reword` (the answer again, worded differently)
 
 Everything but `!plan` comes from the last user message that has text (the one
 that started the current turn), so a tool loop keeps the settings of its turn.
@@ -48,6 +54,7 @@ import base64
 import gzip
 import hashlib
 import re
+import socket
 import string
 import struct
 import time
@@ -893,6 +900,11 @@ class FakeVendor:
             if problem := api.validate(body):
                 return await fail(400, problem)
             tr = api.transcript(body)
+            partial = _partial_answer(body)
+            if partial is not None:  # continuing its own cut answer: the turn is the user's
+                tr.turns -= 1
+                if partial[1]:
+                    tr.users.pop()  # taplog's instruction to go on
             d.update(parse_directives(tr.users[-1] if tr.users else ""))
             d.update(self.down)
             if self.next_faults:
@@ -915,6 +927,8 @@ class FakeVendor:
                     status, f"Error {status} scripted by !status (fake).", d.get("code", "")
                 )
             answer = build_answer(seed, len(raw), tr, d, api.thinks)
+            if partial is not None and answer.text is not None:
+                _continue(answer, partial[0], d.get("continues", "proper"))
             if not body.get("stream"):
                 rendered = api.dumps(api.render(answer, body))
                 return await self._send(request, index, 200, rendered, reply, d)
@@ -943,25 +957,28 @@ class FakeVendor:
         headers: dict[str, str],
         d: Mapping[str, str],
     ) -> web.StreamResponse:
-        """A whole JSON body; `!gzip` compresses it, `!cut` sends half and hangs up."""
+        """A whole JSON body; `!gzip` compresses it, `!cut` sends half and ends as
+        `!cut_how` says (see `_stream`), `!unframed` has no length (the end is the
+        connection's)."""
         headers = {"Content-Type": "application/json", **headers}
         wire = body
         if "gzip" in d:
             wire = gzip.compress(body, mtime=0)
             headers["Content-Encoding"] = "gzip"
+        sent = wire[: len(wire) // 2] if "cut" in d else wire
+        self.sent[index] = zlib.decompressobj(31).decompress(sent) if "gzip" in d else sent
+        if "unframed" in d:
+            return await self._unframed(request, index, [sent], headers, d, status)
         if "cut" not in d:
-            self.sent[index] = body
             return web.Response(status=status, body=wire, headers=headers)
         resp = web.StreamResponse(status=status, headers=headers)
         resp.content_length = len(wire)
-        half = wire[: len(wire) // 2]
-        self.sent[index] = zlib.decompressobj(31).decompress(half) if "gzip" in d else half
         try:
             await resp.prepare(request)
-            await resp.write(half)
+            await resp.write(sent)
         except ConnectionError:  # the client left first
             return resp
-        return _hang_up(request, resp)
+        return await _cut(request, resp, d.get("cut_how", "close"))
 
     async def _stream(
         self,
@@ -971,38 +988,52 @@ class FakeVendor:
         headers: dict[str, str],
         d: Mapping[str, str],
     ) -> web.StreamResponse:
-        """SSE, one write per event, so the client sees the vendor's chunk boundaries."""
-        resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-cache",
-                **headers,
-            }
-        )
+        """SSE, one write per event, so the client sees the vendor's chunk boundaries.
+
+        A cut (`!cut=N` events, `!cut_at=B` bytes) ends as `!cut_how` says: `close` (the
+        connection, mid-chunked-body; the default), `reset` (a TCP RST), `eof` (a clean
+        end of the body), `stall` (silence until the client leaves). `!unframed` sends
+        the stream HTTP/1.0 style, delimited only by the connection closing.
+        """
+        wire_headers = {
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            **headers,
+        }
+        if "no_end" in d:  # a clean end of the body, but without the end marker
+            events = events[:-1]
+        if "malformed" in d and int(_num(d, "malformed")) < len(events):
+            events[int(_num(d, "malformed"))] = b"data: {not json\n\n"
+        whole = b"".join(events)
+        if "cut" in d:  # a cut never reaches the terminal event, however large N is
+            events = events[: min(int(_num(d, "cut")), len(events) - 1)]
+        if "cut_at" in d:
+            events = _first_bytes(events, int(_num(d, "cut_at")))
+        cut = b"".join(events) != whole
+        if "unframed" in d:
+            return await self._unframed(request, index, events, wire_headers, d)
+        resp = web.StreamResponse(headers=wire_headers)
         packer = zlib.compressobj(wbits=31) if "gzip" in d else None
         if packer:
             resp.headers["Content-Encoding"] = "gzip"
-        # A cut never reaches the terminal event, however large N is.
-        if "no_end" in d:  # a clean end of the body, but without the end marker
-            events = events[:-1]
-        cut = min(int(_num(d, "cut")), len(events) - 1) if "cut" in d else len(events)
         written = bytearray()
         try:
             await resp.prepare(request)
-            for i, event in enumerate(events[:cut]):
+            for i, event in enumerate(events):
                 if i:
                     await asyncio.sleep(_num(d, "delay"))
-                if "malformed" in d and i == int(_num(d, "malformed")):
-                    event = b"data: {not json\n\n"
                 # Recorded first: the client may act on the event before write() returns.
                 written += event
                 self.sent[index] = bytes(written)
+                if "trickle" in d:  # in pieces, so that they arrive as chunks of their own
+                    await _trickle(resp, event, max(1, int(_num(d, "trickle"))))
+                    continue
                 # A sync flush per event keeps gzip streams incremental, like a real proxy.
                 await resp.write(
                     packer.compress(event) + packer.flush(zlib.Z_SYNC_FLUSH) if packer else event
                 )
-            if cut < len(events):
-                return _hang_up(request, resp)
+            if cut and d.get("cut_how", "close") != "eof":
+                return await _cut(request, resp, d.get("cut_how", "close"))
             await asyncio.sleep(_num(d, "linger"))
             if packer:
                 await resp.write(packer.flush())
@@ -1010,6 +1041,96 @@ class FakeVendor:
         except ConnectionError:  # the client left; nothing more to do
             pass
         return resp
+
+    async def _unframed(
+        self,
+        request: web.Request,
+        index: int,
+        events: list[bytes],
+        headers: dict[str, str],
+        d: Mapping[str, str],
+        status: int = 200,
+    ) -> web.StreamResponse:
+        """An answer with neither a length nor chunks: its end is the connection's."""
+        transport = request.transport
+        if transport is None:
+            return web.Response(status=499)
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        transport.write(f"HTTP/1.1 {status} OK\r\n{head}Connection: close\r\n\r\n".encode())
+        written = bytearray()
+        for i, event in enumerate(events):
+            if i:
+                await asyncio.sleep(_num(d, "delay"))
+            written += event
+            self.sent[index] = bytes(written)
+            transport.write(event)
+        await asyncio.sleep(0.05)  # let the bytes reach the client before the close
+        return _hang_up(request, web.StreamResponse())
+
+
+async def _trickle(resp: web.StreamResponse, event: bytes, size: int) -> None:
+    for start in range(0, len(event), size):
+        await resp.write(event[start : start + size])
+        await asyncio.sleep(0.001)
+
+
+def _first_bytes(events: list[bytes], size: int) -> list[bytes]:
+    """The events cut after `size` bytes in all (the last one perhaps in half)."""
+    out, left = [], size
+    for event in events:
+        if left <= 0:
+            break
+        out.append(event[:left])
+        left -= len(event)
+    return out
+
+
+async def _cut(request: web.Request, resp: web.StreamResponse, how: str) -> web.StreamResponse:
+    if how == "stall":
+        await _until_gone(request)
+        return resp
+    if how == "reset" and request.transport is not None:
+        await asyncio.sleep(0.05)  # let the bytes reach the client before the reset
+        sock = request.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        request.transport.abort()
+        return resp
+    return _hang_up(request, resp)
+
+
+CONTINUE_PREFIX = "Your previous answer was cut off"  # taplog's instruction begins so
+
+
+def _partial_answer(body: Json) -> tuple[str, bool] | None:
+    """(the assistant's partial answer, whether an instruction to go on follows it) when
+    the request asks for the rest of a cut answer: a trailing assistant turn (a prefill),
+    or one followed by a user turn that tells the model to go on."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    if last.get("role") == "assistant":
+        return _text(last.get("content")), False
+    before = messages[-2] if len(messages) > 1 and isinstance(messages[-2], dict) else {}
+    told = last.get("role") == "user" and _text(last.get("content")).startswith(CONTINUE_PREFIX)
+    if told and before.get("role") == "assistant":
+        return _text(before.get("content")), True
+    return None
+
+
+def _continue(answer: Answer, sent: str, mode: str) -> None:
+    """The answer as a continuation of `sent`: the rest of it, or (badly) all of it again."""
+    full = answer.text or ""
+    if mode == "restart":
+        text = full
+    elif mode == "reword":
+        head, _, rest = full.partition(" ")
+        text = f"{head} so, {rest}"
+    else:
+        text = full[len(sent) :] if full.startswith(sent) else full
+    answer.text = text
+    answer.output = max(1, _tokens(text))
 
 
 def _ends_with_assistant(body: Json) -> bool:

@@ -11,7 +11,7 @@ import anthropic
 import openai
 import pytest
 
-from recorder.sessions import Call, Resolution, SessionResolver
+from recorder.sessions import CallClues, Resolution, SessionResolver
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 
 TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -234,7 +234,9 @@ def _turns(first: str, count: int) -> list[dict]:
 
 
 def _resolve(resolver: SessionResolver, body: dict) -> Resolution:
-    return resolver.resolve(Call("openai.chat", {"user-agent": "OpenAI/Python"}, body, "key:1"))
+    return resolver.resolve(
+        CallClues("openai.chat", {"user-agent": "OpenAI/Python"}, body, "key:1")
+    )
 
 
 def test_a_conversation_idle_past_the_session_timeout_starts_a_new_session():

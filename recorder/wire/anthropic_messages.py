@@ -15,10 +15,29 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, typed_payloads
+from .sse import (
+    MalformedEvent,
+    Reassembled,
+    SseEvent,
+    Summary,
+    as_int,
+    as_list,
+    as_str,
+    dig,
+    load_object,
+    typed_payloads,
+)
 from .tools import ToolCall, ToolResult
 
-__all__ = ["NORMAL_STOPS", "is_end", "reassemble", "summarize", "tool_calls", "tool_results"]
+__all__ = [
+    "END_EVENT",
+    "NORMAL_STOPS",
+    "Progress",
+    "reassemble",
+    "summarize",
+    "tool_calls",
+    "tool_results",
+]
 
 NORMAL_STOPS = frozenset({"end_turn", "stop_sequence"})
 _SERVER_TOOL_USES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -226,9 +245,34 @@ def tool_results(body: dict) -> list[ToolResult]:
     ]
 
 
-END_BYTES = (b"message_stop",)  # in every raw block `is_end` is true of: a test before parsing
+END_EVENT = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'  # completes a stopped message
 
 
-def is_end(event: SseEvent) -> bool:
-    """The stream's end marker, `message_stop`."""
-    return event.event == "message_stop"
+class Progress:
+    """What a Messages stream has said so far, told event by event (`recorder.wire.watch`).
+
+    Ended at `message_stop`; finished once `message_delta` gave the stop reason
+    (the message is whole, only `message_stop` may still be missing); failed at
+    an `error` event. Data that is not a JSON object is malformed; events the
+    SDKs skip (no data, `ping`) are not judged.
+    """
+
+    __slots__ = ("ended", "error", "finished")
+
+    def __init__(self) -> None:
+        self.ended = self.finished = False
+        self.error: dict | None = None
+
+    def see(self, event: SseEvent) -> None:
+        if not event.data or event.event == "ping":
+            return
+        data = load_object(event.data)
+        if data is None:
+            raise MalformedEvent(event)
+        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+        if kind == "message_stop":
+            self.ended = True
+        elif kind == "error":
+            self.error = data
+        elif kind == "message_delta" and dig(data, "delta", "stop_reason"):
+            self.finished = True

@@ -14,10 +14,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, load_object
+from .sse import (
+    MalformedEvent,
+    Reassembled,
+    SseEvent,
+    Summary,
+    as_int,
+    as_list,
+    as_str,
+    dig,
+    load_object,
+)
 from .tools import ToolCall, ToolResult, call_from_string
 
-__all__ = ["NORMAL_STOPS", "is_end", "reassemble", "summarize", "tool_calls", "tool_results"]
+__all__ = [
+    "END_EVENT",
+    "NORMAL_STOPS",
+    "Progress",
+    "reassemble",
+    "summarize",
+    "tool_calls",
+    "tool_results",
+]
 
 NORMAL_STOPS = frozenset({"stop"})
 
@@ -230,9 +248,40 @@ def tool_results(body: dict) -> list[ToolResult]:
     ]
 
 
-END_BYTES = (b"[DONE]",)  # in every raw block `is_end` is true of: a test before parsing
+END_EVENT = b"data: [DONE]\n\n"  # what completes a stream whose every choice has finished
 
 
-def is_end(event: SseEvent) -> bool:
-    """The stream's end marker, `data: [DONE]`."""
-    return event.data.startswith("[DONE]")
+class Progress:
+    """What a Chat stream has said so far, told event by event (`recorder.wire.watch`).
+
+    Ended at `data: [DONE]`; finished once every choice seen has its finish
+    reason (the answer is whole, only the end marker may still be missing);
+    failed at a data object with an `error`. Data that is not a JSON object is
+    malformed.
+    """
+
+    __slots__ = ("_open", "ended", "error", "finished")
+
+    def __init__(self) -> None:
+        self.ended = self.finished = False
+        self.error: dict | None = None
+        self._open: set[Any] = set()  # choice indexes seen without a finish reason yet
+
+    def see(self, event: SseEvent) -> None:
+        if event.data.startswith("[DONE]"):
+            self.ended = True
+            return
+        chunk = load_object(event.data)
+        if chunk is None:
+            raise MalformedEvent(event)
+        if chunk.get("error"):
+            self.error = chunk
+            return
+        for choice in as_list(chunk.get("choices")):
+            if isinstance(choice, dict):
+                index = choice.get("index", 0)
+                if choice.get("finish_reason"):
+                    self._open.discard(index)
+                    self.finished = not self._open
+                elif index not in self._open and not self.finished:
+                    self._open.add(index)

@@ -15,10 +15,29 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .sse import Reassembled, SseEvent, Summary, as_int, as_list, as_str, dig, typed_payloads
+from .sse import (
+    MalformedEvent,
+    Reassembled,
+    SseEvent,
+    Summary,
+    as_int,
+    as_list,
+    as_str,
+    dig,
+    load_object,
+    typed_payloads,
+)
 from .tools import ToolCall, ToolResult, call_from_string
 
-__all__ = ["NORMAL_STOPS", "is_end", "reassemble", "summarize", "tool_calls", "tool_results"]
+__all__ = [
+    "END_EVENT",
+    "NORMAL_STOPS",
+    "Progress",
+    "reassemble",
+    "summarize",
+    "tool_calls",
+    "tool_results",
+]
 
 # Responses has no stop reason that could contradict a tool call.
 NORMAL_STOPS: frozenset[str] = frozenset()
@@ -38,6 +57,8 @@ _HOSTED_NOT_ARGUMENTS = frozenset({"id", "type", "status", "error", *_HOSTED_RES
 
 _LIFECYCLE = {"response.created", "response.queued", "response.in_progress"}
 _TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+_ENDS = frozenset({"response.completed", "response.incomplete"})  # the answer, whole
+_FAILURES = frozenset({"error", "response.failed"})
 
 # event family -> (item list key, index field, text field, fresh part, item if none arrived)
 _PART_TEXT: dict[str, tuple[str, str, str, dict, dict]] = {
@@ -244,9 +265,38 @@ def tool_results(body: dict) -> list[ToolResult]:
     ]
 
 
-END_BYTES = tuple(kind.encode() for kind in sorted(_TERMINAL))  # in every end block: a test
+END_EVENT = None  # a stream without its terminal event lacks the whole answer: never completed
 
 
-def is_end(event: SseEvent) -> bool:
-    """A terminal event: completed, incomplete or failed."""
-    return event.event in _TERMINAL
+class Progress:
+    """What a Responses stream has said so far, told event by event (`recorder.wire.watch`).
+
+    Ended at `response.completed` or `response.incomplete`, whose response
+    object is the whole answer (`answer`); failed at `error` or
+    `response.failed`. The first event's response names the answer (`answer_id`)
+    even when the stream breaks later. There is no "finished" short of the
+    terminal event. Data that is not a JSON object is malformed.
+    """
+
+    __slots__ = ("answer", "answer_id", "ended", "error", "finished")
+
+    def __init__(self) -> None:
+        self.ended = self.finished = False
+        self.error: dict | None = None
+        self.answer: dict | None = None
+        self.answer_id: str | None = None
+
+    def see(self, event: SseEvent) -> None:
+        data = load_object(event.data)
+        if data is None:
+            raise MalformedEvent(event)
+        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+        response = data.get("response")
+        if self.answer_id is None and isinstance(response, dict):
+            answer_id = response.get("id")
+            self.answer_id = answer_id if isinstance(answer_id, str) else None
+        if kind in _ENDS:
+            self.ended = True
+            self.answer = response if isinstance(response, dict) else None
+        elif kind in _FAILURES:
+            self.error = data

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "MalformedEvent",
     "Reassembled",
     "SseEvent",
     "SseSplitter",
@@ -49,6 +50,14 @@ class SseTooLarge(Exception):
         super().__init__(f"SSE event block of at least {size} bytes exceeds limit {limit}")
         self.size = size
         self.limit = limit
+
+
+class MalformedEvent(ValueError):
+    """A stream event whose data is not what its API sends (not a JSON object)."""
+
+    def __init__(self, event: SseEvent) -> None:
+        super().__init__(f"the vendor sent a malformed event: {event.data[:200]!r}")
+        self.event = event
 
 
 class SseSplitter:

@@ -1,0 +1,230 @@
+"""One client call and its tries: the only place the request path makes records.
+
+    Call ──start_try(attempt)──▶ Try    its llm.request, exactly as sent upstream
+                                  │
+                                  └──finish(outcome, …)──▶ its llm.response, once
+
+A call with no fallback rule has one try; one served through its chain has a
+try per target and retry, each recorded whole (translated requests with
+`translated_from` and the keys they dropped), plus a `failover` event per
+switch and the client's own request when it went to no vendor as it was
+(`attempt` 0). Whatever ends a try (vendor error, cut, timeout, the client
+gone, shutdown), `finish` records its answer once, with the first outcome
+that applies. The proxy hands over raw material (bytes, arrival times);
+everything else is built on the writer thread (`recorder.exchange`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from proxy.attempts import Attempt
+from proxy.fallbacks import Rule, Target
+from proxy.routing import Route
+from proxy.state import Services
+from recorder import events
+from recorder.exchange import Chunk, LlmRequest, LlmResponse
+from recorder.secrets import fingerprint, redact_url, safe_headers
+from recorder.writer import EventRecord, Recorder
+
+
+@dataclass(slots=True, eq=False)
+class Call:
+    """The client's call, as the handler admitted and resolved it."""
+
+    services: Services
+    route: Route
+    method: str
+    session: str
+    id: str  # the exchange id, shared by every event of this call
+    secrets: tuple[bytes, ...]  # values to scrub wherever they echo back
+    received: float  # perf_counter() when the client's request arrived
+    body: bytes
+    parsed: Any
+    headers: CIMultiDictProxy[str]  # the client's
+    key_fingerprint: str | None
+    rule: Rule  # its fallback rule, or the plain one (a chain of one)
+    attempts: int = 0
+    history: list[Any] | None = None  # Responses: the items a previous_response_id names
+    chain: list[Target] = field(default_factory=list)  # its targets, the client's own first
+
+    @property
+    def api(self) -> str:
+        return self.route.api
+
+    @property
+    def provider(self) -> str:
+        return self.route.provider
+
+    def start_try(self, attempt: Attempt) -> Try:
+        """A new try on `attempt`, its request recorded as it goes upstream."""
+        self.attempts += 1
+        attempt_try = self._try(attempt, self.attempts)
+        attempt_try.record_request()
+        return attempt_try
+
+    def record_original(self, own: Attempt) -> None:
+        """The client's request, which went to no vendor as it was (attempt 0)."""
+        self._try(own, 0).record_request(sent=False)
+
+    def _try(self, attempt: Attempt, number: int) -> Try:
+        return Try(
+            self.services.recorder,
+            self.session,
+            self.id,
+            attempt,
+            number,
+            client_api=self.api,
+            path=self.route.path,
+            key_fingerprint=self.key_fingerprint,
+            client_secrets=self.secrets,
+            received=self.received,
+        )
+
+    def record_failover(self, source: Target, target: Target, reason: str) -> None:
+        """The call moves from `source` to `target`, as its next try."""
+        event = events.failover_event(
+            self.session,
+            self.id,
+            from_provider=source.provider.name,
+            from_model=source.model,
+            to_provider=target.provider.name,
+            to_model=target.model,
+            reason=reason,
+            attempt=self.attempts + 1,
+        )
+        self.services.recorder.record(EventRecord(event))
+
+    def record_skip(self, source: Target, target: Target, reason: str) -> None:
+        """`target` cannot take the call at all (nothing was sent to it)."""
+        event = events.failover_event(
+            self.session,
+            self.id,
+            from_provider=source.provider.name,
+            from_model=source.model,
+            to_provider=target.provider.name,
+            to_model=target.model,
+            reason=reason,
+            attempt=None,
+        )
+        self.services.recorder.record(EventRecord(event))
+
+    def record_error(self, reason: str) -> None:
+        self.services.recorder.record(
+            EventRecord(events.error_event(self.session, self.id, reason))
+        )
+
+    def remember(self, answer: dict | None) -> None:
+        """A Responses answer the client got: later calls may chain to it by id."""
+        if self.api != "openai.responses" or not isinstance(answer, dict):
+            return
+        answer_id = answer.get("id")
+        if not isinstance(answer_id, str):
+            return
+        self.services.resolver.remember_response(answer_id, self.session)
+        if isinstance(self.parsed, dict):
+            output = answer.get("output") if isinstance(answer.get("output"), list) else []
+            self.services.history.remember(answer_id, self.parsed, output)
+
+
+@dataclass(slots=True, eq=False)
+class Try:
+    """One upstream try: its request, and the chunks that came back with their arrival
+    times. It records both itself, into the session it belongs to."""
+
+    recorder: Recorder
+    session: str
+    exchange: str
+    attempt: Attempt
+    number: int  # the attempt number in the log (0: not sent)
+    client_api: str  # the API the client spoke (differs when translated)
+    path: str  # the client's path and query
+    key_fingerprint: str | None  # of the client's key
+    client_secrets: tuple[bytes, ...] = ()  # values to scrub wherever they echo back
+    received: float | None = None  # when the client's request arrived, for taplog's overhead
+    started: float = field(default_factory=time.perf_counter)
+    chunks: list[Chunk] = field(default_factory=list)
+    size: int = 0  # bytes in chunks
+    ttfb_ms: float | None = None
+    status: int | None = None
+    headers: CIMultiDict[str] = field(default_factory=CIMultiDict)
+    recorded: bool = False
+
+    def keep(self, chunk: bytes) -> None:
+        at = (time.perf_counter() - self.started) * 1000
+        if self.ttfb_ms is None:
+            self.ttfb_ms = at
+        self.chunks.append((at, chunk))
+        self.size += len(chunk)
+
+    def body(self) -> bytes:
+        return b"".join(chunk for _, chunk in self.chunks)
+
+    @property
+    def secrets(self) -> tuple[bytes, ...]:
+        """The client's secrets, and taplog's own key where it keyed this try."""
+        key = self.attempt.target.provider.api_key() if self.attempt.own_key else None
+        return self.client_secrets + ((key.encode(),) if key else ())
+
+    def record_request(self, sent: bool = True) -> None:
+        """The one builder of `llm.request`: what this try sends, as it is sent."""
+        attempt = self.attempt
+        translation = attempt.translation
+        key_fp = (
+            fingerprint(attempt.target.provider.api_key())
+            if attempt.own_key
+            else self.key_fingerprint
+        )
+        record = LlmRequest(
+            session=self.session,
+            exchange=self.exchange,
+            api=attempt.api,
+            provider=attempt.target.provider.name,
+            method=attempt.method,
+            path=redact_url(self.path),
+            upstream_url=redact_url(attempt.url),
+            headers=safe_headers(attempt.headers.items()),
+            key_fingerprint=key_fp,
+            body=attempt.body,
+            parsed=attempt.parsed,
+            attempt=self.number,
+            secrets=self.secrets,
+        )
+        if translation is not None:
+            record.event.update(translated_from=self.client_api, dropped=translation.dropped)
+        if not sent:
+            record.event["sent"] = False
+        self.recorder.record(record)
+
+    def finish(self, outcome: str, error: str | None = None, **facts: Any) -> bool:
+        """Record what came back, once: the first outcome that applies wins.
+
+        `facts` are extra fields of the answer's event (how taplog completed or
+        continued it). Returns whether this call recorded it.
+        """
+        if self.recorded:
+            return False
+        self.recorded = True
+        first = self.number == 1 and self.received is not None
+        answer = LlmResponse(
+            session=self.session,
+            exchange=self.exchange,
+            api=self.attempt.api,
+            provider=self.attempt.target.provider.name,
+            status=self.status,
+            headers=safe_headers(self.headers.items()),
+            chunks=self.chunks,
+            outcome=outcome,
+            latency_ms=(time.perf_counter() - self.started) * 1000,
+            ttfb_ms=self.ttfb_ms,
+            error=error,
+            overhead_ms=(self.started - self.received) * 1000 if first else None,
+            secrets=self.secrets,
+        )
+        answer.event.update(facts)
+        self.recorder.record(answer)
+        return True

@@ -1,0 +1,267 @@
+"""Every call goes along its chain: the client's own target first, then its rule's.
+
+A call whose model has no fallback rule is a chain of one: its own vendor,
+no retries, the `--*-timeout` settings (`proxy.fallbacks.plain_rule`). A rule
+adds targets (minus those whose circuit breaker is open), `retries` more
+tries each for retryable failures (`retry-after` honoured when it fits, else
+a short jittered backoff), and its own timeouts.
+
+    each try                                        then
+    ───────────────────────────────────────────────  ──────────────────────────────────
+    nothing else could serve the call after it      committed at once: the answer goes
+      (the last try, the call as the client made      through as it comes, whatever its
+      it, no earlier error to fall back on)           status (proxy.relay)
+    otherwise an error status                       read whole and judged
+                                                     (proxy.attempts.verdict)
+              a stream                              read to its first event
+              a body                                read whole (to --max-answer-mb)
+    judged good                                     relayed (proxy.relay)
+    judged bad                                      the call moves on
+
+Only before the first byte reaches the client can a call move on; after
+that, the relay ends a broken answer or continues it elsewhere. Every try is
+recorded (proxy.call). When every target failed, the client gets the error
+of its own vendor, else taplog's in its API's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from proxy import errors
+from proxy.attempts import FINAL, OK, RETRY, Attempt, as_sent, plan, retry_after, verdict
+from proxy.call import Call, Try
+from proxy.fallbacks import Target
+from proxy.relay import MIB, relay, watch_for
+from proxy.upstream import BrokenStream, UpstreamFailure, classify, open_upstream, response_headers
+from recorder.bodies import parse_json
+from recorder.translate.requests import Untranslatable
+from recorder.wire.sse import SseTooLarge
+from recorder.wire.watch import BodyWatch, Passed, StreamWatch
+
+MAX_WAIT = 5.0  # never sleep longer than this for a retry
+LLM_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the call's tries came to so far, for the answer when all of them fail."""
+
+    primary_error: tuple[int, CIMultiDict[str], bytes] | None = None
+    last: UpstreamFailure | None = None
+    wait: float | None = None  # seconds the last failed vendor asked to wait (retry-after)
+
+
+async def serve(request: web.Request, call: Call) -> web.StreamResponse:
+    """Answer the call from the first target of its chain that serves it."""
+    services = call.services
+    primary = _primary(call)
+    call.chain = [primary, *call.rule.targets]
+    breakers = services.breakers
+    usable = (
+        [t for t in call.chain if breakers[str(t)].allows()] or [primary]
+        if call.rule.targets
+        else [primary]
+    )
+    outcome = Outcome()
+    if usable[0] is not primary:  # the call as the client made it is in the log all the same
+        call.record_original(_own_attempt(call, primary))
+        call.record_failover(primary, usable[0], f"circuit open for {primary}")
+    previous: Target | None = None
+    for position, target in enumerate(usable):
+        try:
+            attempt = _attempt(call, target, primary)
+        except Untranslatable as exc:
+            call.record_skip(previous or primary, target, f"not translatable: {exc}")
+            continue
+        if previous is not None:
+            reason = outcome.last.message if outcome.last else ""
+            call.record_failover(previous, target, reason)
+        last = position == len(usable) - 1
+        response = await _try_target(request, call, attempt, target is primary, last, outcome)
+        if response is not None:
+            return response
+        previous = target
+    return _all_failed(call, outcome)
+
+
+def _primary(call: Call) -> Target:
+    model = call.parsed.get("model") if isinstance(call.parsed, dict) else None
+    return Target(call.services.fallbacks.providers[call.provider], str(model or ""))
+
+
+def _own_attempt(call: Call, primary: Target) -> Attempt:
+    route = call.route
+    return as_sent(
+        primary, call.api, call.method, route.upstream_url, call.headers, call.body, call.parsed
+    )
+
+
+def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
+    """The request for `target`: the call as made, or changed (model, API) for a fallback.
+    Raises Untranslatable when the target cannot take it."""
+    if call.api not in LLM_APIS or not isinstance(call.parsed, dict):
+        return _own_attempt(call, primary)
+    return plan(
+        target,
+        call.provider,
+        call.api,
+        call.parsed,
+        call.body,
+        call.headers,
+        call.route.upstream_url,
+        history=call.history,
+        leave_out=call.rule.leave_out_untranslatable,
+    )
+
+
+async def _try_target(
+    request: web.Request,
+    call: Call,
+    attempt: Attempt,
+    is_primary: bool,
+    last_target: bool,
+    outcome: Outcome,
+) -> web.StreamResponse | None:
+    rule = call.rule
+    breaker = call.services.breakers[str(attempt.target)] if rule.targets else None
+    for retry in range(rule.retries + 1):
+        committed = (
+            last_target
+            and retry == rule.retries
+            and outcome.primary_error is None
+            and attempt.translation is None
+        )
+        response, judged = await _try_once(request, call, attempt, is_primary, committed, outcome)
+        if judged == OK:
+            if breaker is not None:
+                breaker.succeeded()
+            return response
+        if response is not None:  # a final error of the client's own vendor, passed on as is
+            return response
+        if judged == FINAL:
+            return None
+        if breaker is not None:
+            breaker.failed()
+            if breaker.state == "open":
+                return None
+        if retry == rule.retries:
+            return None
+        wait = outcome.wait
+        delay = wait if wait is not None else min(2.0, 0.1 * 2**retry) * random.uniform(0.5, 1.0)
+        if delay > MAX_WAIT:
+            return None  # waiting that long is worse than another vendor
+        await asyncio.sleep(delay)
+    return None
+
+
+async def _try_once(
+    request: web.Request,
+    call: Call,
+    attempt: Attempt,
+    is_primary: bool,
+    committed: bool,
+    outcome: Outcome,
+) -> tuple[web.StreamResponse | None, str]:
+    """(the client's response if one was sent, the verdict)."""
+    attempt_try = call.start_try(attempt)
+    rule = call.rule
+    first_byte = asyncio.timeout(rule.ttfb_timeout)
+    upstream: aiohttp.ClientResponse | None = None
+    judged, ready = OK, []
+    outcome.wait = None
+    try:
+        async with first_byte:
+            upstream = await open_upstream(call.services.pool, attempt, rule)
+            attempt_try.status = upstream.status
+            attempt_try.headers = response_headers(upstream)
+            watch = watch_for(call.services.settings, attempt.api, upstream)
+            if not committed:
+                judged, ready = await _judge(call, attempt_try, upstream, watch)
+    except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
+        failure = classify(exc, rule, first_byte.expired())
+        outcome.last = failure
+        attempt_try.finish(failure.outcome, failure.message)
+        if upstream is not None:
+            upstream.close()
+        return None, RETRY
+    if judged == OK:
+        return await relay(request, call, attempt_try, upstream, watch, ready), OK
+    upstream.release()
+    status = upstream.status
+    reason = f"HTTP {status}" if status >= 400 else (watch.failure or "a broken stream")
+    outcome.last = UpstreamFailure("upstream_error", 502, reason)
+    outcome.wait = retry_after(attempt_try.headers)
+    attempt_try.finish("upstream_error", reason)
+    if is_primary and attempt.translation is None and status >= 400:
+        outcome.primary_error = (status, attempt_try.headers, attempt_try.body())
+        if judged == FINAL:
+            return _replay(outcome.primary_error), FINAL
+    return None, judged
+
+
+async def _judge(
+    call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
+) -> tuple[str, Passed]:
+    """Whether a try's answer is good to relay, before any of it reaches the client: an
+    error status is read whole, a stream up to its first event, a body whole."""
+    if upstream.status >= 400:
+        await _read_whole(call, attempt_try, upstream, watch)
+        return verdict(upstream.status, parse_json(attempt_try.body())), []
+    if not attempt_try.attempt.stream:
+        return OK, await _read_whole(call, attempt_try, upstream, watch)
+    if not watch.streamed:
+        raise BrokenStream("a stream was asked for; the vendor answered without one")
+    ready: Passed = []
+    async for chunk in upstream.content.iter_any():
+        attempt_try.keep(chunk)
+        try:
+            ready += watch.feed(chunk)
+        except SseTooLarge:
+            raise BrokenStream("a stream event is over the --max-sse-event-mb limit") from None
+        if watch.failure is not None:
+            return RETRY, []
+        if any(event is not None for _, event in ready):
+            return OK, ready
+    raise BrokenStream("the stream ended before its first event")
+
+
+async def _read_whole(
+    call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
+) -> Passed:
+    """A whole body, up to `--max-answer-mb` (a cut one raises ClientPayloadError)."""
+    limit = call.services.settings.max_answer_mb
+    passed: Passed = []
+    async for chunk in upstream.content.iter_any():
+        attempt_try.keep(chunk)
+        if attempt_try.size > limit * MIB:
+            raise BrokenStream(f"the answer is over {limit:g} MiB (--max-answer-mb)", "too_large")
+        passed += watch.feed(chunk)
+    passed += watch.close()
+    if not watch.ended:
+        raise BrokenStream("the body ended before it was whole")
+    return passed
+
+
+def _replay(error: tuple[int, CIMultiDict[str], bytes]) -> web.Response:
+    status, headers, body = error
+    headers = CIMultiDict(headers)
+    headers.popall("content-length", None)
+    return web.Response(status=status, headers=headers, body=body)
+
+
+def _all_failed(call: Call, outcome: Outcome) -> web.Response:
+    """Every target failed: the client's own vendor's error, else taplog's in its shape."""
+    if outcome.primary_error is not None:
+        return _replay(outcome.primary_error)
+    last = outcome.last or UpstreamFailure("unreachable", 502, "no target could take the call")
+    if not call.rule.targets:
+        return errors.error_response(call.provider, last.status, last.message, last.outcome)
+    message = f"every vendor in the fallback chain failed (last: {last.message})"
+    return errors.error_response(call.provider, 502, message, "all_targets_failed")
