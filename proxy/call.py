@@ -204,7 +204,8 @@ class Try:
         """Record what came back, once: the first outcome that applies wins.
 
         `facts` are extra fields of the answer's event (how taplog completed or
-        continued it). Returns whether this call recorded it.
+        continued it). The chunks go with it: read the body before. Returns whether
+        this call recorded it.
         """
         if self.recorded:
             return False
@@ -226,5 +227,6 @@ class Try:
             secrets=self.secrets,
         )
         answer.event.update(facts)
+        self.chunks = []  # handed to the recorder, which may let go of them as it goes
         self.recorder.record(answer)
         return True

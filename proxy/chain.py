@@ -198,11 +198,11 @@ async def _try_once(
     reason = f"HTTP {status}" if status >= 400 else (watch.failure or "a broken stream")
     outcome.last = UpstreamFailure("upstream_error", 502, reason)
     outcome.wait = retry_after(attempt_try.headers)
-    attempt_try.finish("upstream_error", reason)
     if is_primary and attempt.translation is None and status >= 400:
         outcome.primary_error = (status, attempt_try.headers, attempt_try.body())
-        if judged == FINAL:
-            return _replay(outcome.primary_error), FINAL
+    attempt_try.finish("upstream_error", reason)
+    if outcome.primary_error is not None and judged == FINAL:
+        return _replay(outcome.primary_error), FINAL
     return None, judged
 
 

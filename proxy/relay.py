@@ -287,12 +287,14 @@ async def _broken(
         with contextlib.suppress(ClientGone):
             await deliver_end(call, delivery.request, delivery.response, delivery.held)
         return
+    continuing = watch.streamed and call.rule.midstream == "continue"
+    view = sent.view(call, attempt_try) if continuing and call.api in CONTINUABLE_APIS else None
     attempt_try.finish(failure.outcome, failure.message)
     if not watch.streamed:
         cut_off(delivery.request)
         return
-    if call.rule.midstream == "continue" and await _continue_elsewhere(
-        call, attempt_try, delivery, sent, failure.message
+    if view is not None and await _continue_elsewhere(
+        call, attempt_try, delivery, view, failure.message
     ):
         return
     own = attempt_try.attempt.translation is None
@@ -312,13 +314,10 @@ async def _end_with_error(
 
 
 async def _continue_elsewhere(
-    call: Call, broken: Try, delivery: Delivery, sent: Sent, error: str
+    call: Call, broken: Try, delivery: Delivery, view: ClientView, error: str
 ) -> bool:
-    """Ask the other targets to continue the client's partial answer; True once a
-    continuation took the client's stream over (ending it one way or another)."""
-    if call.api not in CONTINUABLE_APIS:
-        return False
-    view = sent.view(call, broken)
+    """Ask the other targets to continue the client's partial answer (`view`); True once
+    a continuation took the client's stream over (ending it one way or another)."""
     if not view.continuable:
         return False
     breakers = call.services.breakers

@@ -145,7 +145,6 @@ async def _send_recorded(settings: Settings, resumption: Resumption, recorder: R
             sent.status, sent.headers = upstream.status, response_headers(upstream)
             async for chunk in upstream.content.iter_any():
                 sent.keep(chunk)
-        sent.finish("ok" if upstream.status < 400 else "upstream_error")
     except (aiohttp.ClientError, TimeoutError) as exc:
         failure = classify(exc, plain_rule(settings))
         sent.finish(failure.outcome, failure.message)
@@ -153,7 +152,8 @@ async def _send_recorded(settings: Settings, resumption: Resumption, recorder: R
     finally:
         await pool.close()
     answer = parse_json(sent.body())
-    if sent.status is None or sent.status >= 400:
+    sent.finish("ok" if sent.status < 400 else "upstream_error")
+    if sent.status >= 400:
         return Resumed(new, sent.status, _vendor_error(answer))
     return Resumed(new, sent.status, answer_text(attempt.api, answer))
 

@@ -18,22 +18,33 @@ ever names a blob that is not on disk; identical content is stored once.
 Readers put the fields back (`resolve`), checking the blob's hash, so every
 consumer sees the event as if it had been written inline; the SQL views do
 the same with `json_merge_patch` (see `recorder.query`).
+
+A large stream is not built in memory first: `BlobWriter` writes its blob as
+it is read (hashed on the way, named by its hash once whole), and `Spool`
+keeps the stream's raw chunks on disk meanwhile, so they can be let go of in
+memory and still be had again should the blob fail to be written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+import struct
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
+from recorder.wire.sse import Text
 
 BLOBS_DIR = "blobs"
 MOVABLE_FIELDS = ("body", "body_raw", "body_b64", "sse")
 _CARRIERS = frozenset({LLM_REQUEST, LLM_RESPONSE})
+SLICE = 1 << 20  # strings longer than this are written in slices, never copied whole
+_names = itertools.count()  # unique names for files being written
 
 
 class BlobError(ValueError):
@@ -73,35 +84,43 @@ class BlobStore:
         if len(content) <= self.inline_max:
             return False
         sha256 = hashlib.sha256(content).hexdigest()
-        self._store(sha256, content)
+        if not self._stored(sha256, len(content)):
+            writer = self.writer()
+            try:
+                writer.write(content)
+            except OSError:
+                writer.abort()
+                raise
+            writer.finish([])
         for name in fields:
             del event[name]
         event["blob"] = {"sha256": sha256, "size": len(content), "fields": list(fields)}
         return True
 
-    def _store(self, sha256: str, content: bytes) -> None:
-        path = blob_path(self.folder, sha256)
+    def _stored(self, sha256: str, size: int) -> bool:
+        """The same content is there already, whole."""
         try:
-            if path.stat().st_size == len(content):
-                return  # the same content, already stored whole
+            return blob_path(self.folder, sha256).stat().st_size == size
         except FileNotFoundError:
-            pass
+            return False
+
+    def writer(self) -> BlobWriter:
+        """A blob to write piece by piece; it gets its name (its hash) at `finish`."""
+        return BlobWriter(self)
+
+    def spool(self, chunks: list[tuple[float, bytes]]) -> Spool:
+        """`chunks` (arrival time, bytes) kept on disk until `Spool.remove`."""
+        return Spool(self.folder / f".spool.{os.getpid()}.{next(_names)}", chunks)
+
+    def _place(self, partial: Path, sha256: str, size: int) -> None:
+        """Move a whole blob to its name (unless that content is there already)."""
+        path = blob_path(self.folder, sha256)
+        if self._stored(sha256, size):
+            partial.unlink(missing_ok=True)
+            return
         if not path.parent.is_dir():
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._sync_dir(path.parent.parent)
-        partial = path.with_name(f".{sha256}.{os.getpid()}.partial")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            written = 0
-            while written < len(content):
-                written += os.write(fd, content[written:])
-            if self.sync:
-                os.fsync(fd)
-        except OSError:
-            os.close(fd)
-            partial.unlink(missing_ok=True)
-            raise
-        os.close(fd)
         os.replace(partial, path)
         self._sync_dir(path.parent)
 
@@ -112,6 +131,123 @@ class BlobStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+class BlobWriter:
+    """One blob written as it is built: hashed on the way, synced per policy, and put
+    under its hash only when whole (so no line can name half a blob)."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self.partial = store.folder / f".blob.{os.getpid()}.{next(_names)}.partial"
+        self.fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.hash.update(data)
+        view, written = memoryview(data), 0
+        while written < len(data):
+            written += os.write(self.fd, view[written:])
+        self.size += len(data)
+
+    def finish(self, fields: list[str]) -> dict[str, Any]:
+        """Sync, name it by its hash; the reference a line puts in place of `fields`."""
+        try:
+            if self.store.sync:
+                os.fsync(self.fd)
+        except OSError:
+            self.abort()
+            raise
+        os.close(self.fd)
+        self.fd = -1
+        sha256 = self.hash.hexdigest()
+        try:
+            self.store._place(self.partial, sha256, self.size)
+        except OSError:
+            self.partial.unlink(missing_ok=True)
+            raise
+        return {"sha256": sha256, "size": self.size, "fields": fields}
+
+    def abort(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.partial.unlink(missing_ok=True)
+
+
+_CHUNK_HEAD = struct.Struct("<dQ")  # arrival time (ms), length
+
+
+class Spool:
+    """A stream's raw chunks on disk while its blob is built from them (never synced:
+    it only has to outlive the blob, not a crash)."""
+
+    def __init__(self, path: Path, chunks: list[tuple[float, bytes]]) -> None:
+        self.path = path
+        with open(path, "wb") as out:
+            try:
+                for at, chunk in chunks:
+                    out.write(_CHUNK_HEAD.pack(at, len(chunk)))
+                    out.write(chunk)
+            except OSError:
+                path.unlink(missing_ok=True)
+                raise
+
+    def chunks(self) -> Iterator[tuple[float, bytes]]:
+        with open(self.path, "rb") as spooled:
+            while head := spooled.read(_CHUNK_HEAD.size):
+                at, length = _CHUNK_HEAD.unpack(head)
+                yield at, spooled.read(length)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def write_json(value: Any, write: Callable[[bytes], None]) -> None:
+    """`value` as JSON, as `orjson.dumps` writes it, in pieces: long strings (and the
+    `Text` that a large stream's reassembly leaves) go out in slices, never whole."""
+    if isinstance(value, Text):
+        write(b'"')
+        for part in value.parts:
+            _write_string_body(part, write)
+        write(b'"')
+    elif isinstance(value, str) and len(value) > SLICE:
+        write(b'"')
+        _write_string_body(value, write)
+        write(b'"')
+    elif isinstance(value, dict) and _holds_long(value):
+        write(b"{")
+        for n, (key, item) in enumerate(value.items()):
+            write(b',"' if n else b'"')
+            write(orjson.dumps(key)[1:])
+            write(b":")
+            write_json(item, write)
+        write(b"}")
+    elif isinstance(value, list) and _holds_long(value):
+        write(b"[")
+        for n, item in enumerate(value):
+            if n:
+                write(b",")
+            write_json(item, write)
+        write(b"]")
+    else:
+        write(orjson.dumps(value))
+
+
+def _write_string_body(text: str, write: Callable[[bytes], None]) -> None:
+    for start in range(0, len(text), SLICE):  # escaping is per character: slices agree
+        write(orjson.dumps(text[start : start + SLICE])[1:-1])
+
+
+def _holds_long(value: Any) -> bool:
+    if isinstance(value, Text) or (isinstance(value, str) and len(value) > SLICE):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_long(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_long(item) for item in value)
+    return False
 
 
 def load(folder: Path, ref: Any) -> dict[str, Any]:

@@ -8,23 +8,23 @@ event loop.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from recorder import prices
+from recorder.blobs import BlobStore
 from recorder.bodies import encode_body
 from recorder.events import LLM_REQUEST, Event, error_event, llm_request, llm_response
 from recorder.secrets import scrub
+from recorder.stream_fields import Chunk, stream_fields
 from recorder.wire import api_module
-from recorder.wire.sse import SseSplitter, parse_block
 from recorder.writer import SessionState
 
 log = logging.getLogger("taplog.recorder")
 
-Chunk = tuple[float, bytes]  # (milliseconds since the call started, bytes)
+__all__ = ["Chunk", "LlmRequest", "LlmResponse"]
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class LlmRequest:
     def size(self) -> int:
         return len(self.body) + 1024
 
-    def events(self, state: SessionState) -> Iterable[Event]:
+    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
         raw = scrub(self.body, self.secrets)
         # Scrubbing changed the bytes: the parsed copy no longer describes them.
         self.event.update(encode_body(raw, self.parsed) if raw is self.body else encode_body(raw))
@@ -93,12 +93,13 @@ class LlmResponse:
     latency_ms: float
     ttfb_ms: float | None
     error: str | None = None
-    delivered_chunks: int | None = None  # None: all of them
     overhead_ms: float | None = None  # taplog's own time before the vendor was called
     secrets: tuple[bytes, ...] = ()
     event: Event = field(init=False)
+    size: int = field(init=False)  # fixed at hand-over: a large stream's chunks go as it is built
 
     def __post_init__(self) -> None:
+        self.size = sum(len(chunk) for _, chunk in self.chunks) + 1024
         self.event = llm_response(
             self.session,
             self.exchange,
@@ -114,55 +115,25 @@ class LlmResponse:
         )
 
     @property
-    def size(self) -> int:
-        return sum(len(chunk) for _, chunk in self.chunks) + 1024
-
-    @property
     def streamed(self) -> bool:
         return self.headers.get("content-type", "").startswith("text/event-stream")
 
-    def events(self, state: SessionState) -> Iterable[Event]:
+    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
         module = api_module(self.api)
         self.event["stream"] = self.streamed
         if self.streamed:
-            self.event.update(self._stream_fields(module))
-            if self._closed_after_the_end():
-                self.event["outcome"] = "ok"
+            fields, body = stream_fields(self.chunks, self.secrets, module, blobs)
+            self.event.update(fields)
         else:
             raw = scrub(b"".join(chunk for _, chunk in self.chunks), self.secrets)
             self.event.update(encode_body(raw))
-        body = self.event.get("body")
+            body = self.event.get("body")
         if module is None or not isinstance(body, dict) or self.status != 200:
             return (self.event,)
         self.event.update(self._summary(module, body))
         if self.event["outcome"] != "ok":  # the client never got the whole answer: no tool runs
             return (self.event,)
         return [self.event, *_tool_events(self.event, state, module, body)]
-
-    def _closed_after_the_end(self) -> bool:
-        """The client left after receiving the whole stream, as SDKs do at the end marker."""
-        return (
-            self.outcome in ("client_disconnected", "shutdown")
-            and self.event.get("stream_complete") is True
-            and self.delivered_chunks == len(self.chunks)
-        )
-
-    def _stream_fields(self, module: Any) -> dict[str, Any]:
-        splitter = SseSplitter(max_event_bytes=None)
-        timed: list[tuple[float, bytes]] = []
-        for offset, chunk in self.chunks:
-            timed.extend((offset, block) for block in splitter.feed(scrub(chunk, self.secrets)))
-        rest = splitter.flush()
-        if rest:
-            timed.append((self.chunks[-1][0], rest))
-        fields: dict[str, Any] = {"sse": [_sse_entry(t, raw) for t, raw in timed]}
-        if module is not None:
-            parsed = (parse_block(raw) for _, raw in timed)
-            result = module.reassemble(event for event in parsed if event is not None)
-            fields.update(body=result.body, stream_complete=result.complete)
-            if result.error is not None:
-                fields["stream_error"] = result.error
-        return fields
 
     def _summary(self, module: Any, body: dict[str, Any]) -> dict[str, Any]:
         summary = module.summarize(body)
@@ -199,11 +170,3 @@ def _tool_events(parent: Event, state: SessionState, module: Any, body: dict) ->
         log.exception("cannot extract tool events from %s", parent["id"])
         reason = f"tool events not extracted from {parent['type']} {parent['id']}: {exc!r}"
         return [error_event(parent["session"], parent["exchange"], reason)]
-
-
-def _sse_entry(offset_ms: float, raw: bytes) -> dict[str, Any]:
-    """One raw SSE event block, exact to the byte, with its arrival time."""
-    try:
-        return {"t_ms": round(offset_ms, 3), "raw": raw.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"t_ms": round(offset_ms, 3), "raw_b64": base64.b64encode(raw).decode("ascii")}

@@ -50,6 +50,7 @@ from recorder.blobs import BLOBS_DIR, BlobStore
 from recorder.events import Event, error_event
 from recorder.handoff import WRITE_DELAY, Inbox, PendingLines
 from recorder.logfile import SessionFile, open_session_file, reseal
+from recorder.memory import give_back_memory
 from recorder.reader import tool_events
 from recorder.syncing import SyncPlan
 from recorder.toolevents import ToolLedger
@@ -62,6 +63,7 @@ MAX_SESSION_STATES = 4096  # remembered sessions; a forgotten one is restored fr
 SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 Observer = Callable[[Event], None]
+LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory goes back
 
 
 @dataclass
@@ -104,7 +106,9 @@ class Record(Protocol):
     session: str
     size: int
 
-    def events(self, state: SessionState) -> Iterable[Event]: ...
+    def events(self, state: SessionState, blobs: BlobStore) -> Iterable[Event]:
+        """Built on the writer thread; `blobs` for a record too large to build in memory."""
+        ...
 
 
 @dataclass
@@ -118,7 +122,7 @@ class EventRecord:
     def session(self) -> str:
         return self.event["session"]
 
-    def events(self, state: SessionState) -> Iterable[Event]:
+    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
         return (self.event,)
 
 
@@ -379,12 +383,14 @@ class Recorder:
             self._states[record.session] = state
         state.last_seen = time.monotonic()
         try:
-            events = list(record.events(state))
+            events = list(record.events(state, self.blobs))
         except Exception as exc:  # a bug in one record must not stop the log
             log.exception("recorder: could not build events for session %s", record.session)
             events = [error_event(record.session, None, f"record failed: {exc!r}")]
         self._records_out += 1
         self._bytes_out += record.size
+        if record.size > LARGE_RECORD:
+            give_back_memory()
         return events
 
     def _write(self, by_session: dict[str, list[Event]]) -> dict[str, list[Event]]:

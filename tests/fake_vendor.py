@@ -1016,7 +1016,7 @@ class FakeVendor:
         packer = zlib.compressobj(wbits=31) if "gzip" in d else None
         if packer:
             resp.headers["Content-Encoding"] = "gzip"
-        written = bytearray()
+        written = self.sent[index] = bytearray()  # grows as it goes: never copied whole
         try:
             await resp.prepare(request)
             for i, event in enumerate(events):
@@ -1024,7 +1024,6 @@ class FakeVendor:
                     await asyncio.sleep(_num(d, "delay"))
                 # Recorded first: the client may act on the event before write() returns.
                 written += event
-                self.sent[index] = bytes(written)
                 if "trickle" in d:  # in pieces, so that they arrive as chunks of their own
                     await _trickle(resp, event, max(1, int(_num(d, "trickle"))))
                     continue
@@ -1057,12 +1056,11 @@ class FakeVendor:
             return web.Response(status=499)
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         transport.write(f"HTTP/1.1 {status} OK\r\n{head}Connection: close\r\n\r\n".encode())
-        written = bytearray()
+        written = self.sent[index] = bytearray()
         for i, event in enumerate(events):
             if i:
                 await asyncio.sleep(_num(d, "delay"))
             written += event
-            self.sent[index] = bytes(written)
             transport.write(event)
         await asyncio.sleep(0.05)  # let the bytes reach the client before the close
         return _hang_up(request, web.StreamResponse())

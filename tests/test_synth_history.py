@@ -127,7 +127,7 @@ def test_event_mix(sessions):
         if event["type"] == "failover":
             assert event["from_model"] != event["to_model"] and event["attempt"] >= 2
             assert event["reason"]
-    # Failover as proxy/failover.py records it: every try in one exchange, attempts numbered.
+    # Failover as proxy/chain.py records it: every try in one exchange, attempts numbered.
     for events_ in sessions.values():
         exchanges: dict[str, list[dict]] = {}
         for event in events_:

@@ -18,7 +18,7 @@ count_tokens pass-throughs), Codex (streamed Responses), SDK scripts on Chat Com
 Responses (some chained by `previous_response_id`) and Messages, and OpenAI-compatible local
 servers whose models have no price. Sprinkled in: vendor errors (429/500/503/529) and
 timeouts, retried by the SDK (a new exchange) or, for sessions under a fallback rule, by
-taplog itself and then failed over as proxy/failover.py records it (every try in one
+taplog itself and then failed over as proxy/chain.py records it (every try in one
 exchange, a `failover` event, the rewritten call translated by `recorder.translate`; with
 the breaker open, the client's call logged unsent as attempt 0); unreachable local
 servers, client disconnects mid-stream, server-side tools, tool errors, and the flagged
@@ -41,7 +41,7 @@ The modules, by responsibility:
     answers      `llm.response` events: the reply, its shape, disconnects, tool runs
     tool_events  `tool.pre` / `tool.post` and the flagged anomalies
     failures     vendor errors, timeouts, and the retries after them
-    failover     taplog's failover and breaker, as proxy/failover.py records them
+    failover     taplog's failover and breaker, as proxy/chain.py records them
     chat, messages, responses   each API's transcript, request, answer and stream shapes
     shapes       the lookup from API name to its module
     headers      URLs and HTTP headers, per client and per vendor

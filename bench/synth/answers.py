@@ -167,7 +167,7 @@ def _log_response(
         None,
         latency=latency,
         ttfb=ttfb,
-        overhead=None if s.plan.rule else s.overhead_ms(),
+        overhead=s.overhead_ms(),
         headers=s.response_headers(provider, stream, length),
         stream=stream,
         fields=fields,

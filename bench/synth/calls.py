@@ -131,7 +131,7 @@ def emit_request(
     """An `llm.request` (and the `tool.post` of each result it carries for the first time)."""
     payload = dict(request)
     payload["attempt"] = attempt
-    if attempt == 0:  # the breaker was open: logged, never sent (proxy/failover.py)
+    if attempt == 0:  # the breaker was open: logged, never sent (proxy/chain.py)
         body = payload.pop("body")
         payload["sent"] = False
         payload["body"] = body

@@ -1,4 +1,4 @@
-"""Failover as proxy/failover.py records it, for sessions under a fallback rule.
+"""Failover as proxy/chain.py records it, for sessions under a fallback rule.
 
 A failover keeps every try in one exchange. "error": the primary fails, taplog retries it
 a few times, then logs a `failover` event and the rewritten call (attempt numbers run on).

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
-
 from bench.synth.calls import client_request, emit_request, response_payload
 from bench.synth.common import SECOND, Draw, body_fields, dumps_as_sent
 
@@ -54,10 +52,10 @@ def retry(s: Session, exchange: str, request: dict) -> tuple[str, dict]:
 def failed_answer(s: Session, exchange: str, request: dict) -> str:
     """An answer that is not one; returns why, as taplog words it for a failover.
 
-    Without a fallback rule the call goes through proxy/forward.py: the vendor's error
-    is passed on, and taplog answers 504/502 itself when the vendor is silent or gone.
-    With one, proxy/failover.py records the try: no status when nothing came back, and
-    `error` says why (`HTTP 529`, `the vendor did not answer in time`, ...).
+    Every call goes along its chain (proxy/chain.py); each try is recorded with no
+    status when nothing came back, and `error` says why (`cannot reach the vendor`,
+    `the vendor did not answer within …`). A vendor's error answer is passed on as it
+    came without a fallback rule; with one, its try says `HTTP 529` and the like.
     """
     rng, provider = s.rng, request["provider"]
     if s.agent.local:
@@ -79,7 +77,7 @@ def failed_answer(s: Session, exchange: str, request: dict) -> str:
         failure.error,
         latency=failure.latency,
         ttfb=failure.ttfb,
-        overhead=None if s.plan.rule else s.overhead_ms(),
+        overhead=s.overhead_ms(),
         headers=failure.headers,
         stream=False,
         fields=failure.fields,
@@ -91,25 +89,16 @@ def failed_answer(s: Session, exchange: str, request: dict) -> str:
 
 
 def _silence(rng: Draw, kind: str, provider: str, rule: bool) -> Failure:
-    """No answer: a timeout, or a vendor that cannot be reached."""
-    error = {
-        "timeout": "the vendor did not answer in time",
-        "unreachable": "cannot reach the vendor",
-    }[kind]
+    """No answer: a timeout, or a vendor that cannot be reached; no status either way."""
     if kind == "unreachable":
-        latency = rng.uniform(0.3, 4)
-    elif rule:
-        latency = 60_000 + rng.uniform(0, 30)  # the rule's ttfb_timeout
-    else:
-        latency = 600_000 + rng.uniform(0, 50) if rng.random() < 0.7 else 10_000.0
+        return Failure(None, kind, "cannot reach the vendor", rng.uniform(0.3, 4), None, {}, {})
     if rule:
-        return Failure(None, kind, error, latency, None, {}, {"body": None})
-    status = 504 if kind == "timeout" else 502
-    answer = _taplog_error(provider, status, error, kind)
-    headers = {"content-type": "application/json"}
-    return Failure(
-        status, kind, error, latency, None, headers, body_fields(answer, orjson.dumps(answer))
-    )
+        latency, knob = 60_000 + rng.uniform(0, 30), "ttfb_timeout of the fallback rule"
+        error = f"the vendor did not answer within 60 s ({knob})"
+    else:
+        latency = 600_000 + rng.uniform(0, 50)
+        error = "the vendor did not answer within 600 s (--read-timeout)"
+    return Failure(None, kind, error, latency, None, {}, {"body": None})
 
 
 def _vendor_failure(s: Session, status: int, provider: str, model: str) -> Failure:
@@ -126,21 +115,6 @@ def _vendor_failure(s: Session, status: int, provider: str, model: str) -> Failu
     return Failure(
         status, "upstream_error", error, latency, ttfb, headers, body_fields(answer, raw)
     )
-
-
-def _taplog_error(provider: str, status: int, message: str, code: str) -> dict:
-    """taplog's own error answer in the client's format (proxy/errors.py)."""
-    if provider == "anthropic":
-        kind = "timeout_error" if status == 504 else "api_error"
-        return {"type": "error", "error": {"type": kind, "message": f"taplog: {message}"}}
-    return {
-        "error": {
-            "message": f"taplog: {message}",
-            "type": "server_error",
-            "param": None,
-            "code": code,
-        }
-    }
 
 
 _ANTHROPIC_ERRORS = {

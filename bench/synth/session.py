@@ -132,7 +132,7 @@ class Session:
         return event
 
     def overhead_ms(self) -> float:
-        """taplog's own time before the vendor call (recorded by proxy/forward.py only)."""
+        """taplog's own time before the vendor call (recorded on the first try)."""
         return round(self.rng.lognorm_ms(0.35, 0.5, 25), 3)
 
     def request_headers(self, provider: str) -> dict[str, str]:

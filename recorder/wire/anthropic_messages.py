@@ -17,6 +17,7 @@ import orjson
 
 from .sse import (
     MalformedEvent,
+    Pieces,
     Reassembled,
     SseEvent,
     Summary,
@@ -24,6 +25,7 @@ from .sse import (
     as_list,
     as_str,
     dig,
+    extend,
     load_object,
     typed_payloads,
 )
@@ -54,10 +56,14 @@ class _State:
     message: dict | None = None
     blocks: dict[int, dict] = field(default_factory=dict)
     json_parts: dict[int, list[str]] = field(default_factory=dict)
+    pieces: Pieces = field(default_factory=Pieces)
 
 
-def reassemble(events: Iterable[SseEvent]) -> Reassembled:
-    """Rebuild the non-streaming message; ``complete`` means `message_stop` arrived."""
+def reassemble(events: Iterable[SseEvent], longer_than: int | None = None) -> Reassembled:
+    """Rebuild the non-streaming message; ``complete`` means `message_stop` arrived.
+
+    Strings over `longer_than` characters stay in their pieces (`Text`).
+    """
     state = _State()
     result = Reassembled(body=None, complete=False, error=None)
     for kind, data in typed_payloads(events, result):
@@ -70,7 +76,7 @@ def reassemble(events: Iterable[SseEvent]) -> Reassembled:
             _apply(state, kind, data)
     for index in list(state.json_parts):  # a cut stream: finish what arrived
         _finish_input(state, index)
-    result.body = _build(state)
+    result.body = _build(state, longer_than)
     return result
 
 
@@ -102,18 +108,16 @@ def _block_delta(state: _State, index: int, delta: dict) -> None:
         return
     if kind in _TEXT_DELTAS:
         name, block_type = _TEXT_DELTAS[kind]
-        _append(_block(state, index, block_type), name, delta.get(name))
+        _append(state, _block(state, index, block_type), name, delta.get(name))
     elif kind == "signature_delta":
         _block(state, index, "thinking")["signature"] = delta.get("signature")
     elif kind == "citations_delta":
-        block = _block(state, index, "text")
-        cites = block.get("citations")
-        block["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
+        extend(_block(state, index, "text"), "citations", [delta.get("citation")])
     else:
         block = _block(state, index, None)
         for name, value in delta.items():
             if name != "type":
-                _append(block, name, value)
+                _append(state, block, name, value)
 
 
 def _block(state: _State, index: int, block_type: str | None) -> dict:
@@ -123,10 +127,9 @@ def _block(state: _State, index: int, block_type: str | None) -> dict:
     return state.blocks[index]
 
 
-def _append(block: dict, name: str, value: object) -> None:
+def _append(state: _State, block: dict, name: str, value: object) -> None:
     if isinstance(value, str):
-        prev = block.get(name)
-        block[name] = (prev if isinstance(prev, str) else "") + value
+        state.pieces.append(block, name, value)
 
 
 def _finish_input(state: _State, index: int) -> None:
@@ -166,7 +169,8 @@ def _skeleton(state: _State) -> dict:
     return state.message
 
 
-def _build(state: _State) -> dict | None:
+def _build(state: _State, longer_than: int | None) -> dict | None:
+    state.pieces.join(longer_than)
     if state.message is None and not state.blocks:
         return None
     body = dict(state.message if state.message is not None else _skeleton(state))

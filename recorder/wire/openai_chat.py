@@ -16,6 +16,7 @@ from typing import Any
 
 from .sse import (
     MalformedEvent,
+    Pieces,
     Reassembled,
     SseEvent,
     Summary,
@@ -23,6 +24,7 @@ from .sse import (
     as_list,
     as_str,
     dig,
+    extend,
     load_object,
 )
 from .tools import ToolCall, ToolResult, call_from_string
@@ -56,10 +58,14 @@ class _State:
     choices: dict[int, _Choice] = field(default_factory=dict)
     usage: Any = None
     seen: bool = False
+    pieces: Pieces = field(default_factory=Pieces)
 
 
-def reassemble(events: Iterable[SseEvent]) -> Reassembled:
-    """Rebuild the non-streaming body; ``complete`` means ``data: [DONE]`` arrived."""
+def reassemble(events: Iterable[SseEvent], longer_than: int | None = None) -> Reassembled:
+    """Rebuild the non-streaming body; ``complete`` means ``data: [DONE]`` arrived.
+
+    Strings over `longer_than` characters stay in their pieces (`Text`).
+    """
     state = _State()
     result = Reassembled(body=None, complete=False, error=None)
     for event in events:
@@ -75,7 +81,7 @@ def reassemble(events: Iterable[SseEvent]) -> Reassembled:
         else:
             _add_chunk(state, chunk)
     if state.seen:
-        result.body = _build(state)
+        result.body = _build(state, longer_than)
     return result
 
 
@@ -93,33 +99,33 @@ def _add_chunk(state: _State, chunk: dict) -> None:
         index = as_int(choice.get("index")) or 0
         slot = state.choices.setdefault(index, _Choice())
         if isinstance(choice.get("delta"), dict):
-            _merge_delta(slot, choice["delta"])
+            _merge_delta(state.pieces, slot, choice["delta"])
         if choice.get("finish_reason") is not None:
             slot.finish_reason = choice["finish_reason"]
         if isinstance(choice.get("logprobs"), dict):
             slot.logprobs = _merge_logprobs(slot.logprobs, choice["logprobs"])
 
 
-def _merge_delta(slot: _Choice, delta: dict) -> None:
+def _merge_delta(pieces: Pieces, slot: _Choice, delta: dict) -> None:
     """Concatenate strings, extend lists, replace other non-null values."""
     msg = slot.message
     for key, value in delta.items():
-        prev = msg.get(key)
         if key == "tool_calls":
-            _merge_tool_calls(slot.tools, value)
+            _merge_tool_calls(pieces, slot.tools, value)
         elif key == "function_call":
-            msg[key] = _merge_function(prev, value)
+            msg[key] = _merge_function(pieces, msg.get(key), value)
         elif key == "role":
-            msg[key] = prev if prev is not None else value
+            msg[key] = msg[key] if msg.get(key) is not None else value
         elif isinstance(value, str):
-            msg[key] = prev + value if isinstance(prev, str) else value
+            pieces.append(msg, key, value)
         elif isinstance(value, list):
-            msg[key] = prev + value if isinstance(prev, list) else list(value)
+            extend(msg, key, value)
         elif value is not None:
+            pieces.drop(msg, key)
             msg[key] = value
 
 
-def _merge_tool_calls(tools: dict[int, dict], parts: Any) -> None:
+def _merge_tool_calls(pieces: Pieces, tools: dict[int, dict], parts: Any) -> None:
     for part in parts if isinstance(parts, list) else ():
         if not isinstance(part, dict):
             continue
@@ -127,7 +133,7 @@ def _merge_tool_calls(tools: dict[int, dict], parts: Any) -> None:
         call = tools.setdefault(index, {"id": None, "type": None, "function": None})
         for key, value in part.items():
             if key == "function":
-                call[key] = _merge_function(call[key], value)
+                call[key] = _merge_function(pieces, call[key], value)
             elif key != "index" and value is not None and call.get(key) in (None, ""):
                 call[key] = value
 
@@ -144,14 +150,14 @@ def _tool_index(tools: dict[int, dict], part: dict) -> int:
     return last
 
 
-def _merge_function(prev: Any, value: Any) -> Any:
+def _merge_function(pieces: Pieces, prev: Any, value: Any) -> Any:
     """name keeps its first value, arguments are concatenated."""
     if not isinstance(value, dict):
         return prev
     fn = prev if isinstance(prev, dict) else {"name": None, "arguments": ""}
     for key, part in value.items():
         if key == "arguments" and isinstance(part, str):
-            fn[key] = (fn.get(key) or "") + part
+            pieces.append(fn, key, part)
         elif part is not None and fn.get(key) in (None, ""):
             fn[key] = part
     return fn
@@ -161,13 +167,14 @@ def _merge_logprobs(prev: dict | None, value: dict) -> dict:
     acc = prev if prev is not None else {"content": None, "refusal": None}
     for key, part in value.items():
         if isinstance(part, list):
-            acc[key] = (acc.get(key) or []) + part
+            extend(acc, key, part)
         elif part is not None or key not in acc:
             acc[key] = part
     return acc
 
 
-def _build(state: _State) -> dict:
+def _build(state: _State, longer_than: int | None) -> dict:
+    state.pieces.join(longer_than)
     choices = []
     for index in sorted(state.choices):
         slot = state.choices[index]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .sse import (
     MalformedEvent,
+    Pieces,
     Reassembled,
     SseEvent,
     Summary,
@@ -24,6 +25,7 @@ from .sse import (
     as_list,
     as_str,
     dig,
+    extend,
     load_object,
     typed_payloads,
 )
@@ -111,10 +113,14 @@ class _State:
     items: dict[int, dict] = field(default_factory=dict)  # from output_item.added / deltas
     done: dict[int, dict] = field(default_factory=dict)  # from output_item.done
     parts: dict[tuple[int, str, int], dict] = field(default_factory=dict)
+    pieces: Pieces = field(default_factory=Pieces)
 
 
-def reassemble(events: Iterable[SseEvent]) -> Reassembled:
-    """Rebuild the response; ``complete`` means a completed/incomplete/failed event arrived."""
+def reassemble(events: Iterable[SseEvent], longer_than: int | None = None) -> Reassembled:
+    """Rebuild the response; ``complete`` means a completed/incomplete/failed event arrived.
+
+    Strings over `longer_than` characters stay in their pieces (`Text`).
+    """
     state = _State()
     result = Reassembled(body=None, complete=False, error=None)
     for kind, data in typed_payloads(events, result):
@@ -129,7 +135,7 @@ def reassemble(events: Iterable[SseEvent]) -> Reassembled:
             state.snapshot = data["response"]
         elif isinstance(kind, str) and kind.startswith("response."):
             _apply(state, kind.removeprefix("response."), data)
-    result.body = _build(state)
+    result.body = _build(state, longer_than)
     return result
 
 
@@ -141,20 +147,37 @@ def _apply(state: _State, kind: str, data: dict) -> None:
     family, _, phase = kind.rpartition(".")
     item = data.get("item")
     if family == "output_item" and isinstance(item, dict):
-        (state.items if phase == "added" else state.done)[index] = item
+        if phase == "added":
+            state.items[index] = item
+        else:
+            state.done[index] = item
+            _forget_deltas(state, index)  # the whole item is here: its pieces are moot
     elif family in _PARTS and isinstance(data.get("part"), dict):
         key, index_field = _PARTS[family]
         sub = as_int(data.get(index_field)) or 0
         state.parts[(index, key, sub)] = data["part"]
     elif family in _PART_TEXT:
-        _put_text(_part(state, index, family, data), _PART_TEXT[family][2], phase, data)
+        part = _part(state, index, family, data)
+        _put_text(state.pieces, part, _PART_TEXT[family][2], phase, data)
     elif family in _ITEM_TEXT:
         name, item_type = _ITEM_TEXT[family]
-        _put_text(state.items.setdefault(index, {"type": item_type, name: ""}), name, phase, data)
+        item = state.items.setdefault(index, {"type": item_type, name: ""})
+        _put_text(state.pieces, item, name, phase, data)
     elif kind == "output_text.annotation.added":
         part = _part(state, index, "output_text", data)
-        notes = part.get("annotations")
-        part["annotations"] = [*(notes if isinstance(notes, list) else []), data.get("annotation")]
+        extend(part, "annotations", [data.get("annotation")])
+
+
+def _forget_deltas(state: _State, index: int) -> None:
+    """Let go of what deltas built for an item (a long answer holds its text there too)."""
+    for key in [key for key in state.parts if key[0] == index]:
+        part = state.parts.pop(key)
+        for _, _, name, _, _ in _PART_TEXT.values():
+            state.pieces.drop(part, name)
+    item = state.items.pop(index, None)
+    if item is not None:
+        for name, _ in _ITEM_TEXT.values():
+            state.pieces.drop(item, name)
 
 
 def _part(state: _State, index: int, family: str, data: dict) -> dict:
@@ -165,16 +188,17 @@ def _part(state: _State, index: int, family: str, data: dict) -> dict:
     return state.parts.setdefault((index, key, sub), copy.deepcopy(fresh))
 
 
-def _put_text(target: dict, name: str, phase: str, data: dict) -> None:
+def _put_text(pieces: Pieces, target: dict, name: str, phase: str, data: dict) -> None:
     """A delta appends; a done event carries the whole text under the same field name."""
     if phase == "delta" and isinstance(data.get("delta"), str):
-        prev = target.get(name)
-        target[name] = (prev if isinstance(prev, str) else "") + data["delta"]
+        pieces.append(target, name, data["delta"])
     elif phase == "done" and isinstance(data.get(name), str):
+        pieces.drop(target, name)
         target[name] = data[name]
 
 
-def _build(state: _State) -> dict | None:
+def _build(state: _State, longer_than: int | None) -> dict | None:
+    state.pieces.join(longer_than)
     if state.final is not None:
         if state.final.get("output") is not None:
             return state.final

@@ -11,7 +11,9 @@ Contracts:
 * `parse_block` applies the WHATWG field rules to one block and never raises.
 * `Reassembled` and `Summary` are the neutral results of the per-API modules
   (`openai_chat`, `openai_responses`, `anthropic_messages`), which all expose
-  ``reassemble(events) -> Reassembled`` and ``summarize(body) -> Summary``.
+  ``reassemble(events) -> Reassembled``, ``summarize(body) -> Summary``, and a
+  ``Progress`` that judges a stream event by event (`recorder.wire.watch`).
+* Reassembly is linear however many deltas an answer has: strings grow through `Pieces`.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ import orjson
 
 __all__ = [
     "MalformedEvent",
+    "Pieces",
     "Reassembled",
     "SseEvent",
     "SseSplitter",
     "SseTooLarge",
     "Summary",
+    "Text",
     "as_int",
     "as_list",
     "as_str",
     "dig",
+    "extend",
     "load_object",
     "parse_block",
     "typed_payloads",
@@ -172,6 +177,62 @@ class Summary:
     cached_tokens: int | None  # cache reads
     cache_write_tokens: int | None
     reasoning_tokens: int | None
+
+
+class Pieces:
+    """Strings that streams build from many deltas: appended in pieces, joined once.
+
+    `s = s + delta` on every delta copies the whole string each time, which is
+    quadratic in the answer: minutes for a long one, while the client waits for
+    its end. `append` keeps the pieces; `join` writes each string into its dict.
+    A field set another way meanwhile must be `drop`ped, or `join` overwrites it.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[int, str], tuple[dict, str, list[str]]] = {}
+
+    def append(self, target: dict, name: str, piece: str) -> None:
+        key = (id(target), name)
+        entry = self._parts.get(key)
+        if entry is None:
+            earlier = target.get(name)
+            entry = self._parts[key] = (target, name, [earlier] if isinstance(earlier, str) else [])
+        entry[2].append(piece)
+
+    def drop(self, target: dict, name: str) -> None:
+        self._parts.pop((id(target), name), None)
+
+    def join(self, longer_than: int | None = None) -> None:
+        """Write each string into its dict; one over `longer_than` characters is left in
+        its pieces (`Text`), for a writer that needs it only once and never whole."""
+        for target, name, parts in self._parts.values():
+            if longer_than is not None and sum(map(len, parts)) > longer_than:
+                target[name] = Text(parts)
+            else:
+                target[name] = "".join(parts)
+        self._parts.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A long string of a large stream's answer, kept in the pieces it came in: the blob
+    writer writes them one by one (`recorder.blobs.write_json`), nothing joins them."""
+
+    parts: list[str]
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+
+def extend(target: dict, name: str, items: list) -> None:
+    """Add `items` to the list `target[name]` in place (a list of its own, never the event's)."""
+    current = target.get(name)
+    if isinstance(current, list):
+        current.extend(items)
+    else:
+        target[name] = list(items)
 
 
 def load_object(data: str) -> dict | None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from recorder.wire.sse import Text
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -46,6 +48,8 @@ def parsed_arguments(raw: Any) -> tuple[Any, str | None]:
 
 
 def call_from_string(call_id: str, name: str | None, raw: Any, **extra: Any) -> ToolCall:
+    if isinstance(raw, Text):  # a tool's arguments are needed whole, however long
+        raw = "".join(raw.parts)
     arguments, error = parsed_arguments(raw)
     text = raw if isinstance(raw, str) else None
     return ToolCall(call_id, name, arguments, text, error, **extra)
