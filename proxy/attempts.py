@@ -42,9 +42,9 @@ _PATHS = {
 OPENAI_APIS = ("openai.chat", "openai.responses")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attempt:
-    """What one try sends, where, and in which API."""
+    """What one try sends, where, and in which API (made once per try, never changed)."""
 
     target: Target
     api: str  # the upstream API (or passthrough)

@@ -85,8 +85,11 @@ class Call:
             received=self.received,
         )
 
-    def record_failover(self, source: Target, target: Target, reason: str) -> None:
-        """The call moves from `source` to `target`, as its next try."""
+    def record_failover(
+        self, source: Target, target: Target, reason: str, sent: bool = True
+    ) -> None:
+        """The call moves from `source` to `target`, as its next try; `sent` False: the
+        target cannot take the call at all (nothing goes to it)."""
         event = events.failover_event(
             self.session,
             self.id,
@@ -95,21 +98,7 @@ class Call:
             to_provider=target.provider.name,
             to_model=target.model,
             reason=reason,
-            attempt=self.attempts + 1,
-        )
-        self.services.recorder.record(EventRecord(event))
-
-    def record_skip(self, source: Target, target: Target, reason: str) -> None:
-        """`target` cannot take the call at all (nothing was sent to it)."""
-        event = events.failover_event(
-            self.session,
-            self.id,
-            from_provider=source.provider.name,
-            from_model=source.model,
-            to_provider=target.provider.name,
-            to_model=target.model,
-            reason=reason,
-            attempt=None,
+            attempt=self.attempts + 1 if sent else None,
         )
         self.services.recorder.record(EventRecord(event))
 
@@ -151,7 +140,7 @@ class Try:
     size: int = 0  # bytes in chunks
     ttfb_ms: float | None = None
     status: int | None = None
-    headers: CIMultiDict[str] = field(default_factory=CIMultiDict)
+    headers: CIMultiDict[str] | None = None  # the vendor's, once they came
     recorded: bool = False
 
     def keep(self, chunk: bytes) -> None:
@@ -217,7 +206,7 @@ class Try:
             api=self.attempt.api,
             provider=self.attempt.target.provider.name,
             status=self.status,
-            headers=safe_headers(self.headers.items()),
+            headers=safe_headers(self.headers.items()) if self.headers else {},
             chunks=self.chunks,
             outcome=outcome,
             latency_ms=(time.perf_counter() - self.started) * 1000,

@@ -27,6 +27,7 @@ of its own vendor, else taplog's in its API's shape.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from dataclasses import dataclass
 
@@ -35,10 +36,20 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy import errors
-from proxy.attempts import FINAL, OK, RETRY, Attempt, as_sent, plan, retry_after, verdict
+from proxy.attempts import (
+    FINAL,
+    OK,
+    RETRY,
+    Attempt,
+    as_sent,
+    needs_unchaining,
+    plan,
+    retry_after,
+    verdict,
+)
 from proxy.call import Call, Try
 from proxy.fallbacks import Target
-from proxy.relay import MIB, relay, watch_for
+from proxy.relay import MIB, can_continue, relay, watch_for
 from proxy.upstream import BrokenStream, UpstreamFailure, classify, open_upstream, response_headers
 from recorder.bodies import parse_json
 from recorder.translate.requests import Untranslatable
@@ -46,6 +57,19 @@ from recorder.wire.sse import SseTooLarge
 from recorder.wire.watch import BodyWatch, Passed, StreamWatch
 
 MAX_WAIT = 5.0  # never sleep longer than this for a retry
+
+
+class _NoTimer(contextlib.AbstractAsyncContextManager):
+    """No timer of its own, where the idle timeout bounds the wait just as well."""
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    def expired(self) -> bool:
+        return False
+
+
+NO_TIMER = _NoTimer()
 LLM_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
 
 
@@ -60,16 +84,21 @@ class Outcome:
 
 async def serve(request: web.Request, call: Call) -> web.StreamResponse:
     """Answer the call from the first target of its chain that serves it."""
-    services = call.services
     primary = _primary(call)
-    call.chain = [primary, *call.rule.targets]
-    breakers = services.breakers
-    usable = (
-        [t for t in call.chain if breakers[str(t)].allows()] or [primary]
-        if call.rule.targets
-        else [primary]
-    )
     outcome = Outcome()
+    if not call.rule.targets:  # a chain of one: its one try goes through as it comes
+        call.chain = [primary]
+        try:
+            attempt = _attempt(call, primary, primary)
+        except Untranslatable as exc:  # it names what its own vendor never saw
+            call.record_original(_own_attempt(call, primary))
+            call.record_error(f"not sent: {exc}")
+            return errors.error_response(call.provider, 400, f"not sent: {exc}", "not_sendable")
+        response, _ = await _try_once(request, call, attempt, True, True, outcome)
+        return response or _all_failed(call, outcome)
+    call.chain = [primary, *call.rule.targets]
+    breakers = call.services.breakers
+    usable = [t for t in call.chain if breakers[str(t)].allows()] or [primary]
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         call.record_original(_own_attempt(call, primary))
         call.record_failover(primary, usable[0], f"circuit open for {primary}")
@@ -78,7 +107,7 @@ async def serve(request: web.Request, call: Call) -> web.StreamResponse:
         try:
             attempt = _attempt(call, target, primary)
         except Untranslatable as exc:
-            call.record_skip(previous or primary, target, f"not translatable: {exc}")
+            call.record_failover(previous or primary, target, f"not translatable: {exc}", False)
             continue
         if previous is not None:
             reason = outcome.last.message if outcome.last else ""
@@ -106,7 +135,7 @@ def _own_attempt(call: Call, primary: Target) -> Attempt:
 def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
     """The request for `target`: the call as made, or changed (model, API) for a fallback.
     Raises Untranslatable when the target cannot take it."""
-    if call.api not in LLM_APIS or not isinstance(call.parsed, dict):
+    if target is primary and not _needs_planning(call):
         return _own_attempt(call, primary)
     return plan(
         target,
@@ -118,6 +147,17 @@ def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
         call.route.upstream_url,
         history=call.history,
         leave_out=call.rule.leave_out_untranslatable,
+    )
+
+
+def _needs_planning(call: Call) -> bool:
+    """The client's own target takes the call as made, unless it chains to an answer
+    its vendor never gave (a Responses `previous_response_id` taplog made)."""
+    parsed = call.parsed
+    return (
+        call.api == "openai.responses"
+        and isinstance(parsed, dict)
+        and needs_unchaining(parsed, same_provider=True)
     )
 
 
@@ -172,7 +212,11 @@ async def _try_once(
     """(the client's response if one was sent, the verdict)."""
     attempt_try = call.start_try(attempt)
     rule = call.rule
-    first_byte = asyncio.timeout(rule.ttfb_timeout)
+    # Waiting for the first byte is bounded by the idle timeout anyway: a timer of its
+    # own only when it is shorter (a plain call's are the same: --read-timeout).
+    first_byte = (
+        asyncio.timeout(rule.ttfb_timeout) if rule.ttfb_timeout < rule.idle_timeout else NO_TIMER
+    )
     upstream: aiohttp.ClientResponse | None = None
     judged, ready = OK, []
     outcome.wait = None
@@ -181,7 +225,9 @@ async def _try_once(
             upstream = await open_upstream(call.services.pool, attempt, rule)
             attempt_try.status = upstream.status
             attempt_try.headers = response_headers(upstream)
-            watch = watch_for(call.services.settings, attempt.api, upstream)
+            # A malformed event matters where the call can still move on or be continued.
+            every = not committed or can_continue(call)
+            watch = watch_for(call.services.settings, attempt, upstream, every)
             if not committed:
                 judged, ready = await _judge(call, attempt_try, upstream, watch)
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
@@ -227,7 +273,7 @@ async def _judge(
             raise BrokenStream("a stream event is over the --max-sse-event-mb limit") from None
         if watch.failure is not None:
             return RETRY, []
-        if any(event is not None for _, event in ready):
+        if watch.events:
             return OK, ready
     raise BrokenStream("the stream ended before its first event")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -32,7 +32,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy import errors
-from proxy.attempts import plan
+from proxy.attempts import Attempt, plan
 from proxy.call import Call, Try
 from proxy.config import Settings
 from proxy.continuation import (
@@ -56,19 +56,27 @@ MIB = 1024 * 1024
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
+def can_continue(call: Call) -> bool:
+    """Whether a broken stream of this call could be continued on another target."""
+    rule = call.rule
+    return rule.midstream == "continue" and bool(rule.targets) and call.api in CONTINUABLE_APIS
+
+
 def watch_for(
-    settings: Settings, api: str, upstream: aiohttp.ClientResponse
+    settings: Settings, attempt: Attempt, upstream: aiohttp.ClientResponse, every: bool
 ) -> StreamWatch | BodyWatch:
-    """The watch that tells how this answer (in `api`) ends: by its events, or as a body."""
+    """The watch that tells how this answer ends: by its events, or as a body. `every`:
+    each event is checked whole (see `recorder.wire.watch`)."""
+    api = attempt.api
+    if upstream.content_type == "text/event-stream":
+        parsed = attempt.parsed if isinstance(attempt.parsed, dict) else {}
+        choices = parsed.get("n") if isinstance(parsed.get("n"), int) else 1
+        return StreamWatch(api, int(settings.max_sse_event_mb * MIB), every, choices)
     headers = upstream.headers
-    if headers.get("content-type", "").startswith("text/event-stream"):
-        return StreamWatch(api, int(settings.max_sse_event_mb * MIB))
     length = headers.get("content-length", "")
-    encoded = headers.get("content-encoding", "identity") != "identity"
+    known = int(length) if length.isdigit() and "content-encoding" not in headers else None
     close_delimited = not length and "chunked" not in headers.get("transfer-encoding", "")
-    return BodyWatch(
-        api, int(length) if length.isdigit() and not encoded else None, close_delimited
-    )
+    return BodyWatch(api, known, close_delimited)
 
 
 class Relayed:
@@ -77,7 +85,10 @@ class Relayed:
     answer: dict | None = None
 
     def convert(self, passed: Passed) -> bytes:
-        return b"".join(block for block, _ in passed)
+        return b"".join(passed)
+
+
+RELAYED = Relayed()  # it holds nothing: one serves every call
 
 
 class Translated:
@@ -98,7 +109,8 @@ class Translated:
 
     def convert(self, passed: Passed) -> bytes:
         out: list[bytes] = []
-        for _, event in passed:
+        for block in passed:
+            event = parse_block(block)
             if event is None:
                 continue
             try:
@@ -138,8 +150,7 @@ class Delivery:
 
     def add_end(self, watch: StreamWatch | BodyWatch) -> None:
         """The end marker the vendor left out, converted like its own events."""
-        marker = watch.end_event or b""
-        self.held.append(self.convert([(marker, parse_block(marker))]))
+        self.held.append(self.convert([watch.end_event or b""]))
 
 
 async def relay(
@@ -155,10 +166,11 @@ async def relay(
     translated = attempt.translation is not None
     if translated and not attempt.stream:
         return await _relay_translated_body(request, call, attempt_try, upstream)
-    stream = Translated(call, attempt_try) if translated else Relayed()
-    headers = CIMultiDict(SSE_HEADERS) if translated else CIMultiDict(attempt_try.headers)
-    if watch.streamed:
-        headers.popall("content-length", None)
+    stream = Translated(call, attempt_try) if translated else RELAYED
+    headers = CIMultiDict(SSE_HEADERS) if translated else attempt_try.headers
+    if watch.streamed and "content-length" in headers:  # a stream's end is its own
+        headers = CIMultiDict(headers)
+        headers.popall("content-length")
     response = web.StreamResponse(status=upstream.status, headers=headers)
     if "content-length" in headers:
         response.content_length = int(headers["content-length"])
@@ -196,44 +208,40 @@ async def _pipe(
     sent: Sent,
 ) -> None:
     """Pass every whole event (or body chunk) on as it arrives, until the vendor's body
-    ends; from the one that completes the answer on, hold them for its end."""
-    if ready:
-        await _pass_on(delivery.convert(ready), watch, delivery, sent)
-    async for passed in _watched(call, attempt_try, upstream, watch):
-        await _pass_on(delivery.convert(passed), watch, delivery, sent)
+    ends; from the one that completes the answer on, hold them for its end. The answer
+    limits break the stream. (One loop, no layers: this runs for every chunk.)"""
+    settings = call.services.settings
+    max_answer = int(settings.max_answer_mb * MIB)
+    convert, response, held = delivery.convert, delivery.response, delivery.held
+    pending = [ready] if ready else []
+    chunks = upstream.content.iter_any()
+    while True:
+        if pending:
+            passed = pending.pop()
+        else:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            attempt_try.keep(chunk)
+            if attempt_try.size > max_answer:
+                limit = f"{settings.max_answer_mb:g} MiB (--max-answer-mb)"
+                raise BrokenStream(f"the answer streamed over {limit}", "too_large")
+            try:
+                passed = watch.feed(chunk)
+            except SseTooLarge:
+                limit = f"{settings.max_sse_event_mb:g} MiB (--max-sse-event-mb)"
+                raise BrokenStream(f"a stream event is over {limit}", "too_large") from None
+        out = convert(passed)
+        if held or watch.ended:
+            held.append(out)
+        elif out:
+            await send(response, out)
+            sent.add(out)
         if watch.failure is not None:
             outcome = "upstream_error" if watch.vendor_error is not None else "upstream_cut"
             raise BrokenStream(watch.failure, outcome)
-    delivery.held.append(delivery.convert(watch.close()))
-
-
-async def _pass_on(
-    out: bytes, watch: StreamWatch | BodyWatch, delivery: Delivery, sent: Sent
-) -> None:
-    if delivery.held or watch.ended:
-        delivery.held.append(out)
-    elif out:
-        await send(delivery.response, out)
-        sent.add(out)
-
-
-async def _watched(
-    call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
-) -> AsyncIterator[Passed]:
-    """The vendor's chunks as the watch passes them; the answer limits break the stream."""
-    settings = call.services.settings
-    max_answer = int(settings.max_answer_mb * MIB)
-    async for chunk in upstream.content.iter_any():
-        attempt_try.keep(chunk)
-        if attempt_try.size > max_answer:
-            message = f"the answer streamed over {settings.max_answer_mb:g} MiB (--max-answer-mb)"
-            raise BrokenStream(message, "too_large")
-        try:
-            passed = watch.feed(chunk)
-        except SseTooLarge:
-            limit = f"{settings.max_sse_event_mb:g} MiB (--max-sse-event-mb)"
-            raise BrokenStream(f"a stream event is over {limit}", "too_large") from None
-        yield passed
+    held.append(convert(watch.close()))
 
 
 def _complete(watch: StreamWatch | BodyWatch, delivery: Delivery) -> dict[str, bool]:
@@ -385,8 +393,8 @@ async def _splice(
     """Stream the continuation into the client's open stream, its opening held until it
     is told apart from a restart (proxy.continuation); never a passage twice."""
     settings = call.services.settings
-    watch = watch_for(settings, attempt_try.attempt.api, upstream)
-    stream = Translated(call, attempt_try) if attempt_try.attempt.translation else Relayed()
+    watch = watch_for(settings, attempt_try.attempt, upstream, every=False)  # the last resort
+    stream = Translated(call, attempt_try) if attempt_try.attempt.translation else RELAYED
     splice = Splice(call.api, view, prefilled=prefill)
     continued = Delivery(
         delivery.request, delivery.response, lambda passed: splice.convert(stream.convert(passed))

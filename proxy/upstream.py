@@ -5,7 +5,7 @@ proxy does next:
 
     exception                                 outcome        before the answer starts
     ────────────────────────────────────────  ─────────────  ────────────────────────
-    no headers within ttfb_timeout            timeout        504
+    no answer within ttfb_timeout             timeout        504
     ConnectionTimeoutError (connect_timeout)  timeout        504
     SocketTimeoutError (silent for idle)      timeout        504
     TimeoutError (the try's total_timeout)    timeout        504
@@ -132,9 +132,11 @@ def classify(
         return UpstreamFailure("timeout", 504, f"could not connect within {seconds:g} s ({knob})")
     if isinstance(exc, aiohttp.SocketTimeoutError):
         seconds, knob = rule.idle_timeout, rule.knob("idle")
-        return UpstreamFailure(
-            "timeout", 504, f"the vendor sent nothing for {seconds:g} s ({knob})"
-        )
+        if started:
+            message = f"the vendor sent nothing for {seconds:g} s ({knob})"
+        else:
+            message = f"the vendor did not answer within {seconds:g} s ({knob})"
+        return UpstreamFailure("timeout", 504, message)
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         seconds, knob = rule.total_timeout, rule.knob("total")
         return UpstreamFailure("timeout", 504, f"the call took over {seconds:g} s ({knob})")

@@ -124,6 +124,10 @@ class LlmResponse:
         if self.streamed:
             fields, body = stream_fields(self.chunks, self.secrets, module, blobs)
             self.event.update(fields)
+            if fields.get("malformed_events") and self.outcome == "ok":
+                count = fields["malformed_events"]
+                error = f"the vendor sent {count} malformed event(s), passed on as they came"
+                self.event.update(outcome="upstream_error", error=error)
         else:
             raw = scrub(b"".join(chunk for _, chunk in self.chunks), self.secrets)
             self.event.update(encode_body(raw))

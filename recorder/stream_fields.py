@@ -24,7 +24,8 @@ from typing import Any
 from recorder.blobs import SLICE, BlobStore, write_json
 from recorder.memory import give_back_memory
 from recorder.secrets import scrub
-from recorder.wire.sse import SseEvent, SseSplitter, parse_block
+from recorder.wire.sse import Reassembled, SseEvent, SseSplitter, parse_block
+from recorder.wire.watch import whole_event
 
 log = logging.getLogger("taplog.recorder")
 
@@ -63,9 +64,7 @@ def _in_memory(
         return fields, None
     result = module.reassemble(_parsed(raw for _, raw in timed))
     fields.update(body=result.body, stream_complete=result.complete)
-    if result.error is not None:
-        fields["stream_error"] = result.error
-    return fields, result.body
+    return {**fields, **_flaws(result)}, result.body
 
 
 def _into_blob(
@@ -81,9 +80,7 @@ def _into_blob(
             writer.write(separator)
             write_json(_sse_entry(at, raw), writer.write)  # a long event in slices
             separator = b","
-            event = parse_block(raw)
-            if event is not None:
-                yield event
+            yield from _parsed((raw,))
 
     try:
         writer.write(b'{"sse":[')
@@ -101,9 +98,18 @@ def _into_blob(
         writer.abort()
         raise
     fields["stream_complete"] = result.complete
+    return {**fields, **_flaws(result)}, result.body
+
+
+def _flaws(result: Reassembled) -> dict[str, Any]:
+    """What was wrong with the stream as the vendor sent it: its in-band error, events
+    that were not JSON objects (passed on as sent, where nothing could be done)."""
+    flaws: dict[str, Any] = {}
     if result.error is not None:
-        fields["stream_error"] = result.error
-    return fields, result.body
+        flaws["stream_error"] = result.error
+    if result.unparsed:
+        flaws["malformed_events"] = result.unparsed
+    return flaws
 
 
 def _blocks(chunks: Iterable[Chunk]) -> Iterator[tuple[float, bytes]]:
@@ -121,10 +127,16 @@ def _blocks(chunks: Iterable[Chunk]) -> Iterator[tuple[float, bytes]]:
 
 
 def _parsed(blocks: Iterable[bytes]) -> Iterator[SseEvent]:
+    """The events for reassembly: every whole block, and a last one without its blank
+    line only if it is whole (half an event, cut off, is not a malformed one)."""
     for raw in blocks:
-        event = parse_block(raw)
+        event = parse_block(raw) if _ended(raw) or whole_event(raw) else None
         if event is not None:
             yield event
+
+
+def _ended(block: bytes) -> bool:
+    return block.endswith((b"\n\n", b"\r\r", b"\r\n\r\n", b"\n\r\n", b"\r\n\n"))
 
 
 def _sse_entry(offset_ms: float, raw: bytes) -> dict[str, Any]:

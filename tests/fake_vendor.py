@@ -59,7 +59,7 @@ import string
 import struct
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1003,7 +1003,9 @@ class FakeVendor:
         if "no_end" in d:  # a clean end of the body, but without the end marker
             events = events[:-1]
         if "malformed" in d and int(_num(d, "malformed")) < len(events):
-            events[int(_num(d, "malformed"))] = b"data: {not json\n\n"
+            at = int(_num(d, "malformed"))  # its data is garbage, its event name stays
+            name = events[at].split(b"\n", 1)[0] + b"\n"
+            events[at] = (name if name.startswith(b"event:") else b"") + b"data: {not json\n\n"
         whole = b"".join(events)
         if "cut" in d:  # a cut never reaches the terminal event, however large N is
             events = events[: min(int(_num(d, "cut")), len(events) - 1)]
@@ -1016,14 +1018,9 @@ class FakeVendor:
         packer = zlib.compressobj(wbits=31) if "gzip" in d else None
         if packer:
             resp.headers["Content-Encoding"] = "gzip"
-        written = self.sent[index] = bytearray()  # grows as it goes: never copied whole
         try:
             await resp.prepare(request)
-            for i, event in enumerate(events):
-                if i:
-                    await asyncio.sleep(_num(d, "delay"))
-                # Recorded first: the client may act on the event before write() returns.
-                written += event
+            async for event in self._paced(index, events, d):
                 if "trickle" in d:  # in pieces, so that they arrive as chunks of their own
                     await _trickle(resp, event, max(1, int(_num(d, "trickle"))))
                     continue
@@ -1056,14 +1053,22 @@ class FakeVendor:
             return web.Response(status=499)
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         transport.write(f"HTTP/1.1 {status} OK\r\n{head}Connection: close\r\n\r\n".encode())
+        async for event in self._paced(index, events, d):
+            transport.write(event)
+        await asyncio.sleep(0.05)  # let the bytes reach the client before the close
+        return _hang_up(request, web.StreamResponse())
+
+    async def _paced(
+        self, index: int, events: list[bytes], d: Mapping[str, str]
+    ) -> AsyncIterator[bytes]:
+        """Each event in turn, `!delay` apart, in `sent` before it goes out (the client may
+        act on it before the write returns); `sent` grows in place, never copied whole."""
         written = self.sent[index] = bytearray()
         for i, event in enumerate(events):
             if i:
                 await asyncio.sleep(_num(d, "delay"))
             written += event
-            transport.write(event)
-        await asyncio.sleep(0.05)  # let the bytes reach the client before the close
-        return _hang_up(request, web.StreamResponse())
+            yield event
 
 
 async def _trickle(resp: web.StreamResponse, event: bytes, size: int) -> None:

@@ -209,6 +209,13 @@ def test_a_client_that_leaves_at_the_end_marker_got_the_whole_answer(oai, fake, 
 # -- answers over taplog's limits: cut off, told why, recorded -----------------------------
 
 
+def _read_anthropic_stream(ant, prompt: str) -> None:
+    messages = [{"role": "user", "content": prompt}]
+    with ant.messages.stream(model="claude-sonnet-4-6", max_tokens=100, messages=messages) as s:
+        for _ in s:
+            pass
+
+
 def _limited(servers, fake, tmp_path, **limits):
     return start_on_fake(servers, fake, tmp_path / "data", **limits)
 
@@ -227,16 +234,8 @@ def test_a_stream_event_over_the_limit_ends_the_stream_with_an_error_in_each_api
             stream=True,
         ):
             pass
-    with (
-        pytest.raises(anthropic.APIStatusError, match=re.escape(said)),
-        ant.messages.stream(
-            model="claude-sonnet-4-6",
-            max_tokens=100,
-            messages=[{"role": "user", "content": "!big=40000 !trickle=2000"}],
-        ) as stream,
-    ):
-        for _ in stream:
-            pass
+    with pytest.raises(anthropic.APIStatusError, match=re.escape(said)):
+        _read_anthropic_stream(ant, "!big=40000 !trickle=2000")
     taplog.wait_responses(2)
     for response in taplog.events("llm.response"):
         assert (response["outcome"], response["error"]) == ("too_large", said)
@@ -260,16 +259,8 @@ def test_an_answer_over_the_limit_is_cut_off_and_recorded_as_too_large(servers, 
             model="gpt-4.1", messages=[{"role": "user", "content": prompt}], stream=True
         ):
             pass
-    with (
-        pytest.raises(anthropic.APIStatusError, match=re.escape(said)),
-        ant.messages.stream(
-            model="claude-sonnet-4-6",
-            max_tokens=100,
-            messages=[{"role": "user", "content": prompt}],
-        ) as stream,
-    ):
-        for _ in stream:
-            pass
+    with pytest.raises(anthropic.APIStatusError, match=re.escape(said)):
+        _read_anthropic_stream(ant, prompt)
     taplog.wait_responses(3)
     for response in taplog.events("llm.response"):
         assert (response["outcome"], response["error"]) == ("too_large", said)

@@ -61,10 +61,10 @@ def test_the_chunk_that_finishes_the_end_marker_is_found_in_any_chunking(fake, a
         watch = StreamWatch(api, 16 * 1024 * 1024)
         found, passed = None, []
         for start, stop in zip([0, *cuts], [*cuts, len(raw)], strict=True):
-            passed += [block for block, _ in watch.feed(raw[start:stop])]
+            passed += watch.feed(raw[start:stop])
             if watch.ended and found is None:
                 found = (start, stop)
-        passed += [block for block, _ in watch.close()]
+        passed += watch.close()
         assert found is not None, "the end marker was never found"
         assert found[0] < end <= found[1]  # the chunk that finishes the end-marker event
         assert b"".join(passed) == raw  # whole events, every byte, in order
@@ -88,8 +88,10 @@ def test_an_answer_is_finished_once_its_stop_reason_went_by(fake, api):
 
 @pytest.mark.parametrize("api", sorted(STREAMS))
 def test_a_malformed_event_stops_the_watch_before_it(api):
-    good = b'data: {"type": "ping"}\n\n' if api != "openai.chat" else b'data: {"choices": []}\n\n'
+    name = b"event: content_block_delta\n" if api == "anthropic.messages" else b""
+    data = b'{"choices": []}' if api == "openai.chat" else b'{"type": "x"}'
+    good = name + b"data: " + data + b"\n\n"
     watch = StreamWatch(api, 1024)
-    passed = watch.feed(good + b"data: {not json\n\n" + good)
-    assert [block for block, _ in passed] == [good]
+    passed = watch.feed(good + name + b"data: {not json\n\n" + good)
+    assert passed == [good]
     assert watch.failure is not None and "malformed" in watch.failure

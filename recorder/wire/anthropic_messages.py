@@ -257,26 +257,34 @@ class Progress:
 
     Ended at `message_stop`; finished once `message_delta` gave the stop reason
     (the message is whole, only `message_stop` may still be missing); failed at
-    an `error` event. Data that is not a JSON object is malformed; events the
-    SDKs skip (no data, `ping`) are not judged.
+    an `error` event. With `every`, each event's data is parsed and one that is
+    not a JSON object is malformed; without, only the events named for the
+    message's end or an error are. Events the SDKs skip (no data, no name,
+    `ping`) are not judged.
     """
 
-    __slots__ = ("ended", "error", "finished")
+    __slots__ = ("ended", "error", "every", "finished")
 
-    def __init__(self) -> None:
+    def __init__(self, every: bool = True, choices: int = 1) -> None:
+        self.every = every
         self.ended = self.finished = False
         self.error: dict | None = None
 
-    def see(self, event: SseEvent) -> None:
-        if not event.data or event.event == "ping":
+    def see(self, name: str | None, raw: bytes) -> None:
+        """One event: its `event:` name and its data."""
+        if not raw or name in _SKIPPED or (not self.every and name not in _TELLING):
             return
-        data = load_object(event.data)
+        data = load_object(raw)
         if data is None:
-            raise MalformedEvent(event)
-        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+            raise MalformedEvent(raw)
+        kind = data.get("type") if isinstance(data.get("type"), str) else name
         if kind == "message_stop":
             self.ended = True
         elif kind == "error":
             self.error = data
         elif kind == "message_delta" and dig(data, "delta", "stop_reason"):
             self.finished = True
+
+
+_SKIPPED = frozenset({None, "ping"})  # the SDKs skip unnamed events and pings
+_TELLING = frozenset({"message_delta", "message_stop", "error"})  # the events that can end it

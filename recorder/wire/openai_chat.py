@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from .sse import (
     MalformedEvent,
     Pieces,
@@ -261,34 +263,42 @@ END_EVENT = b"data: [DONE]\n\n"  # what completes a stream whose every choice ha
 class Progress:
     """What a Chat stream has said so far, told event by event (`recorder.wire.watch`).
 
-    Ended at `data: [DONE]`; finished once every choice seen has its finish
-    reason (the answer is whole, only the end marker may still be missing);
-    failed at a data object with an `error`. Data that is not a JSON object is
-    malformed.
+    Ended at `data: [DONE]`; finished once each of the request's `choices` has
+    its finish reason (the answer is whole, only the end marker may still be
+    missing); failed at a data object with an `error`. With `every`, each
+    event's data is parsed and one that is not a JSON object is malformed;
+    without, only events that could end or fail the answer are (a byte test
+    finds them), which is all the relay needs when nothing could be done
+    about a malformed event anyway.
     """
 
-    __slots__ = ("_open", "ended", "error", "finished")
+    __slots__ = ("_done", "choices", "ended", "error", "every", "finished")
 
-    def __init__(self) -> None:
+    def __init__(self, every: bool = True, choices: int = 1) -> None:
+        self.every, self.choices = every, max(1, choices)
         self.ended = self.finished = False
         self.error: dict | None = None
-        self._open: set[Any] = set()  # choice indexes seen without a finish reason yet
+        self._done: set[Any] = set()  # indexes of the choices that finished
 
-    def see(self, event: SseEvent) -> None:
-        if event.data.startswith("[DONE]"):
+    def see(self, name: str | None, data: bytes) -> None:
+        """One event: its `event:` name (if any) and its data."""
+        if data.startswith(b"[DONE]"):
             self.ended = True
             return
-        chunk = load_object(event.data)
-        if chunk is None:
-            raise MalformedEvent(event)
+        surely_neither = b'"finish_reason"' not in data or b'"finish_reason":null' in data
+        if not self.every and surely_neither and b'"error"' not in data:
+            return  # no error, no finish reason (OpenAI writes null): nothing to tell
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise MalformedEvent(data) from None
+        if type(chunk) is not dict:
+            raise MalformedEvent(data)
         if chunk.get("error"):
             self.error = chunk
             return
-        for choice in as_list(chunk.get("choices")):
-            if isinstance(choice, dict):
-                index = choice.get("index", 0)
-                if choice.get("finish_reason"):
-                    self._open.discard(index)
-                    self.finished = not self._open
-                elif index not in self._open and not self.finished:
-                    self._open.add(index)
+        choices = chunk.get("choices")
+        for choice in choices if type(choices) is list else ():
+            if type(choice) is dict and choice.get("finish_reason"):
+                self._done.add(choice.get("index", 0))
+                self.finished = len(self._done) >= self.choices

@@ -299,22 +299,28 @@ class Progress:
     object is the whole answer (`answer`); failed at `error` or
     `response.failed`. The first event's response names the answer (`answer_id`)
     even when the stream breaks later. There is no "finished" short of the
-    terminal event. Data that is not a JSON object is malformed.
+    terminal event. With `every`, each event's data is parsed and one that is
+    not a JSON object is malformed; without, only the first event, the
+    terminal ones and unnamed ones are.
     """
 
-    __slots__ = ("answer", "answer_id", "ended", "error", "finished")
+    __slots__ = ("answer", "answer_id", "ended", "error", "every", "finished")
 
-    def __init__(self) -> None:
+    def __init__(self, every: bool = True, choices: int = 1) -> None:
+        self.every = every
         self.ended = self.finished = False
         self.error: dict | None = None
         self.answer: dict | None = None
         self.answer_id: str | None = None
 
-    def see(self, event: SseEvent) -> None:
-        data = load_object(event.data)
+    def see(self, name: str | None, raw: bytes) -> None:
+        """One event: its `event:` name and its data."""
+        if not self.every and self.answer_id is not None and name not in _TELLING:
+            return
+        data = load_object(raw)
         if data is None:
-            raise MalformedEvent(event)
-        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+            raise MalformedEvent(raw)
+        kind = data.get("type") if isinstance(data.get("type"), str) else name
         response = data.get("response")
         if self.answer_id is None and isinstance(response, dict):
             answer_id = response.get("id")
@@ -324,3 +330,6 @@ class Progress:
             self.answer = response if isinstance(response, dict) else None
         elif kind in _FAILURES:
             self.error = data
+
+
+_TELLING = frozenset({None, *_ENDS, *_FAILURES})  # events that can end or fail it

@@ -60,9 +60,9 @@ class SseTooLarge(Exception):
 class MalformedEvent(ValueError):
     """A stream event whose data is not what its API sends (not a JSON object)."""
 
-    def __init__(self, event: SseEvent) -> None:
-        super().__init__(f"the vendor sent a malformed event: {event.data[:200]!r}")
-        self.event = event
+    def __init__(self, data: bytes) -> None:
+        shown = data[:200].decode(errors="replace")
+        super().__init__(f"the vendor sent a malformed event: {shown!r}")
 
 
 class SseSplitter:
@@ -235,7 +235,7 @@ def extend(target: dict, name: str, items: list) -> None:
         target[name] = list(items)
 
 
-def load_object(data: str) -> dict | None:
+def load_object(data: str | bytes) -> dict | None:
     """Decode an event's data as a JSON object; None if it is not one."""
     try:
         value = orjson.loads(data)

@@ -8,6 +8,10 @@
                             its end marker may still be missing
                   failure   why the answer cannot go on: the vendor's own error
                             event (`vendor_error`, held back) or a malformed one
+                            (looked for in `every` event only where something can
+                            be done about it; else a malformed event goes on as
+                            the vendor sent it, and the client's SDK fails on it
+                            as it would have without taplog)
 
 A stream is cut into events at their blank lines and only whole events are
 handed on, so whatever the proxy adds after them (an error event, an end
@@ -26,9 +30,9 @@ from typing import Any
 
 from recorder.bodies import parse_json
 from recorder.wire import api_module
-from recorder.wire.sse import MalformedEvent, SseEvent, SseSplitter, parse_block
+from recorder.wire.sse import MalformedEvent, SseSplitter, load_object, parse_block
 
-Passed = list[tuple[bytes, SseEvent | None]]  # raw block, parsed (None: comments only)
+Passed = list[bytes]  # whole raw event blocks (or body chunks), as they came
 
 
 class StreamWatch:
@@ -36,11 +40,14 @@ class StreamWatch:
 
     streamed = True
 
-    def __init__(self, api: str, max_event_bytes: int) -> None:
+    def __init__(
+        self, api: str, max_event_bytes: int, every: bool = True, choices: int = 1
+    ) -> None:
         module = api_module(api)
         self._splitter = SseSplitter(max_event_bytes)
-        self._progress: Any = module.Progress() if module is not None else None
+        self._progress: Any = module.Progress(every, choices) if module is not None else None
         self.end_event: bytes | None = module.END_EVENT if module is not None else None
+        self.events = 0  # events (not comments) passed so far
         self.failure: str | None = None
         self.vendor_error: bytes | None = None  # the vendor's own error event, held back
 
@@ -60,38 +67,68 @@ class StreamWatch:
 
     def feed(self, chunk: bytes) -> Passed:
         """The whole events `chunk` completes, up to (not including) a failing one."""
-        passed: Passed = []
-        progress = self._progress
-        for block in self._splitter.feed(chunk):
-            event = parse_block(block)
-            if event is not None and progress is not None and not progress.ended:
-                try:
-                    progress.see(event)
-                except MalformedEvent as exc:
-                    self.failure = str(exc)
-                    return passed
-                if progress.error is not None:
-                    self.failure = f"the vendor sent an error mid-stream: {event.data[:300]}"
-                    self.vendor_error = block
-                    return passed
-            passed.append((block, event))
-        return passed
+        blocks = self._splitter.feed(chunk)
+        for n, block in enumerate(blocks):
+            if not self._judge(block):
+                return blocks[:n]
+        return blocks
 
     def close(self) -> Passed:
         """At the end of the body: bytes after the last blank line, judged as a last event
-        (a final event without its blank line still counts, as SDKs read it)."""
+        if they are a whole one (SDKs read a final event without its blank line)."""
         rest = self._splitter.flush()
-        if not rest:
-            return []
-        event = parse_block(rest)
-        if event is not None and self._progress is not None and not self._progress.ended:
-            try:
-                self._progress.see(event)
-            except MalformedEvent:
-                return []  # half an event: nothing a client could read
-            if self._progress.error is not None:
-                return []
-        return [(rest, event)]
+        if not rest or not whole_event(rest) or not self._judge(rest):
+            return []  # half an event, or a failing one: nothing a client could use
+        return [rest]
+
+    def _judge(self, block: bytes) -> bool:
+        """Tell the API's progress about one block; False when it fails the stream."""
+        fields = event_fields(block)
+        if fields is None:
+            return True  # comments only
+        self.events += 1
+        progress = self._progress
+        if progress is None or progress.ended:
+            return True
+        name, data = fields
+        try:
+            progress.see(name, data)
+        except MalformedEvent as exc:
+            self.failure = str(exc)
+            return False
+        if progress.error is not None:
+            shown = data[:300].decode(errors="replace")
+            self.failure = f"the vendor sent an error mid-stream: {shown}"
+            self.vendor_error = block
+            return False
+        return True
+
+
+def whole_event(block: bytes) -> bool:
+    """Whether bytes that lack their blank line still make a whole event: comments, the
+    end marker, or data that is a whole JSON object (not one cut short)."""
+    fields = event_fields(block)
+    return fields is None or fields[1].startswith(b"[DONE]") or load_object(fields[1]) is not None
+
+
+def event_fields(block: bytes) -> tuple[str | None, bytes] | None:
+    """(event name, data) of one raw block; None when it holds no event (comments only).
+
+    Vendors write `data: …` or `event: …` then `data: …` on single lines: those are
+    read straight from the bytes; anything else goes through the full SSE rules.
+    """
+    if block.endswith(b"\n\n") and b"\r" not in block:
+        lines = block.count(b"\n")
+        if lines == 2 and block.startswith(b"data: "):
+            return None, block[6:-2]
+        if lines == 3 and block.startswith(b"event: "):
+            line_end = block.index(b"\n")
+            if block.startswith(b"data: ", line_end + 1):
+                return block[7:line_end].decode(errors="replace"), block[line_end + 7 : -2]
+    event = parse_block(block)
+    if event is None:
+        return None
+    return event.event, event.data.encode()
 
 
 class BodyWatch:
@@ -99,6 +136,7 @@ class BodyWatch:
 
     streamed = False
     finished = False
+    events = 0
     failure: str | None = None
     vendor_error: bytes | None = None
     end_event: bytes | None = None
@@ -117,7 +155,7 @@ class BodyWatch:
             self.ended = self._remaining <= 0
         elif self._check_json:
             self._kept.append(chunk)
-        return [(chunk, None)]
+        return [chunk]
 
     def close(self) -> Passed:
         if self._remaining is not None:
