@@ -232,6 +232,10 @@ def _rule(**fields):
         (_rule(retries=-1), "fallback[0].retries"),
         (_rule(midstream="pray"), "fallback[0].midstream"),
         (_rule(tll=1), "unknown key 'tll'"),
+        (_provider(prefill="yes"), "providers.x.prefill"),
+        (_rule(to=[{"target": "anthropic:m", "prefill": 1}]), "fallback[0].to[0].prefill"),
+        (_rule(to=[{"target": "anthropic:m", "prefil": True}]), "unknown key 'prefil'"),
+        (_rule(to=[{"prefill": True}]), "fallback[0].to[0].target"),
     ],
 )
 def test_bad_failover_config_names_the_key(table, named):
@@ -240,3 +244,25 @@ def test_bad_failover_config_names_the_key(table, named):
 
     with pytest.raises(ConfigError, match=re.escape(named)):
         load_fallbacks("https://api.openai.com/v1", "https://api.anthropic.com", table, ())
+
+
+def test_prefill_is_as_declared_on_the_target_then_its_provider_then_litellm():
+    from proxy.fallbacks import load_fallbacks
+
+    table = {
+        **_provider(prefill=True),
+        "fallback": [
+            {
+                "model": "gpt-*",
+                "to": [
+                    "x:some-model",
+                    {"target": "x:other-model", "prefill": False},
+                    "anthropic:claude-no-such-model",
+                ],
+            }
+        ],
+    }
+    fallbacks = load_fallbacks("https://api.openai.com/v1", "https://api.anthropic.com", table, ())
+    by_provider, by_target, unknown = fallbacks.rules[0].targets
+    assert (by_provider.takes_prefill(), by_target.takes_prefill()) == (True, False)
+    assert unknown.takes_prefill() is False  # litellm does not know it: no prefill
