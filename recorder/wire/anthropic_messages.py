@@ -270,6 +270,11 @@ class Progress:
         self.ended = self.finished = False
         self.error: dict | None = None
 
+    @staticmethod
+    def telling(block: bytes) -> bool:
+        """Whether a raw event may end or fail the message (by its `event:` name)."""
+        return block.startswith(_TELLING_LINES) or not block.startswith(b"event: ")
+
     def see(self, name: str | None, raw: bytes) -> None:
         """One event: its `event:` name and its data."""
         if not raw or name in _SKIPPED or (not self.every and name not in _TELLING):
@@ -288,3 +293,4 @@ class Progress:
 
 _SKIPPED = frozenset({None, "ping"})  # the SDKs skip unnamed events and pings
 _TELLING = frozenset({"message_delta", "message_stop", "error"})  # the events that can end it
+_TELLING_LINES = tuple(f"event: {name}\n".encode() for name in _TELLING)

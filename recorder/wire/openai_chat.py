@@ -280,14 +280,21 @@ class Progress:
         self.error: dict | None = None
         self._done: set[Any] = set()  # indexes of the choices that finished
 
+    @staticmethod
+    def telling(block: bytes) -> bool:
+        """Whether a raw event may end or fail the answer: the end marker, an error, or a
+        finish reason (OpenAI writes `"finish_reason":null` until there is one)."""
+        return (
+            b"[DONE]" in block
+            or b'"error"' in block
+            or (b'"finish_reason"' in block and b'"finish_reason":null' not in block)
+        )
+
     def see(self, name: str | None, data: bytes) -> None:
         """One event: its `event:` name (if any) and its data."""
         if data.startswith(b"[DONE]"):
             self.ended = True
             return
-        surely_neither = b'"finish_reason"' not in data or b'"finish_reason":null' in data
-        if not self.every and surely_neither and b'"error"' not in data:
-            return  # no error, no finish reason (OpenAI writes null): nothing to tell
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:

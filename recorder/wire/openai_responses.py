@@ -313,6 +313,14 @@ class Progress:
         self.answer: dict | None = None
         self.answer_id: str | None = None
 
+    def telling(self, block: bytes) -> bool:
+        """Whether a raw event may name, end or fail the answer (by its `event:` name)."""
+        return (
+            self.answer_id is None
+            or block.startswith(_TELLING_LINES)
+            or not block.startswith(b"event: ")
+        )
+
     def see(self, name: str | None, raw: bytes) -> None:
         """One event: its `event:` name and its data."""
         if not self.every and self.answer_id is not None and name not in _TELLING:
@@ -333,3 +341,4 @@ class Progress:
 
 
 _TELLING = frozenset({None, *_ENDS, *_FAILURES})  # events that can end or fail it
+_TELLING_LINES = tuple(f"event: {name}\n".encode() for name in (*_ENDS, *_FAILURES))
