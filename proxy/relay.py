@@ -11,12 +11,15 @@
 
 A client's stream ends cleanly only when the vendor's did, or taplog
 completed it. A broken one (reset, closed, stalled past the idle timeout,
-over a limit, a malformed event, the vendor's error event, or over without
-its end marker) gets an error event, starting at an event boundary since
-only whole events are ever passed on, and then its body ends without the
-chunked terminator, so no SDK takes it for complete. The error event is the
-vendor's own when it sent one in the client's format, else taplog's, naming
-the cause. A body that is not a stream is cut off the same way.
+over a limit, the vendor's error event, or over without its end marker) gets
+an error event, starting at an event boundary since only whole events are
+ever passed on, and then its body ends without the chunked terminator, so no
+SDK takes it for complete. The error event is the vendor's own when it sent
+one in the client's format, else taplog's, naming the cause. A malformed
+event breaks the stream only where the call could still move on or be
+continued (`can_continue`); elsewhere it goes on as it came, for the client's
+SDK to fail on as it would without taplog. A body that is not a stream is
+cut off the same way.
 """
 
 from __future__ import annotations
