@@ -2,6 +2,8 @@
 
 taplog's own endpoints, beside the proxied API paths:
 
+    GET /          200, answered by taplog itself (clients such as Claude Code probe
+                   their base URL with `HEAD /`): nothing forwarded, no session
     GET /healthz   200 {"status": "ok"} while the process serves
     GET /readyz    200 when it can record; 503 with the reason when it cannot
                    (writer failing, queue over its high-water mark, data dir
@@ -123,6 +125,11 @@ async def _mark_stopping(app: web.Application) -> None:
     app[LIFECYCLE].stopping = True
 
 
+async def root(request: web.Request) -> web.Response:
+    """A base URL's reachability probe, answered here rather than by a vendor."""
+    return web.json_response({"service": "taplog"})
+
+
 async def healthz(request: web.Request) -> web.Response:
     """The process is alive and serving."""
     return web.json_response({"status": "ok"})
@@ -208,6 +215,7 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)
     app.on_response_prepare.append(stream_tracker(app_metrics))
+    app.router.add_get("/", root)  # HEAD too
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

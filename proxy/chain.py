@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
@@ -80,6 +80,7 @@ class Outcome:
     primary_error: tuple[int, CIMultiDict[str], bytes] | None = None
     last: UpstreamFailure | None = None
     wait: float | None = None  # seconds the last failed vendor asked to wait (retry-after)
+    skipped: list[str] = field(default_factory=list)  # targets that could not take the call
 
 
 async def serve(request: web.Request, call: Call) -> web.StreamResponse:
@@ -108,6 +109,7 @@ async def serve(request: web.Request, call: Call) -> web.StreamResponse:
             attempt = _attempt(call, target, primary)
         except Untranslatable as exc:
             call.record_failover(previous or primary, target, f"not translatable: {exc}", False)
+            outcome.skipped.append(f"{target} was skipped, not translatable: {exc}")
             continue
         if previous is not None:
             reason = outcome.last.message if outcome.last else ""
@@ -295,19 +297,29 @@ async def _read_whole(
     return passed
 
 
-def _replay(error: tuple[int, CIMultiDict[str], bytes]) -> web.Response:
+def _replay(
+    error: tuple[int, CIMultiDict[str], bytes], skipped: list[str] | None = None
+) -> web.Response:
+    """The client's own vendor's error as it came; why no fallback served the call rides
+    in a header of taplog's own (the body stays the vendor's, for the client's SDK)."""
     status, headers, body = error
     headers = CIMultiDict(headers)
     headers.popall("content-length", None)
+    if skipped:  # a header value: ASCII on one line
+        said = "; ".join(skipped).encode("ascii", "replace").decode()
+        headers["x-taplog-fallback"] = " ".join(said.split())[:2000]
     return web.Response(status=status, headers=headers, body=body)
 
 
 def _all_failed(call: Call, outcome: Outcome) -> web.Response:
-    """Every target failed: the client's own vendor's error, else taplog's in its shape."""
+    """Every target failed: the client's own vendor's error, else taplog's in its shape;
+    either says which targets were skipped and why."""
     if outcome.primary_error is not None:
-        return _replay(outcome.primary_error)
+        return _replay(outcome.primary_error, outcome.skipped)
     last = outcome.last or UpstreamFailure("unreachable", 502, "no target could take the call")
     if not call.rule.targets:
         return errors.error_response(call.provider, last.status, last.message, last.outcome)
     message = f"every vendor in the fallback chain failed (last: {last.message})"
+    if outcome.skipped:
+        message += "; " + "; ".join(outcome.skipped)
     return errors.error_response(call.provider, 502, message, "all_targets_failed")

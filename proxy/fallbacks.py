@@ -18,7 +18,9 @@
     ttfb_timeout = 60                 # seconds to the first byte of the answer
     idle_timeout = 60                 # seconds between stream events
     total_timeout = 600               # seconds for one try, answer included
-    leave_out_untranslatable = false  # true: fail over without what the target cannot take
+    leave_out_untranslatable = true   # fail over without what the target cannot take (hosted
+                                      # tools, freeform tools, encrypted reasoning), recorded;
+                                      # false: such a call is not failed over
     midstream = "continue"            # a stream broken after bytes reached the client:
                                       # "continue" it on the next target, or end it with "error"
 
@@ -55,7 +57,7 @@ _RULE_DEFAULTS = {
     "idle_timeout": 60.0,
     "total_timeout": 600.0,
     "midstream": "continue",
-    "leave_out_untranslatable": False,
+    "leave_out_untranslatable": True,  # what real coding agents send must fail over
 }
 _SECONDS = ("connect_timeout", "ttfb_timeout", "idle_timeout", "total_timeout")
 
@@ -102,7 +104,7 @@ class Rule:
     idle_timeout: float = 60.0
     total_timeout: float = 600.0
     midstream: str = "continue"
-    leave_out_untranslatable: bool = False
+    leave_out_untranslatable: bool = True
     plain: bool = False  # a call without a rule: its timeouts are the --*-timeout settings
     # aiohttp's timeouts for one try: connecting, silence between reads, the whole try
     # (the wait for the first byte is the caller's: `ttfb_timeout`); made once.

@@ -667,8 +667,10 @@ class Anthropic:
         if extra := sorted(self._OPENAI_ONLY & body.keys()):
             return f"{extra[0]}: Extra inputs are not permitted (fake)"
         for i, m in enumerate(body["messages"]):
-            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
                 return f"messages.{i}.role: Input should be 'user' or 'assistant' (fake)"
+            if m["role"] == "system" and not isinstance(m.get("content"), str | list):
+                return f"messages.{i}.content: a system message holds text (fake)"
             content = m.get("content")
             if (
                 any(
@@ -685,6 +687,8 @@ class Anthropic:
         tr = Transcript()
         for m in body["messages"]:
             content = m.get("content")
+            if m.get("role") == "system":  # mid-conversation instructions: not the user's
+                continue
             if m.get("role") == "assistant":
                 tr.turns, tr.results = tr.turns + 1, []
                 continue

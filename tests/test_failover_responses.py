@@ -114,13 +114,25 @@ def test_previous_response_id_chains_across_a_switch_and_back(vendors, proxy, oa
     assert len(sessions) == 1  # the whole chain is one session
 
 
-def test_hosted_tools_are_not_failed_over(vendors, proxy, oai):
+def test_what_the_target_cannot_take_is_refused_when_the_rule_says_so(servers, vendors, tmp_path):
+    rules = {
+        "fallback": [
+            {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS,
+             "leave_out_untranslatable": False}
+        ]
+    }  # fmt: skip
+    proxy = vendors.proxy(servers, tmp_path / "data", rules)
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     vendors.openai.down = {"status": "503"}
-    with pytest.raises(openai.InternalServerError):
-        oai.responses.create(model="gpt-4.1", input="search", tools=[{"type": "web_search"}])
+    with pytest.raises(openai.InternalServerError) as refused:
+        client.responses.create(model="gpt-4.1", input="search", tools=[{"type": "web_search"}])
     assert model_requests(vendors.anthropic) == []
     (failover,) = proxy.events("failover")
     assert failover["reason"].startswith("not translatable")
+    # The body is OpenAI's own error; why no fallback served the call is said beside it.
+    skipped = refused.value.response.headers["x-taplog-fallback"]
+    assert skipped.startswith("anthropic:claude-sonnet-4-6 was skipped, not translatable")
+    assert "tools[0]: 'web_search' tools have no Anthropic equivalent" in skipped
 
 
 def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, proxy):
@@ -132,14 +144,7 @@ def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, proxy):
     assert all(orjson.loads(r.body)["store"] is False for r in served)
 
 
-def test_a_rule_may_leave_out_what_cannot_be_translated(servers, vendors, tmp_path):
-    rules = {
-        "fallback": [
-            {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS,
-             "leave_out_untranslatable": True}
-        ]
-    }  # fmt: skip
-    proxy = vendors.proxy(servers, tmp_path / "data", rules)
+def test_what_the_target_cannot_take_is_left_out_by_default(vendors, proxy):
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     vendors.openai.down = {"status": "503"}
     answer = client.responses.create(

@@ -113,6 +113,14 @@ def test_health_answers_reveal_no_configuration(taplog, fake):
         assert str(taplog.data_dir) not in text and port not in text and "http" not in text
 
 
+def test_a_probe_of_the_base_url_is_answered_by_taplog_and_goes_nowhere(taplog, fake):
+    """Claude Code sends `HEAD /` to its base URL first: no vendor, no session for it."""
+    assert httpx.head(f"{taplog.url}/").status_code == 200
+    assert httpx.get(f"{taplog.url}/").json() == {"service": "taplog"}
+    assert fake.requests == []
+    assert taplog.sessions() == {}
+
+
 # -- logs, secrets ---------------------------------------------------------------------
 
 

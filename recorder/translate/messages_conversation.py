@@ -1,7 +1,9 @@
 """Anthropic ``system`` and ``messages`` -> OpenAI Chat messages (PROTOCOLS 5.3, 5.8).
 
 * ``system`` becomes the first message (role ``system``, or ``developer`` for reasoning
-  models); several text blocks stay separate text parts.
+  models); several text blocks stay separate text parts. A system message in the middle of
+  ``messages`` (Claude Code's list of agent types, beta ``mid-conversation-system``) becomes
+  such a message at the same place: OpenAI takes them anywhere.
 * A user message's ``tool_result`` blocks become one ``tool`` message each, before the rest
   of that message (OpenAI wants results right after the calls) (5.8.12).
 * ``is_error`` has no OpenAI field (5.8.2): the result text gets an ``Error:`` prefix; the
@@ -44,8 +46,11 @@ def conversation(body: dict, ctx: Context, system_role: str, allow_prefill: bool
         elif role == "assistant":
             if turn := _assistant(msg.get("content"), where, ctx):
                 out.append(turn)
+        elif role == "system":  # mid-conversation (Claude Code's agent list): stays in place
+            if text := _system(msg.get("content"), ctx, where):
+                out.append({"role": system_role, "content": text})
         else:
-            raise Untranslatable(f"{where}: role {role!r} is not user or assistant")
+            raise Untranslatable(f"{where}: role {role!r} is not user, assistant or system")
     if not messages:
         raise Untranslatable("messages: no messages to translate")
     if dig(messages, -1, "role") == "assistant":
@@ -65,13 +70,13 @@ def _simplest(parts: list[dict]) -> str | list[dict]:
     return parts
 
 
-def _system(system: Any, ctx: Context) -> str | list[dict] | None:
+def _system(system: Any, ctx: Context, where: str = "system") -> str | list[dict] | None:
     if isinstance(system, str):
         return system or None
     parts = []
     for k, block in enumerate(as_list(system)):
         if dig(block, "type") != "text":
-            raise Untranslatable(f"system[{k}]: only text blocks have an OpenAI equivalent")
+            raise Untranslatable(f"{where}[{k}]: only text blocks have an OpenAI equivalent")
         _strip_cache(block, ctx)
         parts.append({"type": "text", "text": as_str(block.get("text")) or ""})
     return _simplest(parts) if parts else None

@@ -107,6 +107,8 @@ def _input(messages: list[dict]) -> tuple[str | None, list[dict]]:
         role, content = msg["role"], msg.get("content")
         if role in ("system", "developer") and i == 0:
             instructions = _text(content)
+        elif role in ("system", "developer"):  # one in mid-conversation stays in its place
+            items.append({"type": "message", "role": role, "content": _parts(content)})
         elif role == "user":
             items.append({"type": "message", "role": "user", "content": _parts(content)})
         elif role == "assistant":
@@ -116,7 +118,7 @@ def _input(messages: list[dict]) -> tuple[str | None, list[dict]]:
         elif role == "tool":
             item = {"type": "function_call_output", "call_id": msg["tool_call_id"]}
             items.append({**item, "output": _text(content)})
-        else:  # messages_to_chat puts the system prompt first and nowhere else
+        else:
             raise Untranslatable(f"messages[{i}]: role {role!r} has no Responses equivalent")
     return instructions, items
 
