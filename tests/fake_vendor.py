@@ -14,7 +14,7 @@ The answer is `"Echo: " + <last user text without directives>`, steered by
 directive tokens (`!name` or `!name=value`, preceded by whitespace or at the start):
 
     !plan=a+b,c,text  tool steps chosen by the number of assistant turns so far; read
-                      from the FIRST user message; past the end: "Done: <results>"
+                      from the first user message that has it; past the end: "Done: <results>"
     !noargs           tool calls without arguments       !preamble  text before tool calls
     !status=NNN       vendor-shaped HTTP error           !retry_after=N  retry-after header
     !should_retry=V   x-should-retry: V                  !code=C    OpenAI error code
@@ -71,7 +71,13 @@ CREATED = 1767225600  # 2026-01-01T00:00:00Z; fixed so answers are reproducible
 FINGERPRINT = "fp_fake0001"
 _B62 = string.digits + string.ascii_letters
 _DIRECTIVE = re.compile(r"(?<!\S)!([a-z_]+)(?:=(\S*))?[ \t]*")
-_ARGS: dict[str, Json] = {"get_weather": {"city": "Paris"}, "read_file": {"path": "README.md"}}
+_ARGS: dict[str, Json] = {
+    "get_weather": {"city": "Paris"},
+    "read_file": {"path": "README.md"},
+    # the real coding agents' shell tools (tests/test_real_clis.py): one harmless echo
+    "Bash": {"command": "echo taplog-ok", "description": "Print a word"},
+    "exec_command": {"cmd": "echo taplog-ok"},
+}
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -213,7 +219,8 @@ def build_answer(
     first, last = (tr.users[0], tr.users[-1]) if tr.users else ("", "")
     text: str | None = "Echo: " + strip_directives(last)
     names: list[str] = []
-    plan = parse_directives(first).get("plan")
+    # the first user message that has one (agents put their own context before the prompt)
+    plan = next((p for u in tr.users if (p := parse_directives(u).get("plan"))), None)
     if plan:
         steps = [[] if s == "text" else s.split("+") for s in plan.split(",")]
         if tr.turns >= len(steps):
