@@ -5,22 +5,28 @@
       └──────────── probe succeeds ─────┴──── probe fails ─────────┘
 
 While open, calls skip the target and go straight to the next one in the
-fallback chain instead of timing out on it first. After the cool-down exactly
-one call probes it; the others keep skipping until the probe says it is back.
+fallback chain instead of timing out on it first. After the cool-down (5 s:
+a vendor that is back gets calls again within seconds) exactly one call
+probes it; the others keep skipping until the probe says it is back. When
+every target of a chain is open, a call still goes to the one whose circuit
+opened first (`likeliest`), the nearest to its probe: an outage of all of
+them must not outlast the first one that recovers.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+COOL_DOWN = 5.0  # seconds a target is skipped before one call probes it
 
 
 @dataclass
 class Breaker:
     failures_to_open: int = 3
-    cool_down: float = 30.0
+    cool_down: float = COOL_DOWN
     state: str = CLOSED
     failures: int = 0
     opened_at: float = 0.0
@@ -50,7 +56,7 @@ class Breaker:
 class Breakers:
     """The breakers of the process, one per `provider:model`."""
 
-    def __init__(self, failures_to_open: int = 3, cool_down: float = 30.0) -> None:
+    def __init__(self, failures_to_open: int = 3, cool_down: float = COOL_DOWN) -> None:
         self._by_target: dict[str, Breaker] = {}
         self._failures_to_open = failures_to_open
         self._cool_down = cool_down
@@ -63,3 +69,7 @@ class Breakers:
 
     def states(self) -> dict[str, str]:
         return {target: breaker.state for target, breaker in self._by_target.items()}
+
+    def likeliest(self, targets: list[Any]) -> Any:
+        """Of targets whose circuits are all open, the one that opened first."""
+        return min(targets, key=lambda target: self[str(target)].opened_at)

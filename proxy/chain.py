@@ -2,9 +2,11 @@
 
 A call whose model has no fallback rule is a chain of one: its own vendor,
 no retries, the `--*-timeout` settings (`proxy.fallbacks.plain_rule`). A rule
-adds targets (minus those whose circuit breaker is open), `retries` more
-tries each for retryable failures (`retry-after` honoured when it fits, else
-a short jittered backoff), and its own timeouts.
+adds targets (minus those whose circuit breaker is open; when all are open,
+the likeliest of them), `retries` more tries each for retryable failures
+(`retry-after` honoured when it fits, else a short jittered backoff; a
+timeout only `timeout_retries` more, 0 by default: a silent vendor is not
+waited on again), and its own timeouts.
 
     each try                                        then
     ───────────────────────────────────────────────  ──────────────────────────────────
@@ -99,7 +101,9 @@ async def serve(request: web.Request, call: Call) -> web.StreamResponse:
         return response or _all_failed(call, outcome)
     call.chain = [primary, *call.rule.targets]
     breakers = call.services.breakers
-    usable = [t for t in call.chain if breakers[str(t)].allows()] or [primary]
+    usable = [t for t in call.chain if breakers[str(t)].allows()] or [
+        breakers.likeliest(call.chain)
+    ]
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         call.record_original(_own_attempt(call, primary))
         call.record_failover(primary, usable[0], f"circuit open for {primary}")
@@ -173,6 +177,7 @@ async def _try_target(
 ) -> web.StreamResponse | None:
     rule = call.rule
     breaker = call.services.breakers[str(attempt.target)] if rule.targets else None
+    timeouts = 0
     for retry in range(rule.retries + 1):
         committed = (
             last_target
@@ -193,6 +198,10 @@ async def _try_target(
             breaker.failed()
             if breaker.state == "open":
                 return None
+        if outcome.last is not None and outcome.last.outcome == "timeout":
+            timeouts += 1
+            if timeouts > rule.timeout_retries:
+                return None  # a silent vendor is not waited on again: the next target, at once
         if retry == rule.retries:
             return None
         wait = outcome.wait

@@ -14,6 +14,7 @@
     to = ["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-6"]
                                       # or a table: {target = "openrouter:x", prefill = false}
     retries = 2                       # per target, for retryable failures
+    timeout_retries = 0               # of those, after a timeout (0: next target at once)
     connect_timeout = 10              # seconds to connect to a vendor
     ttfb_timeout = 60                 # seconds to the first byte of the answer
     idle_timeout = 60                 # seconds between stream events
@@ -52,6 +53,7 @@ PROVIDER_TYPES = ("openai", "anthropic")
 MIDSTREAM = ("continue", "error")
 _RULE_DEFAULTS = {
     "retries": 2,
+    "timeout_retries": 0,
     "connect_timeout": 10.0,
     "ttfb_timeout": 60.0,
     "idle_timeout": 60.0,
@@ -99,6 +101,7 @@ class Rule:
     model: str
     targets: tuple[Target, ...]
     retries: int = 2
+    timeout_retries: int = 0  # a silent vendor is retried this often, at most `retries`
     connect_timeout: float = 10.0
     ttfb_timeout: float = 60.0
     idle_timeout: float = 60.0
@@ -224,8 +227,9 @@ def _rule(where: str, table: dict[str, Any], providers: Mapping[str, Provider]) 
     if not isinstance(targets, list) or not targets:
         raise ConfigError(f"{where}.to: a list of 'provider:model' targets")
     values = {**_RULE_DEFAULTS, **{k: table[k] for k in _RULE_DEFAULTS if k in table}}
-    if not isinstance(values["retries"], int) or not 0 <= values["retries"] <= 10:
-        raise ConfigError(f"{where}.retries: a whole number from 0 to 10")
+    for key in ("retries", "timeout_retries"):
+        if not isinstance(values[key], int) or not 0 <= values[key] <= 10:
+            raise ConfigError(f"{where}.{key}: a whole number from 0 to 10")
     for key in _SECONDS:
         if not isinstance(values[key], int | float) or values[key] <= 0:
             raise ConfigError(f"{where}.{key}: seconds, greater than 0")

@@ -70,8 +70,8 @@ BEFORE_FIRST_BYTE = {
     "status=529": 2,
     "status=429 retry_after=30": 1,  # too long to wait: straight to the fallback
     "reset": 2,
-    "hang": 2,
-    "ttfb=2": 2,
+    "hang": 1,  # a timeout moves on at once: a silent vendor is not waited on again
+    "ttfb=2": 1,
     "cut=0": 2,
     "error_first": 2,
 }

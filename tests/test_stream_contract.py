@@ -235,7 +235,8 @@ def test_a_broken_body_makes_the_sdk_raise_or_is_served_by_the_fallback(
     with_rule = rules_for("error")
     got = ask(with_rule.url, api, stream=False)  # nothing reached the client: moved on
     assert (got.error, got.text) == (None, ANSWER)
-    assert [a["outcome"] for a in answers(with_rule, own)] == [outcome, outcome]
+    tries = 1 if outcome == "timeout" else 2  # a silent vendor is not waited on again
+    assert [a["outcome"] for a in answers(with_rule, own)] == [outcome] * tries
     assert [a["outcome"] for a in answers(with_rule, OTHER[own])] == ["ok"]
 
 

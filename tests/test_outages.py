@@ -1,0 +1,90 @@
+"""Outages that end: a silent vendor is left at once, and a vendor that is back gets calls
+again within seconds, even after every circuit of the chain opened.
+
+Both fake vendors serve one OpenAI client through a rule `gpt-* -> anthropic`, with the
+rule's defaults (retries 2, timeout_retries 0) and short timeouts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+
+from proxy.breaker import COOL_DOWN
+from proxy.state import BREAKERS
+from tests.conftest import OPENAI_KEY, model_requests
+
+HELLO = [{"role": "user", "content": "hello"}]
+TTFB = 1.0
+
+
+@pytest.fixture
+def proxy(servers, vendors, tmp_path):
+    rule = {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], "ttfb_timeout": TTFB}
+    return vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+
+
+@pytest.fixture
+def client(proxy):
+    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+
+def _ask(client) -> str:
+    return (
+        client.chat.completions.create(model="gpt-4.1", messages=HELLO).choices[0].message.content
+    )
+
+
+def test_a_silent_vendor_is_left_after_one_timeout(vendors, client):
+    vendors.openai.down = {"hang": ""}
+    started = time.monotonic()
+    assert _ask(client) == "Echo: hello"
+    assert time.monotonic() - started < 2 * TTFB  # not three timeouts in a row
+    assert len(model_requests(vendors.openai)) == 1
+    assert len(model_requests(vendors.anthropic)) == 1
+
+
+@pytest.mark.slow
+def test_after_every_vendor_failed_the_first_one_back_is_used_within_seconds(
+    vendors, proxy, client
+):
+    vendors.openai.down = vendors.anthropic.down = {"status": "500"}
+    with pytest.raises(openai.InternalServerError) as first:
+        _ask(client)
+    assert first.value.body["message"].startswith("Error 500 scripted")  # OpenAI's own
+    states = proxy.app[BREAKERS].states()
+    assert set(states.values()) == {"open"}  # both circuits opened
+
+    vendors.anthropic.down = {}  # the fallback is back; OpenAI is not
+    with pytest.raises(openai.InternalServerError):
+        _ask(client)  # the circuit that opened first is tried, not nothing at all
+    deadline = time.monotonic() + COOL_DOWN + 3
+    while True:
+        try:
+            answer = _ask(client)
+            break
+        except openai.InternalServerError:
+            assert time.monotonic() < deadline, "the vendor that was back got no calls"
+            time.sleep(0.5)
+    assert answer == "Echo: hello"
+    served = [e for e in proxy.events("llm.response") if e["status"] == 200]
+    assert [e["provider"] for e in served] == ["anthropic"]
+
+
+def test_when_every_vendor_is_down_the_client_gets_its_own_vendors_error(vendors, proxy, client):
+    vendors.openai.down = {"status": "503"}
+    vendors.anthropic.down = {"status": "529"}
+    with pytest.raises(openai.InternalServerError) as caught:
+        _ask(client)
+    assert (
+        caught.value.status_code == 503 and "x-taplog-fallback" not in caught.value.response.headers
+    )
+    answers = proxy.events("llm.response")
+    assert [(e["provider"], e["status"]) for e in answers] == [("openai", 503)] * 3 + [
+        ("anthropic", 529)
+    ] * 3
+    assert all(e["outcome"] == "upstream_error" for e in answers)
+    (failover,) = proxy.events("failover")
+    assert (failover["from_provider"], failover["to_provider"]) == ("openai", "anthropic")
