@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -174,7 +175,7 @@ class Try:
             api=attempt.api,
             provider=attempt.target.provider.name,
             method=attempt.method,
-            path=redact_url(self.path),
+            path=redact_url(self.path if not attempt.own_key else _path_of(attempt.url)),
             upstream_url=redact_url(attempt.url),
             headers=safe_headers(attempt.headers.items()),
             key_fingerprint=key_fp,
@@ -219,3 +220,9 @@ class Try:
         self.chunks = []  # handed to the recorder, which may let go of them as it goes
         self.recorder.record(answer)
         return True
+
+
+def _path_of(url: str) -> str:
+    """The path (and query) a try went to, where it is not the client's own."""
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")

@@ -85,6 +85,9 @@ def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(
     )
     translated = [e for e in events if e["type"] == "llm.request" and e.get("translated_from")]
     assert [decode_body(e) for e in translated] == [r.body for r in served]  # recorded as sent
+    assert {(e["path"], e["upstream_url"].endswith(e["path"])) for e in translated} == {
+        ("/v1/messages", True)
+    }  # where it went, not where the client sent it
     pres = [e for e in events if e["type"] == "tool.pre"]
     posts = [e for e in events if e["type"] == "tool.post"]
     assert [p["name"] for p in pres] == ["get_weather", "get_time", "read_file"]
