@@ -103,7 +103,8 @@ WITH requests AS (
 )
 SELECT
     q.session, q.exchange, q.ts AS started_at, a.ts AS ended_at,
-    q.api, q.provider AS provider_name, q.model AS request_model, a.model AS response_model,
+    q.api, coalesce(a.provider, q.provider) AS provider_name,  -- who served it
+    q.model AS request_model, a.model AS response_model,
     q.stream, a.status, a.outcome, a.error, a.latency_ms, a.ttfb_ms,
     a.input_tokens, a.output_tokens,
     a.cached_tokens AS cache_read_input_tokens,
@@ -152,6 +153,8 @@ WITH spans AS (
            sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
            -- a session with any priced-but-unknown call has no honest total
            CASE WHEN bool_or(input_tokens IS NOT NULL AND cost_usd IS NULL) THEN NULL
+                -- nothing priced at all: no cost known, not a cost of 0
+                WHEN bool_and(cost_usd IS NULL) THEN NULL
                 -- summed exactly, so the total does not depend on the order rows are read
                 ELSE coalesce(sum(cost_usd::DECIMAL(18, 12)), 0)::DOUBLE END AS cost_usd,
            sum(failovers) AS failovers,

@@ -204,11 +204,12 @@ def test_the_answer_names_the_model_that_served_it_and_is_priced_as_such(
     proxy.wait_responses(4)
     (call,) = query(
         connect(proxy.data_dir),
-        "SELECT request_model, response_model, input_tokens, cost_usd, attempts, failovers "
-        "FROM llm_calls",
+        "SELECT request_model, response_model, provider_name, input_tokens, cost_usd, "
+        "attempts, failovers FROM llm_calls",
     ).fetchall()
-    request_model, served, tokens, cost, attempts, failovers = call
+    request_model, served, provider, tokens, cost, attempts, failovers = call
     assert (request_model, served, attempts, failovers) == ("gpt-4.1", "claude-sonnet-4-6", 4, 1)
+    assert provider == "anthropic"  # the provider that served the call
     assert tokens == answer.usage.prompt_tokens
     assert cost == pytest.approx(tokens * 3e-6 + answer.usage.completion_tokens * 15e-6)
 

@@ -98,6 +98,8 @@ def test_views_over_real_traffic(recorded):
     assert sorted(m for s in agents for m in s["models"]) == ["claude-sonnet-4-6", "gpt-4.1"]
     unpriced = next(s for s in sessions.values() if s["models"] == ["my-local-model"])
     assert unpriced["cost_usd"] is None  # never a wrong total
+    erred = next(s for s in sessions.values() if s["failed_calls"] == 1 and s["calls"] == 1)
+    assert (erred["cost_usd"], erred["input_tokens"]) == (None, None)  # unknown, not 0
 
 
 def test_sessions_and_show_commands(recorded):
