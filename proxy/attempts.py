@@ -11,6 +11,8 @@ translated (recorder.translate). Whatever came back is judged once, here:
     408, 409, 5xx, 529                        retry, then fail over
     429 rate limit                            retry after `retry-after` if it fits, else fail over
     429 spend limit / insufficient_quota      final
+    400/413 the prompt is over the context    final for this target; the next one whose
+      window (context_overflow)                 context window is larger takes the call
     400, 401, 403, 404, 413, 422, other 4xx   final: never tried again on any target
     2xx stream whose first event is an error  retry, then fail over (recorder.wire.watch)
 """
@@ -185,6 +187,19 @@ def _spend_limit(body: Any) -> bool:
         or error.get("type") == "insufficient_quota"
         or (isinstance(error.get("details"), dict) and bool(error["details"].get("error_code")))
     )
+
+
+def context_overflow(status: int, body: Any) -> bool:
+    """A refusal because the prompt does not fit the model's context window."""
+    if status not in (400, 413):
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    if error.get("code") == "context_length_exceeded" or error.get("type") == "request_too_large":
+        return True
+    message = str(error.get("message", "")).lower()
+    return "prompt is too long" in message or "context window" in message
 
 
 def verdict(status: int, body: Any) -> str:

@@ -6,7 +6,9 @@ adds targets (minus those whose circuit breaker is open; when all are open,
 the likeliest of them), `retries` more tries each for retryable failures
 (`retry-after` honoured when it fits, else a short jittered backoff; a
 timeout only `timeout_retries` more, 0 by default: a silent vendor is not
-waited on again), and its own timeouts.
+waited on again), and its own timeouts. A prompt refused as too long for a
+target's context window goes on to the next target whose window (litellm's
+catalogue) is larger, the others skipped.
 
     each try                                        then
     ───────────────────────────────────────────────  ──────────────────────────────────
@@ -44,6 +46,7 @@ from proxy.attempts import (
     RETRY,
     Attempt,
     as_sent,
+    context_overflow,
     needs_unchaining,
     plan,
     retry_after,
@@ -83,6 +86,14 @@ class Outcome:
     last: UpstreamFailure | None = None
     wait: float | None = None  # seconds the last failed vendor asked to wait (retry-after)
     skipped: list[str] = field(default_factory=list)  # targets that could not take the call
+    too_long_for: int | None = None  # the context window that refused the prompt (0: unknown)
+
+    def fits(self, target: Target) -> bool:
+        """After a refusal for length, only a target with a larger context window."""
+        if self.too_long_for is None:
+            return True
+        window = target.context_window()
+        return window is not None and window > self.too_long_for
 
 
 async def serve(request: web.Request, call: Call) -> web.StreamResponse:
@@ -109,6 +120,9 @@ async def serve(request: web.Request, call: Call) -> web.StreamResponse:
         call.record_failover(primary, usable[0], f"circuit open for {primary}")
     previous: Target | None = None
     for position, target in enumerate(usable):
+        if not outcome.fits(target):
+            outcome.skipped.append(f"{target} was skipped: its context window is not larger")
+            continue
         try:
             attempt = _attempt(call, target, primary)
         except Untranslatable as exc:
@@ -255,8 +269,16 @@ async def _try_once(
     reason = f"HTTP {status}" if status >= 400 else (watch.failure or "a broken stream")
     outcome.last = UpstreamFailure("upstream_error", 502, reason)
     outcome.wait = retry_after(attempt_try.headers)
+    body = attempt_try.body()
     if is_primary and attempt.translation is None and status >= 400:
-        outcome.primary_error = (status, attempt_try.headers, attempt_try.body())
+        outcome.primary_error = (status, attempt_try.headers, body)
+    if judged == FINAL and context_overflow(status, parse_json(body)):
+        outcome.too_long_for = attempt.target.context_window() or 0
+        outcome.last = UpstreamFailure(
+            "upstream_error", 502, f"the prompt is too long for {attempt.target}"
+        )
+        attempt_try.finish("upstream_error", outcome.last.message)
+        return None, FINAL  # a target with a larger context window may still take it
     attempt_try.finish("upstream_error", reason)
     if outcome.primary_error is not None and judged == FINAL:
         return _replay(outcome.primary_error), FINAL

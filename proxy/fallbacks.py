@@ -83,6 +83,11 @@ class Target:
     model: str
     prefill: bool | None = None  # None: as its provider says
 
+    def context_window(self) -> int | None:
+        """Input tokens its model takes, per litellm's catalogue (None: unknown)."""
+        info = prices.model_info(self.provider.type, self.model)
+        return info.context_window if info is not None else None
+
     def takes_prefill(self) -> bool:
         """Whether this target continues a partial answer given as a trailing assistant
         message: as declared (target, then provider), else as litellm's catalogue says."""

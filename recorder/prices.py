@@ -22,8 +22,9 @@ CATALOGUE_FILE = "model_prices_and_context_window_backup.json"
 
 
 class ModelFacts(NamedTuple):
-    """What taplog reads of a model in the catalogue: its prices per token, and whether
-    it takes an assistant prefill (proxy.continuation). Kept whole, the catalogue's
+    """What taplog reads of a model in the catalogue: its prices per token, whether it
+    takes an assistant prefill (proxy.continuation), its context window (a rejection
+    for length moves to a larger one, proxy.chain). Kept whole, the catalogue's
     entries held about 5 MB for as long as taplog ran."""
 
     input_cost: float | None
@@ -31,15 +32,18 @@ class ModelFacts(NamedTuple):
     cache_read_cost: float | None
     cache_write_cost: float | None
     assistant_prefill: bool
+    context_window: int | None  # input tokens it takes (`max_input_tokens`)
 
     @classmethod
     def of(cls, info: dict[str, Any]) -> ModelFacts:
+        window = info.get("max_input_tokens")
         return cls(
             info.get("input_cost_per_token"),
             info.get("output_cost_per_token"),
             info.get("cache_read_input_token_cost"),
             info.get("cache_creation_input_token_cost"),
             info.get("supports_assistant_prefill") is True,
+            window if type(window) is int else None,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import openai
+import orjson
 import pytest
 
 from proxy.breaker import COOL_DOWN
@@ -88,3 +89,34 @@ def test_when_every_vendor_is_down_the_client_gets_its_own_vendors_error(vendors
     assert all(e["outcome"] == "upstream_error" for e in answers)
     (failover,) = proxy.events("failover")
     assert (failover["from_provider"], failover["to_provider"]) == ("openai", "anthropic")
+
+
+def test_a_prompt_too_long_for_its_model_goes_to_one_with_a_larger_window(
+    servers, vendors, tmp_path
+):
+    # gpt-4o takes no more than gpt-4o-mini (128k tokens): skipped; gpt-4.1 takes 1M.
+    rule = {"model": "gpt-4o-mini", "to": ["openai:gpt-4o", "openai:gpt-4.1"]}
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.openai.next_faults = [{"status": "400", "code": "context_length_exceeded"}]
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+    answer = client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
+
+    assert (answer.model, answer.choices[0].message.content) == ("gpt-4.1", "Echo: hello")
+    sent = [orjson.loads(r.body)["model"] for r in model_requests(vendors.openai)]
+    assert sent == ["gpt-4o-mini", "gpt-4.1"]
+    (failover,) = proxy.events("failover")
+    assert failover["reason"] == "the prompt is too long for openai:gpt-4o-mini"
+    assert (failover["to_provider"], failover["to_model"]) == ("openai", "gpt-4.1")
+
+
+def test_a_prompt_too_long_for_every_window_gets_its_vendors_refusal(servers, vendors, tmp_path):
+    rule = {"model": "gpt-4.1", "to": ["anthropic:claude-haiku-4-5"]}
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.openai.down = {"status": "400", "code": "context_length_exceeded"}
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="gpt-4.1", messages=HELLO)
+    assert refused.value.code == "context_length_exceeded"  # OpenAI's own answer
+    assert "context window is not larger" in refused.value.response.headers["x-taplog-fallback"]
+    assert model_requests(vendors.anthropic) == []
