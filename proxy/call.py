@@ -1,17 +1,20 @@
 """One client call and its tries: the only place the request path makes records.
 
     Call ──start_try(attempt)──▶ Try    its llm.request, exactly as sent upstream
-                                  │
-                                  └──finish(outcome, …)──▶ its llm.response, once
+     │                            │
+     │                            └──finish(outcome, …)──▶ its llm.response, once
+     └──record_answer(status)──▶ call.answered: what the client got, once
 
 A call with no fallback rule has one try; one served through its chain has a
 try per target and retry, each recorded whole (translated requests with
-`translated_from` and the keys they dropped), plus a `failover` event per
-switch and the client's own request when it went to no vendor as it was
-(`attempt` 0). Whatever ends a try (vendor error, cut, timeout, the client
-gone, shutdown), `finish` records its answer once, with the first outcome
-that applies. The proxy hands over raw material (bytes, arrival times);
-everything else is built on the writer thread (`recorder.exchange`).
+`translated_from` and the keys they dropped), plus a `failover` event each
+time it really moves to another target and the client's own request when it
+went to no vendor as it was (`attempt` 0). Whatever ends a try (vendor error,
+cut, timeout, the client gone, shutdown), `finish` records its answer once,
+with the first outcome that applies. The call ends with what the client got:
+the served try's answer, or taplog's own (`refused`), the targets `skipped`,
+the time the client waited. The proxy hands over raw material (bytes, arrival
+times); everything else is built on the writer thread (`recorder.exchange`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from proxy.fallbacks import Rule, Target
 from proxy.routing import Route
 from proxy.state import Services
 from recorder import events
-from recorder.exchange import Chunk, LlmRequest, LlmResponse
+from recorder.exchange import CallAnswer, Chunk, LlmRequest, LlmResponse
 from recorder.secrets import fingerprint, redact_url, safe_headers
 from recorder.writer import EventRecord, Recorder
 
@@ -52,6 +55,10 @@ class Call:
     attempts: int = 0
     history: list[Any] | None = None  # Responses: the items a previous_response_id names
     chain: list[Target] = field(default_factory=list)  # its targets, the client's own first
+    served: Try | None = None  # the try whose answer the client got
+    client_bytes: bytes | None = None  # what the client got of a translated answer
+    skipped: list[str] = field(default_factory=list)  # targets that could not take the call
+    refused: tuple[str, str] | None = None  # taplog answered itself: (outcome, why)
 
     @property
     def api(self) -> str:
@@ -103,6 +110,29 @@ class Call:
         )
         self.services.recorder.record(EventRecord(event))
 
+    def record_answer(self, status: int | None) -> None:
+        """What the client got, once the call is over: the served try's answer, or taplog's
+        own (`refused`)."""
+        outcome, error = self.refused or (None, None)
+        served = self.served if outcome is None else None
+        self.services.recorder.record(
+            CallAnswer(
+                self.session,
+                self.id,
+                self.api,
+                status if status is not None else (served.status if served else None),
+                (time.perf_counter() - self.received) * 1000,
+                self.attempts,
+                served=served.answer if served else None,
+                attempt=served.number if served else None,
+                outcome=outcome,
+                error=error,
+                skipped=self.skipped,
+                client_bytes=self.client_bytes if served else None,
+                secrets=self.secrets,
+            )
+        )
+
     def record_error(self, reason: str) -> None:
         self.services.recorder.record(
             EventRecord(events.error_event(self.session, self.id, reason))
@@ -142,7 +172,7 @@ class Try:
     ttfb_ms: float | None = None
     status: int | None = None
     headers: CIMultiDict[str] | None = None  # the vendor's, once they came
-    recorded: bool = False
+    answer: LlmResponse | None = None  # its record, once finished
 
     def keep(self, chunk: bytes) -> None:
         at = (time.perf_counter() - self.started) * 1000
@@ -197,9 +227,8 @@ class Try:
         continued it). The chunks go with it: read the body before. Returns whether
         this call recorded it.
         """
-        if self.recorded:
+        if self.answer is not None:
             return False
-        self.recorded = True
         first = self.number == 1 and self.received is not None
         answer = LlmResponse(
             session=self.session,
@@ -217,6 +246,7 @@ class Try:
             secrets=self.secrets,
         )
         answer.event.update(facts)
+        self.answer = answer
         self.chunks = []  # handed to the recorder, which may let go of them as it goes
         self.recorder.record(answer)
         return True

@@ -24,8 +24,9 @@ catalogue) is larger, the others skipped.
 
 Only before the first byte reaches the client can a call move on; after
 that, the relay ends a broken answer or continues it elsewhere. Every try is
-recorded (proxy.call). When every target failed, the client gets the error
-of its own vendor, else taplog's in its API's shape.
+recorded (proxy.call), and so is what the client got. When every target
+failed, the client gets the error of its own vendor, else taplog's in its
+API's shape.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
@@ -82,10 +83,9 @@ LLM_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
 class Outcome:
     """What the call's tries came to so far, for the answer when all of them fail."""
 
-    primary_error: tuple[int, CIMultiDict[str], bytes] | None = None
+    primary_error: tuple[Try, bytes] | None = None  # the client's own vendor's, and its body
     last: UpstreamFailure | None = None
     wait: float | None = None  # seconds the last failed vendor asked to wait (retry-after)
-    skipped: list[str] = field(default_factory=list)  # targets that could not take the call
     too_long_for: int | None = None  # the context window that refused the prompt (0: unknown)
 
     def fits(self, target: Target) -> bool:
@@ -97,7 +97,17 @@ class Outcome:
 
 
 async def serve(request: web.Request, call: Call) -> web.StreamResponse:
-    """Answer the call from the first target of its chain that serves it."""
+    """Answer the call from the first target of its chain that serves it; the log gets
+    what the client got (`call.answered`) whatever happens, the client going away too."""
+    response: web.StreamResponse | None = None
+    try:
+        response = await _serve(request, call)
+        return response
+    finally:
+        call.record_answer(response.status if response is not None else None)
+
+
+async def _serve(request: web.Request, call: Call) -> web.StreamResponse:
     primary = _primary(call)
     outcome = Outcome()
     if not call.rule.targets:  # a chain of one: its one try goes through as it comes
@@ -106,8 +116,7 @@ async def serve(request: web.Request, call: Call) -> web.StreamResponse:
             attempt = _attempt(call, primary, primary)
         except Untranslatable as exc:  # it names what its own vendor never saw
             call.record_original(_own_attempt(call, primary))
-            call.record_error(f"not sent: {exc}")
-            return errors.error_response(call.provider, 400, f"not sent: {exc}", "not_sendable")
+            return _refuse(call, 400, f"not sent: {exc}", "not_sendable")
         response, _ = await _try_once(request, call, attempt, True, True, outcome)
         return response or _all_failed(call, outcome)
     call.chain = [primary, *call.rule.targets]
@@ -117,21 +126,19 @@ async def serve(request: web.Request, call: Call) -> web.StreamResponse:
     ]
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         call.record_original(_own_attempt(call, primary))
-        call.record_failover(primary, usable[0], f"circuit open for {primary}")
     previous: Target | None = None
     for position, target in enumerate(usable):
         if not outcome.fits(target):
-            outcome.skipped.append(f"{target} was skipped: its context window is not larger")
+            call.skipped.append(f"{target} was skipped: its context window is not larger")
             continue
         try:
             attempt = _attempt(call, target, primary)
         except Untranslatable as exc:
-            call.record_failover(previous or primary, target, f"not translatable: {exc}", False)
-            outcome.skipped.append(f"{target} was skipped, not translatable: {exc}")
+            call.skipped.append(f"{target} was skipped, not translatable: {exc}")
             continue
-        if previous is not None:
-            reason = outcome.last.message if outcome.last else ""
-            call.record_failover(previous, target, reason)
+        if target is not primary:  # the call moves: from the last target tried, or past
+            reason = outcome.last.message if outcome.last else f"circuit open for {primary}"
+            call.record_failover(previous or primary, target, reason)  # its own, open
         last = position == len(usable) - 1
         response = await _try_target(request, call, attempt, target is primary, last, outcome)
         if response is not None:
@@ -271,7 +278,7 @@ async def _try_once(
     outcome.wait = retry_after(attempt_try.headers)
     body = attempt_try.body()
     if is_primary and attempt.translation is None and status >= 400:
-        outcome.primary_error = (status, attempt_try.headers, body)
+        outcome.primary_error = (attempt_try, body)
     if judged == FINAL and context_overflow(status, parse_json(body)):
         outcome.too_long_for = attempt.target.context_window() or 0
         outcome.last = UpstreamFailure(
@@ -281,7 +288,7 @@ async def _try_once(
         return None, FINAL  # a target with a larger context window may still take it
     attempt_try.finish("upstream_error", reason)
     if outcome.primary_error is not None and judged == FINAL:
-        return _replay(outcome.primary_error), FINAL
+        return _replay(call, outcome.primary_error), FINAL
     return None, judged
 
 
@@ -328,29 +335,34 @@ async def _read_whole(
     return passed
 
 
-def _replay(
-    error: tuple[int, CIMultiDict[str], bytes], skipped: list[str] | None = None
-) -> web.Response:
+def _replay(call: Call, error: tuple[Try, bytes]) -> web.Response:
     """The client's own vendor's error as it came; why no fallback served the call rides
     in a header of taplog's own (the body stays the vendor's, for the client's SDK)."""
-    status, headers, body = error
-    headers = CIMultiDict(headers)
+    primary_try, body = error
+    call.served = primary_try
+    headers = CIMultiDict(primary_try.headers or {})
     headers.popall("content-length", None)
-    if skipped:  # a header value: ASCII on one line
-        said = "; ".join(skipped).encode("ascii", "replace").decode()
+    if call.skipped:  # a header value: ASCII on one line
+        said = "; ".join(call.skipped).encode("ascii", "replace").decode()
         headers["x-taplog-fallback"] = " ".join(said.split())[:2000]
-    return web.Response(status=status, headers=headers, body=body)
+    return web.Response(status=primary_try.status or 502, headers=headers, body=body)
+
+
+def _refuse(call: Call, status: int, message: str, outcome: str) -> web.Response:
+    """taplog's own answer, in the client's API's shape, and in the log as what it got."""
+    call.refused = (outcome, message)
+    return errors.error_response(call.provider, status, message, outcome)
 
 
 def _all_failed(call: Call, outcome: Outcome) -> web.Response:
     """Every target failed: the client's own vendor's error, else taplog's in its shape;
     either says which targets were skipped and why."""
     if outcome.primary_error is not None:
-        return _replay(outcome.primary_error, outcome.skipped)
+        return _replay(call, outcome.primary_error)
     last = outcome.last or UpstreamFailure("unreachable", 502, "no target could take the call")
     if not call.rule.targets:
-        return errors.error_response(call.provider, last.status, last.message, last.outcome)
+        return _refuse(call, last.status, last.message, last.outcome)
     message = f"every vendor in the fallback chain failed (last: {last.message})"
-    if outcome.skipped:
-        message += "; " + "; ".join(outcome.skipped)
-    return errors.error_response(call.provider, 502, message, "all_targets_failed")
+    if call.skipped:
+        message += "; " + "; ".join(call.skipped)
+    return _refuse(call, 502, message, "all_targets_failed")

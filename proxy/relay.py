@@ -166,6 +166,7 @@ async def relay(
 ) -> web.StreamResponse:
     """Send a good answer to the client (`ready`: what the watch passed already)."""
     attempt = attempt_try.attempt
+    call.served = attempt_try
     translated = attempt.translation is not None
     if translated and not attempt.stream:
         return await _relay_translated_body(request, call, attempt_try, upstream)
@@ -198,6 +199,8 @@ async def relay(
     finally:
         upstream.close()
         attempt_try.finish("proxy_error", "taplog failed on this call")
+        if sent.copy is not None and call.served is attempt_try:  # translated, not continued:
+            call.client_bytes = bytes(sent.copy) + b"".join(delivery.held)  # (its end held)
     return response
 
 
@@ -406,6 +409,8 @@ async def _splice(
     def report() -> dict:
         return {"rescue": {**splice.report(), "prefill": prefill}}
 
+    call.served, call.client_bytes = attempt_try, None  # spliced: no one answer to read back
+
     try:
         await _pipe(call, attempt_try, upstream, watch, [], continued, Sent())
         _complete(watch, continued)
@@ -444,6 +449,7 @@ async def _relay_translated_body(
     answer = route.answer(parse_json(attempt_try.body()), ctx)
     call.remember(answer)
     translated = orjson.dumps(answer)
+    call.served, call.client_bytes = attempt_try, translated
     attempt_try.finish("ok")
     response = web.StreamResponse(headers={"content-type": "application/json"})
     response.content_length = len(translated)

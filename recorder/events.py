@@ -36,6 +36,7 @@ TOOL_POST = "tool.post"
 FAILOVER = "failover"
 ERROR = "error"
 SESSION_FORKED = "session.forked"
+CALL_ANSWERED = "call.answered"
 
 EVENT_TYPES = frozenset(
     {
@@ -47,6 +48,7 @@ EVENT_TYPES = frozenset(
         FAILOVER,
         ERROR,
         SESSION_FORKED,
+        CALL_ANSWERED,
     }
 )
 
@@ -183,6 +185,13 @@ def failover_event(
         reason=reason,
         attempt=attempt,
     )
+
+
+def call_answered(session: str, exchange: str, **fields: Any) -> Event:
+    """What the client got for its call, once, whatever its tries came to
+    (`recorder.exchange.CallAnswer` fills it). Ignorable: a reader that predates it falls
+    back on the last `llm.response`."""
+    return make_event(CALL_ANSWERED, session, exchange, ignorable=True, **fields)
 
 
 def error_event(session: str, exchange: str | None, reason: str, **details: Any) -> Event:

@@ -15,16 +15,23 @@ from typing import Any
 
 from recorder import prices
 from recorder.blobs import BlobStore
-from recorder.bodies import encode_body
-from recorder.events import LLM_REQUEST, Event, error_event, llm_request, llm_response
+from recorder.bodies import encode_body, parse_json
+from recorder.events import (
+    LLM_REQUEST,
+    Event,
+    call_answered,
+    error_event,
+    llm_request,
+    llm_response,
+)
 from recorder.secrets import scrub
-from recorder.stream_fields import Chunk, stream_fields
+from recorder.stream_fields import Chunk, stream_body, stream_fields
 from recorder.wire import api_module
 from recorder.writer import SessionState
 
 log = logging.getLogger("taplog.recorder")
 
-__all__ = ["Chunk", "LlmRequest", "LlmResponse"]
+__all__ = ["CallAnswer", "Chunk", "LlmRequest", "LlmResponse"]
 
 
 @dataclass(slots=True)
@@ -162,6 +169,77 @@ class LlmResponse:
                 summary.cache_write_tokens,
             ),
         }
+
+
+@dataclass(slots=True)
+class CallAnswer:
+    """What the client got for its call, once, whatever its tries came to: the status,
+    outcome and error it saw, the time it waited, the try that served it and that
+    answer's finish reason in the client's API's words.
+
+    `served` is the answer the client got (None: taplog answered itself). Its record is
+    written before this one, so its outcome (which the writer may still have changed: a
+    malformed event) and finish reason are known here. `client_bytes` is what the client
+    got when that answer was translated: its finish reason is read from them.
+    """
+
+    session: str
+    exchange: str
+    api: str  # the client's
+    status: int | None
+    latency_ms: float
+    tries: int
+    served: LlmResponse | None = None
+    attempt: int | None = None  # the served try's number
+    outcome: str | None = None  # taplog's own answer's; None: the served try's
+    error: str | None = None
+    skipped: list[str] = field(default_factory=list)  # targets that could not take the call
+    client_bytes: bytes | None = None
+    secrets: tuple[bytes, ...] = ()  # the client's: reasons may quote what it sent
+    size: int = 512
+    event: Event = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.event = call_answered(self.session, self.exchange)  # timed when the call ended
+
+    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+        fields: dict[str, Any] = {
+            "status": self.status,
+            "outcome": self.outcome,
+            "error": self._scrubbed(self.error),
+            "latency_ms": round(self.latency_ms, 3),
+            "tries": self.tries,
+            "provider": None,
+            "model": None,
+            "attempt": self.attempt,
+            "finish_reason": None,
+        }
+        if self.served is not None:
+            answer = self.served.event
+            fields.update(provider=answer.get("provider"), model=answer.get("model"))
+            if self.outcome is None:
+                fields.update(outcome=answer.get("outcome"), error=answer.get("error"))
+            fields["finish_reason"] = self._finish_reason(answer)
+        if self.skipped:
+            fields["skipped"] = [self._scrubbed(reason) for reason in self.skipped]
+        self.event.update(fields)
+        return (self.event,)
+
+    def _scrubbed(self, text: str | None) -> str | None:
+        if text is None or not self.secrets:
+            return text
+        return scrub(text.encode(), self.secrets).decode(errors="replace")
+
+    def _finish_reason(self, answer: Event) -> str | None:
+        """In the client's words: its own answer's, or read from the translation it got."""
+        if answer.get("api") == self.api:
+            return answer.get("finish_reason")
+        module = api_module(self.api)
+        if module is None or not self.client_bytes:
+            return None
+        data = self.client_bytes
+        body = parse_json(data) if data.lstrip()[:1] == b"{" else stream_body(module, data)
+        return module.summarize(body).finish_reason if isinstance(body, dict) else None
 
 
 def _tool_events(parent: Event, state: SessionState, module: Any, body: dict) -> list[Event]:

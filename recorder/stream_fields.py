@@ -55,6 +55,11 @@ def stream_fields(
     return _in_memory(chunks, secrets, module)
 
 
+def stream_body(module: Any, data: bytes) -> dict | None:
+    """A whole stream's body, reassembled into the API's non-stream shape."""
+    return module.reassemble(_parsed(raw for _, raw in _blocks([(0.0, data)]))).body
+
+
 def _in_memory(
     chunks: list[Chunk], secrets: tuple[bytes, ...], module: Any
 ) -> tuple[dict[str, Any], dict | None]:

@@ -182,6 +182,14 @@ def _event_summary(event: dict[str, Any], width: int | None) -> str:
             f"{_tokens(get('usage'))}  {get('latency_ms') or 0:.1f} ms  {_money(get('cost_usd'))}"
             + (f"  {cell(get('finish_reason'))}" if get("finish_reason") else "")
         )
+    if kind == "call.answered":
+        served = f" from {cell(get('provider'))} #{get('attempt')}" if get("provider") else ""
+        return (
+            f"{get('status') or '-'} {cell(get('outcome'))}{served}  "
+            f"{get('latency_ms') or 0:.1f} ms as the client waited"
+            + (f"  {cell(get('finish_reason'))}" if get("finish_reason") else "")
+            + (f"  ({cell(get('error'), width)})" if get("error") else "")
+        )
     if kind == "tool.pre":
         return f"{cell(get('name'))} {_clip(get('arguments'), width)}"
     if kind == "tool.post":

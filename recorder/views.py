@@ -95,6 +95,9 @@ WITH requests AS (
 ), answers AS (
     SELECT * FROM events WHERE type = 'llm.response'
     QUALIFY row_number() OVER (PARTITION BY session, exchange ORDER BY seq DESC) = 1
+), answered AS (  -- what the client got (logs before call.answered: the last answer)
+    SELECT * FROM events WHERE type = 'call.answered'
+    QUALIFY row_number() OVER (PARTITION BY session, exchange ORDER BY seq DESC) = 1
 ), tries AS (
     SELECT session, exchange,
            count(*) FILTER (WHERE type = 'llm.request') AS attempts,
@@ -103,18 +106,30 @@ WITH requests AS (
 )
 SELECT
     q.session, q.exchange, q.ts AS started_at, a.ts AS ended_at,
-    q.api, coalesce(a.provider, q.provider) AS provider_name,  -- who served it
-    q.model AS request_model, a.model AS response_model,
-    q.stream, a.status, a.outcome, a.error, a.latency_ms, a.ttfb_ms,
+    q.api,
+    -- who served it (none: every target failed, or taplog refused the call)
+    CASE WHEN c.exchange IS NULL THEN coalesce(a.provider, q.provider) ELSE c.provider END
+        AS provider_name,
+    q.model AS request_model,
+    CASE WHEN c.exchange IS NULL THEN a.model ELSE c.model END AS response_model,
+    q.stream,
+    CASE WHEN c.exchange IS NULL THEN a.status ELSE c.status END AS status,
+    coalesce(c.outcome, a.outcome) AS outcome,
+    CASE WHEN c.exchange IS NULL THEN a.error ELSE c.error END AS error,
+    coalesce(c.latency_ms, a.latency_ms) AS latency_ms,  -- as long as the client waited
+    a.ttfb_ms,
     a.input_tokens, a.output_tokens,
     a.cached_tokens AS cache_read_input_tokens,
     a.cache_write_tokens AS cache_creation_input_tokens,
     a.reasoning_tokens AS reasoning_output_tokens,
-    a.cost_usd, a.finish_reason, a.response_id,
+    a.cost_usd,
+    CASE WHEN c.exchange IS NULL THEN a.finish_reason ELSE c.finish_reason END AS finish_reason,
+    a.response_id,
     t.attempts, t.failovers,
     q.data -> 'body' AS request_body, a.data -> 'body' AS response_body
 FROM requests q
 LEFT JOIN answers a USING (session, exchange)
+LEFT JOIN answered c USING (session, exchange)
 LEFT JOIN tries t USING (session, exchange)
 """
 
@@ -149,7 +164,8 @@ WITH spans AS (
     SELECT session, count(*) AS calls,
            list(DISTINCT coalesce(response_model, request_model) ORDER BY 1)
                FILTER (WHERE coalesce(response_model, request_model) IS NOT NULL) AS models,
-           list(DISTINCT provider_name ORDER BY 1) AS providers,
+           list(DISTINCT provider_name ORDER BY 1) FILTER (WHERE provider_name IS NOT NULL)
+               AS providers,
            sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
            -- a session with any priced-but-unknown call has no honest total
            CASE WHEN bool_or(input_tokens IS NOT NULL AND cost_usd IS NULL) THEN NULL

@@ -75,6 +75,15 @@ class Taplog:
 
         return self.wait_for(enough)
 
+    def wait_answers(self, count: int) -> dict[str, list[Event]]:
+        """Sessions once `count` calls are over (`call.answered`, written as a call ends)."""
+
+        def enough(sessions: dict[str, list[Event]]) -> bool:
+            answers = [e for ev in sessions.values() for e in ev if e["type"] == "call.answered"]
+            return len(answers) >= count
+
+        return self.wait_for(enough)
+
 
 @pytest.fixture
 def servers() -> Iterator[ServerThread]:

@@ -166,8 +166,13 @@ def test_untranslatable_requests_get_the_original_error(vendors, proxy, oai):
         )
     assert "fake" in caught.value.message  # the vendor's own error, not a translation failure
     assert model_requests(vendors.anthropic) == []
-    failover = proxy.events("failover")
-    assert len(failover) == 1 and failover[0]["reason"].startswith("not translatable")
+    assert proxy.events("failover") == []  # nothing moved
+    [answered] = proxy.events("call.answered")
+    assert answered["status"] == 503 and answered["outcome"] == "upstream_error"
+    assert answered["provider"] == "openai" and answered["attempt"] == answered["tries"] == 3
+    assert answered["skipped"][0].startswith(
+        "anthropic:claude-sonnet-4-6 was skipped, not translatable: n=2"
+    )
 
 
 def test_a_stream_broken_after_bytes_reached_the_client_ends_with_an_error_event(

@@ -127,8 +127,10 @@ def test_what_the_target_cannot_take_is_refused_when_the_rule_says_so(servers, v
     with pytest.raises(openai.InternalServerError) as refused:
         client.responses.create(model="gpt-4.1", input="search", tools=[{"type": "web_search"}])
     assert model_requests(vendors.anthropic) == []
-    (failover,) = proxy.events("failover")
-    assert failover["reason"].startswith("not translatable")
+    assert proxy.events("failover") == []  # the call never moved
+    (answered,) = proxy.events("call.answered")
+    assert (answered["status"], answered["provider"]) == (503, "openai")
+    assert answered["skipped"][0].startswith("anthropic:claude-sonnet-4-6 was skipped")
     # The body is OpenAI's own error; why no fallback served the call is said beside it.
     skipped = refused.value.response.headers["x-taplog-fallback"]
     assert skipped.startswith("anthropic:claude-sonnet-4-6 was skipped, not translatable")

@@ -189,6 +189,7 @@ def test_a_failing_disk_refuses_new_calls_before_the_vendor_and_recovers(oai, fa
         "session.started",
         "llm.request",
         "llm.response",
+        "call.answered",
     ]
     _assert_still_serving(taplog)
 

@@ -99,6 +99,7 @@ def test_readiness_flips_when_the_data_dir_is_not_writable_and_back(taplog, fake
         "session.started",
         "llm.request",
         "llm.response",
+        "call.answered",
     ]
 
 

@@ -125,7 +125,8 @@ def test_record_missing_asks_the_vendor_once_then_answers_from_the_recording(
     assert again == [first, first]  # identical answers, stream bytes included
     assert first[3] == fake.sent[-1]
     ((session, events),) = proxy.sessions().items()
-    assert [e["type"] for e in events] == ["session.started", "llm.request", "llm.response"]
+    kinds = [e["type"] for e in events]
+    assert kinds == ["session.started", "llm.request", "llm.response", "call.answered"]
     assert answer.headers["x-taplog-replayed"].startswith(f"session {session} seq 2")
 
 

@@ -209,22 +209,24 @@ def test_live_stream_resumes_from_last_event_id_without_gaps(servers, fake, tmp_
     ask(proxy, "live", "first")
     proxy.flush()
     url = f"{proxy.url}/ui/api/sessions/live/events"
-    first = _sse(url + "?from=0", 3)
-    assert [seq for seq, _ in first] == [1, 2, 3]
-    assert [e["type"] for _, e in first] == ["session.started", "llm.request", "llm.response"]
+    first = _sse(url + "?from=0", 4)
+    assert [seq for seq, _ in first] == [1, 2, 3, 4]
+    kinds = ["session.started", "llm.request", "llm.response", "call.answered"]
+    assert [e["type"] for _, e in first] == kinds
 
     later: list[tuple[int, dict]] = []
     reader = threading.Thread(
-        target=lambda: later.extend(_sse(url, 4, {"Last-Event-ID": "2"})), daemon=True
+        target=lambda: later.extend(_sse(url, 7, {"Last-Event-ID": "2"})), daemon=True
     )
     reader.start()
     time.sleep(0.5)  # the reader has caught up and now follows the growing log
     ask(proxy, "live", "second")
     ask(proxy, "live", "third")
     reader.join(10)
-    assert [seq for seq, _ in later] == [3, 4, 5, 6]
-    assert [e["type"] for _, e in later] == ["llm.response", "llm.request"] * 2
-    assert later[1][1]["body"]["messages"][-1]["content"] == "second"
+    assert [seq for seq, _ in later] == [3, 4, 5, 6, 7, 8, 9]
+    kinds = ["llm.response", "call.answered", "llm.request"]
+    assert [e["type"] for _, e in later] == [*kinds, *kinds, "llm.response"]
+    assert later[2][1]["body"]["messages"][-1]["content"] == "second"
 
 
 def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_history_once(
@@ -239,8 +241,8 @@ def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_histo
         messages.append({"role": "assistant", "content": answer.choices[0].message.content})
     proxy.flush()
     stored = (tmp_path / "data" / "sessions" / "grow.jsonl").read_bytes().splitlines()
-    assert b'"transcript":{"keep":3,"length":5}' in stored[-2]  # only its new turns stored
-    followed = [event for _, event in _sse(f"{proxy.url}/ui/api/sessions/grow/events", 7)]
+    assert b'"transcript":{"keep":3,"length":5}' in stored[-3]  # only its new turns stored
+    followed = [event for _, event in _sse(f"{proxy.url}/ui/api/sessions/grow/events", 10)]
     assert followed == read_session(tmp_path / "data", "grow")
     assert [len(e["body"]["messages"]) for e in followed if e["type"] == "llm.request"] == [
         1,
@@ -329,11 +331,11 @@ def test_tail_prints_the_last_events_with_control_characters_escaped(servers, fa
     lines = CliRunner().invoke(main, [*args, "-n", "3"]).output.splitlines()
     assert len(lines) == 3
     assert [line.split()[1:3] for line in lines] == [
-        ["#3", "llm.response"],
-        ["#4", "llm.request"],
-        ["#5", "llm.response"],
+        ["#5", "llm.request"],
+        ["#6", "llm.response"],
+        ["#7", "call.answered"],
     ]
-    assert all("\x1b" not in line and "gpt-4.1\\x1b[2J" in line for line in lines[1:])
+    assert all("\x1b" not in line and "gpt-4.1\\x1b[2J" in line for line in lines[:2])
     missing = CliRunner().invoke(main, ["tail", "nobody", "--data-dir", str(proxy.data_dir)])
     assert missing.exit_code == 1 and "no session 'nobody'" in missing.output
 
@@ -358,5 +360,5 @@ def test_tail_follow_prints_new_events_as_they_are_recorded(servers, fake, tmp_p
         stuck.cancel()
         follower.terminate()
         follower.wait(10)
-    assert "#4" in first and "llm.request" in first
-    assert "#5" in second and "llm.response" in second and "200 ok" in second
+    assert "#5" in first and "llm.request" in first
+    assert "#6" in second and "llm.response" in second and "200 ok" in second
