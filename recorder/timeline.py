@@ -108,7 +108,7 @@ def show_session(con: duckdb.DuckDBPyConnection, session: str, width: int | None
     seconds = (info["last_at"] - info["started_at"]).total_seconds()
     lines.append(
         f"{info['calls']} calls · {info['tool_calls']} tool calls ({info['tool_errors']} failed) · "
-        f"{info['input_tokens'] or 0} in / {info['output_tokens'] or 0} out tokens · "
+        f"{_count(info['input_tokens'])} in / {_count(info['output_tokens'])} out tokens · "
         f"{_money(info['cost_usd'])} · {info['failovers']} failovers · {seconds:.2f} s"
     )
     return "\n".join(lines)
@@ -125,7 +125,7 @@ def _calls(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datetime,
         (
             at,
             f"call  {api} {cell(model)}  {status or '-'} {outcome}  "
-            f"{tokens_in or 0}→{tokens_out or 0} tok  {latency or 0:.1f} ms  {_money(cost)}"
+            f"{_count(tokens_in)}→{_count(tokens_out)} tok  {latency or 0:.1f} ms  {_money(cost)}"
             + (f"  {cell(finish)}" if finish else ""),
         )
         for at, api, model, status, outcome, tokens_in, tokens_out, latency, cost, finish in rows
@@ -165,7 +165,12 @@ def _failovers(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datet
 
 def _tokens(usage: Any) -> str:
     usage = usage if isinstance(usage, dict) else {}
-    return f"{usage.get('input_tokens') or 0}→{usage.get('output_tokens') or 0} tok"
+    return f"{_count(usage.get('input_tokens'))}→{_count(usage.get('output_tokens'))} tok"
+
+
+def _count(tokens: int | None) -> str:
+    """A token count, or `?` where none was reported: unknown is not 0."""
+    return "?" if tokens is None else str(tokens)
 
 
 def _event_summary(event: dict[str, Any], width: int | None) -> str:

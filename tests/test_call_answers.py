@@ -10,7 +10,9 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+from click.testing import CliRunner
 
+from proxy.cli import main
 from recorder.query import connect, query
 from tests.conftest import OPENAI_KEY, model_requests
 
@@ -102,6 +104,10 @@ def test_every_target_down_is_one_failed_call_with_taplogs_answer(vendors, proxy
     assert call["provider_name"] is None  # nobody served it
     assert call["latency_ms"] >= TTFB * 1000  # the timeout it waited through
     assert _session(proxy) == {"calls": 1, "failed_calls": 1, "providers": None}
+    (session,) = proxy.sessions()
+    shown = CliRunner().invoke(main, ["show", session, "--data-dir", str(proxy.data_dir)])
+    assert "502 all_targets_failed  ?→? tok" in shown.output  # no usage came: unknown, not 0
+    assert "? in / ? out tokens · $?" in shown.output
 
 
 def test_every_target_down_with_its_own_vendors_error_names_that_vendor(vendors, proxy, client):
