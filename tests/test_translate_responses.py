@@ -25,7 +25,7 @@ from recorder.translate import (
     responses_answer_to_messages,
     responses_to_messages,
 )
-from recorder.translate.naming import fit
+from recorder.translate.naming import ClientTool, fit
 from tests.test_translate_answers import claude_answer
 
 CREATED = 1_790_000_000
@@ -378,7 +378,7 @@ def test_long_tool_names_and_odd_call_ids_are_fitted_and_recorded():
     )
     result = to_anthropic(body)
     wire = result.body["tools"][0]["name"]
-    assert wire == fit(name, 128) and result.tool_names == {wire: name}
+    assert wire == fit(name, 128) and result.tools == {wire: ClientTool(name)}
     assert result.body["messages"][1]["content"][0]["id"] == fit("call:1", 128)
     assert result.body["messages"][2]["content"][0]["tool_use_id"] == fit("call:1", 128)
 
@@ -578,7 +578,7 @@ def test_tool_names_are_fitted_for_openai_and_a_prefill_is_refused():
     result = to_responses(
         claude({"role": "user", "content": "hi"}, tools=[{**CLAUDE_WEATHER, "name": name}])
     )
-    assert result.tool_names == {fit(name, 64): name}
+    assert result.tools == {fit(name, 64): ClientTool(name)}
     with pytest.raises(Untranslatable, match="prefill"):
         messages_to_responses(
             claude({"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}),
@@ -704,7 +704,7 @@ def test_stop_reasons_become_status_and_incomplete_details(stop, status, reason)
 def test_answer_tool_names_map_back_and_ids_fit_openai():
     long_id = "toolu_" + "x" * 60
     answer = claude_answer({"type": "tool_use", "id": long_id, "name": "w_1", "input": {}})
-    item = to_response(answer, tool_names={"w_1": "weather.now"})["output"][0]
+    item = to_response(answer, tools={"w_1": ClientTool("weather.now")})["output"][0]
     assert item["name"] == "weather.now" and item["call_id"] == fit(long_id, 40)
 
 
@@ -770,7 +770,7 @@ def test_a_responses_answer_becomes_an_anthropic_message():
             "arguments": "",
         },
     )
-    body = to_claude(answer, tool_names={"w_1": "weather"})
+    body = to_claude(answer, tools={"w_1": ClientTool("weather")})
     assert body == {
         "id": "msg_9",
         "type": "message",

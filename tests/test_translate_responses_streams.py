@@ -29,6 +29,7 @@ from recorder.translate import (
     messages_answer_to_responses,
     responses_answer_to_messages,
 )
+from recorder.translate.naming import ClientTool
 from recorder.wire import anthropic_messages, openai_responses
 from recorder.wire.sse import SseEvent
 from tests.test_translate_streams import (
@@ -246,7 +247,7 @@ def test_empty_text_blocks_and_server_tools_send_no_items():
 
 def test_tool_names_map_back_to_the_clients_names():
     events = [message_start(), block_start(0, tool_block("toolu_a", "w_1")), block_stop(0)]
-    out, _ = run_to_responses(events, tool_names={"w_1": "weather.now"})
+    out, _ = run_to_responses(events, tools={"w_1": ClientTool("weather.now")})
     assert out[2]["item"]["name"] == "weather.now"
 
 
@@ -440,7 +441,7 @@ def test_function_calls_open_tool_use_blocks_and_items_without_deltas_still_arri
         a_call(2, "now", ""),
     )
     events = responses_stream(answer, {1: [['{"city"', ':"Oslo"}']], 2: [[]]})
-    out, _ = run_to_messages(events, tool_names={"w_1": "weather"})
+    out, _ = run_to_messages(events, tools={"w_1": ClientTool("weather")})
     assert types(out) == [
         "message_start",
         *("content_block_start", "content_block_delta", "content_block_stop"),

@@ -15,18 +15,17 @@ with ``input`` parsed from ``arguments``. A call whose arguments are no JSON obj
 the token limit, 5.8.11) is left out, as in the Chat translation. Reasoning and hosted-tool
 items are left out (taplog never asks for hosted tools).
 
-Tool names go back to the client's own (``tool_names`` = `Translated.tool_names`).
+Tool names go back to the client's own (``tools`` = `Translated.tools`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
 
 from .base import compact_json, parse_object
-from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, client_name, fit
+from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, ClientTools, client_name, fit
 from .responses_vocab import (
     anthropic_usage,
     function_item,
@@ -48,7 +47,7 @@ def messages_answer_to_responses(
     response_id: str,
     created_at: int,
     request: dict,
-    tool_names: Mapping[str, str] | None = None,
+    tools: ClientTools | None = None,
 ) -> dict:
     """An Anthropic message as the ``response`` object a Responses client expects."""
     output: list[dict] = []
@@ -63,7 +62,7 @@ def messages_answer_to_responses(
                     response_id,
                     len(output),
                     fit(as_str(block.get("id")) or "toolu", OPENAI_ID_LIMIT),
-                    client_name(as_str(block.get("name")) or "", tool_names),
+                    client_name(as_str(block.get("name")) or "", tools),
                     compact_json(value if value is not None else {}),
                 )
             )
@@ -80,9 +79,7 @@ def messages_answer_to_responses(
     )
 
 
-def responses_answer_to_messages(
-    answer: dict, *, tool_names: Mapping[str, str] | None = None
-) -> dict:
+def responses_answer_to_messages(answer: dict, *, tools: ClientTools | None = None) -> dict:
     """A ``response`` object as the message an Anthropic client expects."""
     content: list[dict] = []
     refused = False
@@ -93,7 +90,7 @@ def responses_answer_to_messages(
             refused = refused or refusal
             if text:
                 content.append({"type": "text", "text": text})
-        elif kind == "function_call" and (block := _tool_use(item, tool_names)) is not None:
+        elif kind == "function_call" and (block := _tool_use(item, tools)) is not None:
             content.append(block)
     stop = stop_from_status(
         answer.get("status"),
@@ -121,13 +118,13 @@ def message_text(item: Any) -> tuple[str, bool]:
     return "".join(texts), refused
 
 
-def _tool_use(item: dict, tool_names: Mapping[str, str] | None) -> dict | None:
+def _tool_use(item: dict, tools: ClientTools | None) -> dict | None:
     value = parse_object(item.get("arguments"))
     if value is None:
         return None
     return {
         "type": "tool_use",
         "id": fit(as_str(item.get("call_id")) or "call", ANTHROPIC_ID_LIMIT),
-        "name": client_name(as_str(item.get("name")) or "", tool_names),
+        "name": client_name(as_str(item.get("name")) or "", tools),
         "input": value,
     }

@@ -98,7 +98,7 @@ def responses_to_messages(
     )
     for entry in translated.dropped:
         ctx.drop(_client_words(entry))
-    return Translated(translated.body, ctx.dropped, translated.tool_names, translated.tool_ids)
+    return Translated(translated.body, ctx.dropped, translated.tools, translated.tool_ids)
 
 
 def _refuse(body: dict, history: list | None) -> None:

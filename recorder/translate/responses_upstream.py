@@ -64,7 +64,7 @@ def messages_to_responses(
     if "stop" in chat.body:
         dropped.append("stop_sequences (the Responses API has no stop sequences)")
     out["store"] = False
-    return Translated(out, dropped, chat.tool_names, chat.tool_ids)
+    return Translated(out, dropped, chat.tools, chat.tool_ids)
 
 
 def _limits(chat: dict, out: dict, dropped: list[str]) -> None:

@@ -31,7 +31,6 @@ holds the error sent for a failed stream. A stream with neither was cut.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -39,7 +38,7 @@ import orjson
 from recorder.wire.sse import as_int, as_str, dig
 
 from .errors import openai_error_to_anthropic
-from .naming import ANTHROPIC_ID_LIMIT, client_name, fit
+from .naming import ANTHROPIC_ID_LIMIT, ClientTools, client_name, fit
 from .responses_answer import message_text
 from .responses_vocab import anthropic_usage, message_id, stop_from_status
 
@@ -56,9 +55,9 @@ def _event(name: str, data: dict) -> bytes:
 class ResponsesToAnthropicStream:
     """One Responses event in, zero or more complete Anthropic SSE events out."""
 
-    def __init__(self, *, model: str, tool_names: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, model: str, tools: ClientTools | None = None) -> None:
         self.model = model  # used when the events name no model
-        self.tool_names = tool_names
+        self.tools = tools
         self.finished = False
         self.error: dict | None = None
         self._started = False
@@ -139,7 +138,7 @@ class ResponsesToAnthropicStream:
         block = {
             "type": "tool_use",
             "id": fit(as_str(item.get("call_id")) or f"call_{output_index}", ANTHROPIC_ID_LIMIT),
-            "name": client_name(as_str(item.get("name")) or "", self.tool_names),
+            "name": client_name(as_str(item.get("name")) or "", self.tools),
             "input": {},
         }
         out = self._open_block(output_index, block)

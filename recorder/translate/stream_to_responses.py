@@ -38,7 +38,6 @@ of a failed stream; `response` is the final object sent either way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +47,7 @@ from recorder.wire.sse import as_int, as_str, dig
 
 from .base import compact_json
 from .errors import ErrorKind, anthropic_error_kind, anthropic_error_to_openai
-from .naming import OPENAI_ID_LIMIT, client_name, fit
+from .naming import OPENAI_ID_LIMIT, ClientTools, client_name, fit
 from .responses_vocab import (
     function_item,
     message_item,
@@ -86,12 +85,12 @@ class AnthropicToResponsesStream:
         response_id: str,
         created_at: int,
         request: dict,
-        tool_names: Mapping[str, str] | None = None,
+        tools: ClientTools | None = None,
     ) -> None:
         self.response_id = response_id
         self.created_at = created_at
         self.request = request
-        self.tool_names = tool_names
+        self.tools = tools
         self.finished = False
         self.error: dict | None = None
         self.response: dict | None = None
@@ -190,7 +189,7 @@ class AnthropicToResponsesStream:
         if kind != "tool_use":
             return []
         call_id = fit(as_str(block.get("id")) or "toolu", OPENAI_ID_LIMIT)
-        name = client_name(as_str(block.get("name")) or "", self.tool_names)
+        name = client_name(as_str(block.get("name")) or "", self.tools)
         out = self._add(index, function_item(self.response_id, self._items, call_id, name, None))
         if isinstance(block.get("input"), dict) and block["input"]:  # not sent by Anthropic
             out += self._arguments(self._open[index], compact_json(block["input"]))
