@@ -18,6 +18,7 @@ from proxy.state import BREAKERS
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
 from tests.test_tool_events import anthropic_agent, responses_agent
 
+FILE_SEARCH = {"type": "file_search", "vector_store_ids": ["vs_1"]}  # OpenAI's own stores
 LIMITS = {"retries": 1, "ttfb_timeout": 1.0, "idle_timeout": 1.0}
 RULES = {
     "providers": {
@@ -125,14 +126,14 @@ def test_what_the_target_cannot_take_is_refused_when_the_rule_says_so(servers, v
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     vendors.openai.down = {"status": "503"}
     with pytest.raises(openai.InternalServerError) as refused:
-        client.responses.create(model="gpt-4.1", input="search", tools=[{"type": "web_search"}])
+        client.responses.create(model="gpt-4.1", input="search", tools=[FILE_SEARCH])
     assert model_requests(vendors.anthropic) == []
     (failover,) = proxy.events("failover")
     assert failover["reason"].startswith("not translatable")
     # The body is OpenAI's own error; why no fallback served the call is said beside it.
     skipped = refused.value.response.headers["x-taplog-fallback"]
     assert skipped.startswith("anthropic:claude-sonnet-4-6 was skipped, not translatable")
-    assert "tools[0]: 'web_search' tools have no Anthropic equivalent" in skipped
+    assert "tools[0]: 'file_search' tools have no Anthropic equivalent" in skipped
 
 
 def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, proxy):
@@ -148,7 +149,7 @@ def test_what_the_target_cannot_take_is_left_out_by_default(vendors, proxy):
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     vendors.openai.down = {"status": "503"}
     answer = client.responses.create(
-        model="gpt-4.1", input="search for taplog", tools=[{"type": "web_search"}]
+        model="gpt-4.1", input="search for taplog", tools=[FILE_SEARCH]
     )
     assert answer.output_text == "Echo: search for taplog"
     (sent,) = model_requests(vendors.anthropic)

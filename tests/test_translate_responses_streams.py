@@ -70,15 +70,23 @@ _LETTERS = {
     "response.content_part.done": "d",
     "response.function_call_arguments.delta": "f",
     "response.function_call_arguments.done": "F",
+    "response.output_text.annotation.added": "n",
+    "response.custom_tool_call_input.delta": "i",
+    "response.custom_tool_call_input.done": "I",
+    "response.web_search_call.in_progress": "w",
+    "response.web_search_call.searching": "s",
+    "response.web_search_call.completed": "W",
     "response.output_item.done": "D",
     "response.completed": "Z",
     "response.incomplete": "Z",
     "error": "E",
     "response.failed": "X",
 }
-_ITEMS = r"CP(?:Aat+TdD|Af+FD)*"
-_GRAMMAR = re.compile(_ITEMS + r"(?:Z|(?:Aat*|Af*)?EX)")
-_CUT = re.compile(_ITEMS + r"(?:Aat*|Af*)?")  # an upstream stream that just stopped
+# text (annotations last), function call, freeform call, web search (completed or not)
+_ITEMS = r"CP(?:Aat+n*TdD|Af+FD|Ai?ID|AwsW?D)*"
+_OPEN = r"(?:Aat*|Af*|Aw?s?)?"  # an item still open (a freeform call shows nothing yet)
+_GRAMMAR = re.compile(_ITEMS + r"(?:Z|" + _OPEN + "EX)")
+_CUT = re.compile(_ITEMS + _OPEN)  # an upstream stream that just stopped
 
 
 def check_sequence(events: list[SseEvent], *, cut: bool = False) -> list[dict]:
@@ -232,8 +240,8 @@ def test_empty_text_blocks_and_server_tools_send_no_items():
         block_start(0, TEXT_BLOCK),
         block_delta(0, text_delta("")),
         block_stop(0),
-        block_start(1, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}),
-        block_delta(1, json_delta('{"q":"x"}')),
+        block_start(1, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch"}),
+        block_delta(1, json_delta('{"url":"https://x.test"}')),
         block_stop(1),
         block_start(2, {"type": "redacted_thinking", "data": "xyz"}),
         block_stop(2),
@@ -538,7 +546,7 @@ def sdk_response(events: list[SseEvent]) -> dict:
 
 
 def deltas_add_up(parsed: list[dict]) -> None:
-    """Each text and argument ``done`` is exactly its deltas joined."""
+    """Each text, argument and freeform input ``done`` is exactly its deltas joined."""
     joined: dict[tuple[str, int], str] = {}
     for event in parsed:
         family, _, phase = event["type"].removeprefix("response.").rpartition(".")
@@ -549,6 +557,8 @@ def deltas_add_up(parsed: list[dict]) -> None:
             assert joined[key] == event["text"]
         elif family == "function_call_arguments" and phase == "done":
             assert joined[key] == event["arguments"]
+        elif family == "custom_tool_call_input" and phase == "done":
+            assert joined.get(key, "") == event["input"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
