@@ -24,6 +24,8 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !hang             wait (up to an hour) until the client goes away
     !inband_error     HTTP 200 stream, two events, then the vendor's in-band error event
     !thinking         Anthropic thinking block / Responses reasoning item (Chat: ignored)
+    !web_search=Q     Anthropic / Responses: a hosted web search for Q first (two results,
+                      the answer text citing the first); Chat: ignored
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
     !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
     !linger=S         stream: wait S seconds after the last event before ending the body
@@ -77,7 +79,12 @@ _ARGS: dict[str, Json] = {
     # the real coding agents' shell tools (tests/test_real_clis.py): one harmless echo
     "Bash": {"command": "echo taplog-ok", "description": "Print a word"},
     "exec_command": {"cmd": "echo taplog-ok"},
+    # Codex's freeform patch tool (its input wrapped, as taplog offers it to Claude) and a
+    # tool of its multi_agent_v1 namespace, flattened
+    "apply_patch": {"input": "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"},
+    "multi_agent_v1__spawn_agent": {"message": "say hi"},
 }
+_FOUND = ("https://taplog.test/docs", "taplog docs"), ("https://taplog.test/faq", "taplog FAQ")
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -203,6 +210,7 @@ class Answer:
     first: str  # first user text, remembered for Responses chains
     turn: int
     normal_stop: bool = False  # !normal_stop: claim a normal end despite tool calls
+    search: str | None = None  # !web_search: the query of a hosted search done first
 
     def stop(self, tools: str, normal: str) -> str:
         """The finish/stop reason: `tools` when the answer asks for tools."""
@@ -253,6 +261,7 @@ def build_answer(
         first,
         tr.turns,
         "normal_stop" in d,
+        d.get("web_search") or None,
     )
 
 
@@ -714,8 +723,12 @@ class Anthropic:
         if a.thinking is not None:
             sig = base64.b64encode(a.seed * 3).decode()
             out.append({"type": "thinking", "thinking": a.thinking, "signature": sig})
+        if a.search is not None:
+            out += self._search(a)
         if a.text is not None:
             out.append({"type": "text", "text": a.text})
+            if a.search is not None:
+                out[-1]["citations"] = [self._citation(a)]
         return out + [
             {
                 "type": "tool_use",
@@ -725,6 +738,30 @@ class Anthropic:
             }
             for i, c in enumerate(a.calls)
         ]
+
+    def _search(self, a: Answer) -> list[Json]:
+        """Claude's web search: the server tool call and its result."""
+        call_id = "srvtoolu_01" + a.ident("search", 22)
+        found = [
+            {"type": "web_search_result", "url": url, "title": title, "page_age": None}
+            | {"encrypted_content": base64.b64encode(url.encode()).decode()}
+            for url, title in _FOUND
+        ]
+        return [
+            {"type": "server_tool_use", "id": call_id, "name": "web_search"}
+            | {"input": {"query": a.search}},
+            {"type": "web_search_tool_result", "tool_use_id": call_id, "content": found},
+        ]
+
+    def _citation(self, a: Answer) -> Json:
+        url, title = _FOUND[0]
+        return {
+            "type": "web_search_result_location",
+            "url": url,
+            "title": title,
+            "cited_text": f"About {a.search}.",
+            "encrypted_index": base64.b64encode(url.encode()).decode(),
+        }
 
     def _usage(self, a: Answer, output: int) -> Json:
         return {
@@ -772,8 +809,11 @@ class Anthropic:
                 "thinking": {"thinking": "", "signature": ""},
                 "text": {"text": ""},
                 "tool_use": {"input": {}},
+                "server_tool_use": {"input": {}},
+                "web_search_tool_result": {},
             }[kind]
-            add("content_block_start", index=i, content_block={**block, **empty})
+            start = {k: v for k, v in block.items() if k != "citations"} | empty
+            add("content_block_start", index=i, content_block=start)
             if i == 0:
                 out.append(b'event: ping\ndata: {"type": "ping"}\n\n')
             if kind == "thinking":
@@ -789,9 +829,16 @@ class Anthropic:
                     delta={"type": "signature_delta", "signature": block["signature"]},
                 )
             elif kind == "text":
+                for citation in block.get("citations", []):
+                    delta = {"type": "citations_delta", "citation": citation}
+                    add("content_block_delta", index=i, delta=delta)
                 for piece in _split(block["text"], a.parts):
                     add("content_block_delta", index=i, delta={"type": "text_delta", "text": piece})
-            else:
+            elif kind == "server_tool_use":
+                for piece in _split(orjson.dumps(block["input"]).decode(), a.parts):
+                    delta = {"type": "input_json_delta", "partial_json": piece}
+                    add("content_block_delta", index=i, delta=delta)
+            elif kind == "tool_use":
                 args = a.calls[i - len(blocks) + len(a.calls)].arguments
                 for piece in ["", *_split(args, a.parts)] if args else []:  # "" as the API does
                     add(

@@ -2,7 +2,8 @@
 
 The official `openai` SDK's Responses client runs through taplog while the
 OpenAI fake fails; the Anthropic fake serves, and the client gets Responses
-objects and events that its SDK parses without a warning.
+objects and events that its SDK parses without a warning, Codex's namespaced,
+freeform and web search tools included.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ import anthropic
 import openai
 import orjson
 import pytest
+from openai.types.responses import (
+    ResponseCustomToolCall,
+    ResponseFunctionToolCall,
+    ResponseFunctionWebSearch,
+)
 
 from proxy.state import BREAKERS
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
@@ -156,3 +162,72 @@ def test_what_the_target_cannot_take_is_left_out_by_default(vendors, proxy):
     assert "tools" not in orjson.loads(sent.body)
     translated = [e for e in proxy.events("llm.request") if e.get("translated_from")]
     assert any("tools[0]" in dropped for dropped in translated[0]["dropped"])  # the log says so
+
+
+PATCH = "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"  # the fake's apply_patch
+CODEX_TOOLS = [
+    {
+        "type": "namespace",
+        "name": "multi_agent_v1",
+        "description": "Run sub-agents.",
+        "tools": [
+            {
+                "type": "function",
+                "name": "spawn_agent",
+                "description": "Start a sub-agent.",
+                "parameters": {"type": "object", "properties": {"message": {"type": "string"}}},
+                "strict": False,
+            }
+        ],
+    },
+    {
+        "type": "custom",
+        "name": "apply_patch",
+        "description": "Edit files. This is a FREEFORM tool.",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"},
+    },
+    {"type": "web_search"},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_codexs_namespaced_freeform_and_web_search_tools_come_back_from_claude(
+    vendors, proxy, oai, stream
+):
+    vendors.openai.down = {"status": "503"}
+    prompt = "!plan=multi_agent_v1__spawn_agent+apply_patch !web_search=taplog !preamble Patch."
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the SDK parses every item and event
+        if stream:
+            events = list(
+                oai.responses.create(model="gpt-4.1", input=prompt, tools=CODEX_TOOLS, stream=True)
+            )
+            answer = events[-1].response
+            done = [e.item for e in events if e.type == "response.output_item.done"]
+            assert [item.id for item in done] == [item.id for item in answer.output]
+        else:
+            answer = oai.responses.create(model="gpt-4.1", input=prompt, tools=CODEX_TOOLS)
+
+    (sent,) = model_requests(vendors.anthropic)
+    offered = orjson.loads(sent.body)["tools"]
+    assert [tool["name"] for tool in offered] == [
+        "multi_agent_v1__spawn_agent",
+        "apply_patch",
+        "web_search",
+    ]
+    assert offered[2]["type"] == "web_search_20250305"
+    search, message, spawn, patch = answer.output
+    assert isinstance(search, ResponseFunctionWebSearch) and search.status == "completed"
+    assert search.action.query == "taplog"
+    assert [source.url for source in search.action.sources] == [
+        "https://taplog.test/docs",
+        "https://taplog.test/faq",
+    ]
+    (citation,) = message.content[0].annotations
+    assert citation.type == "url_citation" and citation.url == "https://taplog.test/docs"
+    assert message.content[0].text[citation.start_index : citation.end_index] == "Let me check."
+    assert isinstance(spawn, ResponseFunctionToolCall)
+    assert (spawn.name, spawn.namespace) == ("spawn_agent", "multi_agent_v1")
+    assert orjson.loads(spawn.arguments) == {"message": "say hi"}
+    assert isinstance(patch, ResponseCustomToolCall)
+    assert (patch.name, patch.namespace, patch.input) == ("apply_patch", None, PATCH)
