@@ -451,9 +451,12 @@ class Responses(OpenAI):
         tr, in_turn = Transcript(), False
         for item in items:
             kind, role = item.get("type", "message"), item.get("role")
-            mine = kind in ("function_call", "reasoning", "custom_tool_call") or (
-                kind == "message" and role == "assistant"
-            )
+            mine = kind in (
+                "function_call",
+                "reasoning",
+                "custom_tool_call",
+                "web_search_call",
+            ) or (kind == "message" and role == "assistant")
             if mine and not in_turn:  # parallel calls are items of one turn
                 tr.turns, tr.results = tr.turns + 1, []
             in_turn = mine
@@ -476,14 +479,36 @@ class Responses(OpenAI):
             if "reasoning.encrypted_content" in (body.get("include") or []):
                 item["encrypted_content"] = base64.b64encode(a.seed * 2).decode()
             out.append(item)
+        if a.search is not None:
+            sources = [{"type": "url", "url": url} for url, _ in _FOUND]
+            asked = "web_search_call.action.sources" in (body.get("include") or [])
+            action = {"type": "search", "query": a.search} | ({"sources": sources} if asked else {})
+            out.append(
+                {
+                    "id": "ws_" + a.ident("ws", 50, True),
+                    "type": "web_search_call",
+                    "status": "completed",
+                    "action": action,
+                }
+            )
         if a.text is not None:
+            annotations = []
+            if a.search is not None:
+                url, title = _FOUND[0]
+                span = {"start_index": 0, "end_index": len(a.text)}
+                annotations.append({"type": "url_citation", **span, "url": url, "title": title})
             out.append(
                 {
                     "id": "msg_" + a.ident("msg", 50, True),
                     "type": "message",
                     "status": "completed",
                     "content": [
-                        {"type": "output_text", "annotations": [], "logprobs": [], "text": a.text}
+                        {
+                            "type": "output_text",
+                            "annotations": annotations,
+                            "logprobs": [],
+                            "text": a.text,
+                        }
                     ],
                     "role": "assistant",
                 }
@@ -569,6 +594,11 @@ class Responses(OpenAI):
                     summary_index=0,
                     part={**part, "text": text},
                 )
+            elif item["type"] == "web_search_call":
+                opened = {**item, "status": "in_progress", "action": {"type": "search"}}
+                add("response.output_item.added", output_index=n, item=opened)
+                for phase in ("in_progress", "searching", "completed"):
+                    add(f"response.web_search_call.{phase}", **at)
             elif item["type"] == "message":
                 add(
                     "response.output_item.added",
@@ -588,10 +618,16 @@ class Responses(OpenAI):
                         delta=piece,
                         logprobs=[],
                     )
+                for k, annotation in enumerate(item["content"][0]["annotations"]):
+                    add(
+                        "response.output_text.annotation.added",
+                        **at,
+                        content_index=0,
+                        annotation_index=k,
+                        annotation=annotation,
+                    )
                 add("response.output_text.done", **at, content_index=0, text=text, logprobs=[])
-                add(
-                    "response.content_part.done", **at, content_index=0, part={**part, "text": text}
-                )
+                add("response.content_part.done", **at, content_index=0, part=item["content"][0])
             else:
                 add(
                     "response.output_item.added",

@@ -231,3 +231,36 @@ def test_codexs_namespaced_freeform_and_web_search_tools_come_back_from_claude(
     assert orjson.loads(spawn.arguments) == {"message": "say hi"}
     assert isinstance(patch, ResponseCustomToolCall)
     assert (patch.name, patch.namespace, patch.input) == ("apply_patch", None, PATCH)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_claude_codes_web_search_is_served_by_openais_through_responses(vendors, proxy, stream):
+    vendors.anthropic.down = {"status": "529"}
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 8}
+    ask = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 1000,
+        "messages": [{"role": "user", "content": "!web_search=taplog What is taplog?"}],
+        "tools": [search],
+    }
+    if stream:
+        with client.messages.stream(**ask) as events:
+            answer = events.get_final_message()
+    else:
+        answer = client.messages.create(**ask)
+
+    (sent,) = responses_requests(vendors.openai)
+    body = orjson.loads(sent.body)
+    assert body["tools"] == [{"type": "web_search"}]
+    assert body["include"] == ["web_search_call.action.sources"]
+    use, result, said = answer.content
+    assert use.type == "server_tool_use" and use.name == "web_search"
+    assert use.input == {"query": "taplog"}
+    assert result.type == "web_search_tool_result" and result.tool_use_id == use.id
+    assert [found.url for found in result.content] == [
+        "https://taplog.test/docs",
+        "https://taplog.test/faq",
+    ]
+    assert said.type == "text" and said.text == "Echo: What is taplog?"
+    assert answer.stop_reason == "end_turn"

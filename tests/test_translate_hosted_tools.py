@@ -1,10 +1,13 @@
-"""Codex's namespace, freeform and hosted web search tools, OpenAI Responses <-> Anthropic.
+"""Codex's namespace, freeform and hosted web search tools, OpenAI Responses -> Anthropic,
+and Claude Code's web search, Anthropic -> OpenAI Responses.
 
-Requests are checked against the official SDKs' request types (`to_anthropic`), answers
-parsed by the SDK's own models into its typed items (`ResponseFunctionToolCall` with its
-``namespace``, `ResponseCustomToolCall`, `ResponseFunctionWebSearch`). The property test
-streams random answers that mix all of them and requires exactly the items of the
-non-streaming translation, through taplog's reassembler and the SDK's accumulator.
+Requests are checked against the official SDKs' request types (`to_anthropic`,
+`to_responses`), answers parsed by the SDK's own models into its typed items
+(`ResponseFunctionToolCall` with its ``namespace``, `ResponseCustomToolCall`,
+`ResponseFunctionWebSearch`; `anthropic.types.Message`). The property test streams random
+answers that mix all of them and requires exactly the items of the non-streaming
+translation, through taplog's reassembler and the SDK's accumulator (the Responses ->
+Anthropic property test in `test_translate_responses_streams` mixes in web searches).
 """
 
 from __future__ import annotations
@@ -26,18 +29,35 @@ from recorder.translate import (
     AnthropicToResponsesStream,
     Untranslatable,
     messages_answer_to_responses,
+    messages_to_chat,
     responses_to_messages,
 )
 from recorder.translate.naming import ClientTool, fit
 from recorder.wire import openai_responses
 from tests.test_translate_answers import claude_answer
-from tests.test_translate_responses import WEATHER, request, said, to_anthropic, user
+from tests.test_translate_responses import (
+    CLAUDE_WEATHER,
+    WEATHER,
+    claude,
+    request,
+    said,
+    to_anthropic,
+    to_claude,
+    to_responses,
+    user,
+)
 from tests.test_translate_responses_streams import (
     CREATED,
     REQUEST,
     RESPONSE_ID,
+    a_message,
+    a_response,
+    a_text,
     check_sequence,
     deltas_add_up,
+    item_events,
+    numbered,
+    run_to_messages,
     run_to_responses,
     sdk_response,
     types,
@@ -568,3 +588,101 @@ def _unparsed(item: dict) -> dict:
     if item["type"] == "message":
         item["content"] = [{k: v for k, v in p.items() if k != "parsed"} for p in item["content"]]
     return item
+
+
+# ---------------------------------------------------------------- Claude Code's web search
+
+
+CLAUDE_SEARCH = {
+    "type": "web_search_20250305",
+    "name": "web_search",
+    "max_uses": 8,
+    "allowed_domains": ["taplog.test"],
+    "blocked_domains": ["spam.test"],
+    "user_location": {"type": "approximate", "city": "Oslo", "timezone": "Europe/Oslo"},
+    "cache_control": {"type": "ephemeral"},
+}
+
+
+def test_claudes_web_search_goes_to_openai_as_its_hosted_web_search():
+    body = claude(
+        {"role": "user", "content": "Search taplog."}, tools=[CLAUDE_WEATHER, CLAUDE_SEARCH]
+    )
+    result = to_responses(body)
+    assert result.body["tools"][1] == {
+        "type": "web_search",
+        "filters": {"allowed_domains": ["taplog.test"]},
+        "user_location": {"type": "approximate", "city": "Oslo", "timezone": "Europe/Oslo"},
+    }
+    assert result.body["include"] == ["web_search_call.action.sources"]
+    assert result.dropped == [
+        "tools[1].max_uses (OpenAI's web search has no limit on searches)",
+        "tools[1].blocked_domains (OpenAI's web search has no blocked domains)",
+        "tools[1].cache_control",
+    ]
+
+
+def test_through_the_chat_api_claudes_web_search_stays_left_out():
+    body = claude({"role": "user", "content": "Search."}, tools=[CLAUDE_WEATHER, CLAUDE_SEARCH])
+    chat = messages_to_chat(body, model="gpt-test")
+    assert [tool["function"]["name"] for tool in chat.body["tools"]] == ["weather"]
+    assert chat.dropped == ["tools[1] (web_search_20250305: OpenAI cannot run it)"]
+
+
+OPENAI_SEARCH = {
+    "id": "ws_68ab",
+    "type": "web_search_call",
+    "status": "completed",
+    "action": {
+        "type": "search",
+        "query": "taplog",
+        "sources": [{"type": "url", "url": "https://taplog.test/docs"}],
+    },
+}
+CLAUDE_BLOCKS = [
+    {"type": "server_tool_use", "id": "srvtoolu_68ab", "name": "web_search"}
+    | {"input": {"query": "taplog"}},
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_68ab",
+        "content": [
+            {"type": "web_search_result", "url": "https://taplog.test/docs"}
+            | {"title": "https://taplog.test/docs", "encrypted_content": "", "page_age": None}
+        ],
+    },
+]
+
+
+def test_an_openai_web_search_comes_back_as_claudes_search_blocks():
+    found = a_message("msg_1", {**a_text("taplog records calls."), "annotations": []})
+    opened = {"id": "ws_2", "type": "web_search_call", "status": "completed"}
+    opened |= {"action": {"type": "open_page", "url": "https://taplog.test/docs"}}
+    failed = {**OPENAI_SEARCH, "id": "ws_3", "status": "failed"}
+    body = to_claude(a_response(OPENAI_SEARCH, found, opened, failed))
+    assert body["content"][:3] == [
+        *CLAUDE_BLOCKS,
+        {"type": "text", "text": "taplog records calls."},
+    ]
+    assert body["content"][3:] == [
+        {"type": "server_tool_use", "id": "srvtoolu_3", "name": "web_search"}
+        | {"input": {"query": "taplog"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_3"}
+        | {"content": {"type": "web_search_tool_result_error", "error_code": "unavailable"}},
+    ]  # the opened page has no Anthropic block
+    assert body["stop_reason"] == "end_turn"  # a search is no tool turn for the client
+
+
+def test_an_openai_web_search_streams_as_claudes_search_blocks():
+    events = numbered(
+        [
+            {"type": "response.created", "response": a_response(status="in_progress")},
+            *item_events(0, OPENAI_SEARCH),
+            {"type": "response.completed", "response": a_response(OPENAI_SEARCH)},
+        ]
+    )
+    out, stream = run_to_messages(events)
+    starts = [e["content_block"] for e in out if e["type"] == "content_block_start"]
+    assert starts == [{**CLAUDE_BLOCKS[0], "input": {}}, CLAUDE_BLOCKS[1]]
+    (delta,) = [e["delta"] for e in out if e["type"] == "content_block_delta"]
+    assert orjson.loads(delta["partial_json"]) == {"query": "taplog"}
+    assert stream.finished

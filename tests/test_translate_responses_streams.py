@@ -319,6 +319,12 @@ def item_events(index: int, item: dict, *, pieces: list[list[str]] | None = None
             ]
             out.append({"type": f"response.{family}.done", **at, field: part[field], **extra})
             out.append({"type": "response.content_part.done", **at, "part": part})
+    elif item["type"] == "web_search_call":
+        opened["action"] = {"type": "search"}
+        phases = ["in_progress", "searching"] + (
+            ["completed"] if item["status"] != "failed" else []
+        )
+        out += [{"type": f"response.web_search_call.{phase}", **where} for phase in phases]
     elif item["type"] == "function_call" and pieces is not None:
         delta = "response.function_call_arguments.delta"
         out += [{"type": delta, **where, "delta": p} for p in pieces[0]]
@@ -387,6 +393,16 @@ def a_call(index: int, name: str, arguments: str) -> dict:
         "call_id": f"call_{index}",
         "name": name,
         "arguments": arguments,
+    }
+
+
+def a_search(index: int, query: str, urls: list[str], status: str = "completed") -> dict:
+    sources = [{"type": "url", "url": url} for url in urls]
+    return {
+        "id": f"ws_{index}",
+        "type": "web_search_call",
+        "status": status,
+        "action": {"type": "search", "query": query, "sources": sources},
     }
 
 
@@ -630,6 +646,10 @@ def responses_answers(draw: Any) -> tuple[dict, list[dict]]:
         value = draw(INPUTS)
         arguments = orjson.dumps(value).decode() if value or draw(st.booleans()) else ""
         output.append(a_call(k, draw(NAMES), arguments))
+    for k in range(draw(st.integers(0, 2))):
+        urls = draw(st.lists(st.sampled_from(["https://a.test/", "https://b.test/x"]), max_size=2))
+        status = draw(st.sampled_from(["completed", "failed"]))
+        output.append(a_search(k, draw(st.text(max_size=10)), urls, status))
     output = draw(st.permutations(output))
     if draw(st.booleans()):
         output.insert(0, REASONING)
@@ -647,7 +667,7 @@ def responses_answers(draw: Any) -> tuple[dict, list[dict]]:
     )
     pieces = {}
     for index, item in enumerate(output):
-        if item["type"] == "reasoning":
+        if item["type"] in ("reasoning", "web_search_call"):
             continue
         if item["type"] == "message" and draw(st.booleans()):
             continue  # a message sent whole in output_item.done, as some servers do

@@ -25,10 +25,16 @@ client reads back (``instructions``, ``tools``, ``tool_choice``, ...). ``model``
 that served the answer.
 
 ``response`` -> Anthropic message: each ``message`` item becomes one ``text`` block (its
-output_text and refusal parts joined; none if empty), each ``function_call`` a ``tool_use``
-with ``input`` parsed from ``arguments``. A call whose arguments are no JSON object (cut by
-the token limit, 5.8.11) is left out, as in the Chat translation. Reasoning and hosted-tool
-items are left out (taplog never asks for hosted tools).
+output_text and refusal parts joined; none if empty; annotations left out), each
+``function_call`` a ``tool_use`` with ``input`` parsed from ``arguments``. A call whose
+arguments are no JSON object (cut by the token limit, 5.8.11) is left out, as in the Chat
+translation. A ``web_search_call`` that searched becomes a ``server_tool_use`` (name
+web_search, input ``{query}``) and its ``web_search_tool_result``: one result per
+``action.sources`` url (its title when the source has one, else the url;
+``encrypted_content: ""``, ``page_age: null``), or an ``unavailable`` error for a failed
+search (`web_search_blocks`); one that opened a page or searched in one has no Anthropic
+block and is left out. Reasoning and other hosted-tool items are left out (taplog never
+asks for those tools).
 
 Tools go back to the client's own names, namespaces and kinds (``tools`` =
 `Translated.tools`).
@@ -36,6 +42,7 @@ Tools go back to the client's own names, namespaces and kinds (``tools`` =
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
@@ -57,7 +64,14 @@ from .responses_vocab import (
 )
 from .vocab import anthropic_message
 
-__all__ = ["messages_answer_to_responses", "responses_answer_to_messages", "tool_call_item"]
+__all__ = [
+    "message_text",
+    "messages_answer_to_responses",
+    "responses_answer_to_messages",
+    "web_search_blocks",
+]
+
+_NOT_ID = re.compile(r"[^A-Za-z0-9_]")  # Anthropic's server tool ids: srvtoolu_[A-Za-z0-9_]+
 
 
 def messages_answer_to_responses(
@@ -82,7 +96,7 @@ def messages_answer_to_responses(
             annotations = url_citations(text, block.get("citations"))
             output.append(message_item(response_id, index, text, annotations))
         elif kind == "tool_use":
-            output.append(tool_call_item(response_id, index, block, tools))
+            output.append(_tool_call_item(response_id, index, block, tools))
         elif kind == "server_tool_use" and block.get("name") == "web_search":
             query = as_str(dig(block, "input", "query"))
             output.append(web_search_item(response_id, index, query, results.get(block.get("id"))))
@@ -99,7 +113,7 @@ def messages_answer_to_responses(
     )
 
 
-def tool_call_item(response_id: str, index: int, block: dict, tools: ClientTools | None) -> dict:
+def _tool_call_item(response_id: str, index: int, block: dict, tools: ClientTools | None) -> dict:
     """A whole ``tool_use`` block as the client's function or custom tool call."""
     tool = client_tool(as_str(block.get("name")) or "", tools)
     value = block.get("input") if block.get("input") is not None else {}
@@ -121,6 +135,8 @@ def responses_answer_to_messages(answer: dict, *, tools: ClientTools | None = No
                 content.append({"type": "text", "text": text})
         elif kind == "function_call" and (block := _tool_use(item, tools)) is not None:
             content.append(block)
+        elif kind == "web_search_call":
+            content.extend(web_search_blocks(item))
     stop = stop_from_status(
         answer.get("status"),
         dig(answer, "incomplete_details", "reason"),
@@ -157,3 +173,29 @@ def _tool_use(item: dict, tools: ClientTools | None) -> dict | None:
         "name": client_name(as_str(item.get("name")) or "", tools),
         "input": value,
     }
+
+
+def web_search_blocks(item: Any) -> list[dict]:
+    """A ``web_search_call`` item as Claude's web search blocks; none unless it searched."""
+    action = dig(item, "action")
+    if dig(action, "type") != "search":
+        return []
+    queries = [query for query in as_list(action.get("queries")) if isinstance(query, str)]
+    query = as_str(action.get("query")) or (queries[0] if queries else "")
+    block_id = "srvtoolu_" + _NOT_ID.sub("_", (as_str(item.get("id")) or "").removeprefix("ws_"))
+    use = {"type": "server_tool_use", "id": block_id, "name": "web_search"}
+    content: Any = [
+        {
+            "type": "web_search_result",
+            "url": source["url"],
+            "title": as_str(source.get("title")) or source["url"],
+            "encrypted_content": "",
+            "page_age": None,
+        }
+        for source in as_list(action.get("sources"))
+        if as_str(dig(source, "url"))
+    ]
+    if item.get("status") == "failed":
+        content = {"type": "web_search_tool_result_error", "error_code": "unavailable"}
+    result = {"type": "web_search_tool_result", "tool_use_id": block_id, "content": content}
+    return [{**use, "input": {"query": query}}, result]
