@@ -464,7 +464,8 @@ def test_with_drop_untranslatable_hosted_tools_and_encrypted_reasoning_are_left_
         "encrypted reasoning items (left out: only OpenAI can read them)",
         "web_search_call items (left out: their findings are in the text that follows)",
         "tools[1] (file_search: left out, it searches vector stores held by OpenAI)",
-        "tool_choice (file_search: left out, its tool cannot run on Anthropic)",
+        "tool_choice (file_search: left out, taplog forces only function and custom tools on "
+        "Anthropic)",
     ]
 
 

@@ -47,9 +47,9 @@ from recorder.wire.sse import as_list, as_str, dig
 from .base import Context, Untranslatable
 from .naming import ANTHROPIC_NAME_LIMIT, ClientTool, fit, namespaced
 
-__all__ = ["WEB_SEARCH", "ResponsesTools", "is_web_search"]
+__all__ = ["ResponsesTools"]
 
-WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}
+_WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}
 _WEB_SEARCH_TYPES = re.compile(r"web_search(?:_preview)?(?:_\d{4}_\d{2}_\d{2})?")
 _FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "strict"})
 _CUSTOM_KEYS = frozenset({"type", "name", "description", "format"})
@@ -73,7 +73,7 @@ _NO_EQUIVALENT = {
 }
 
 
-def is_web_search(kind: Any) -> bool:
+def _is_web_search(kind: Any) -> bool:
     """A Responses hosted web search type, any version."""
     return isinstance(kind, str) and _WEB_SEARCH_TYPES.fullmatch(kind) is not None
 
@@ -99,7 +99,7 @@ class ResponsesTools:
                 self._add(tool, where)
             elif kind == "namespace":
                 self._namespace(tool, where)
-            elif is_web_search(kind):
+            elif _is_web_search(kind):
                 self._web_search(tool, where)
             else:
                 self._no_equivalent(where, kind, _NO_EQUIVALENT.get(kind, "Anthropic has none"))
@@ -162,7 +162,7 @@ class ResponsesTools:
         if self.web_search is not None:
             self.ctx.drop(f"{where} ({kind}: left out, Claude is offered one web search)")
             return
-        search = dict(WEB_SEARCH)
+        search = dict(_WEB_SEARCH)
         for key, value in tool.items():
             if key == "filters" and isinstance(value, dict):
                 _filters(value, search, where, self.ctx)
@@ -181,10 +181,11 @@ class ResponsesTools:
             return {"type": "function", "function": {"name": self._chosen(choice["name"])}}
         if kind == "allowed_tools":
             return self._allowed(choice)
+        why = "taplog forces only function and custom tools on Anthropic"
         if self.leave_out:
-            self.ctx.drop(f"tool_choice ({kind}: left out, its tool cannot run on Anthropic)")
+            self.ctx.drop(f"tool_choice ({kind}: left out, {why})")
             return None
-        raise Untranslatable(f"tool_choice {choice!r}: that tool cannot run on Anthropic")
+        raise Untranslatable(f"tool_choice {choice!r}: {why}")
 
     def _chosen(self, name: str) -> str:
         return name if name in self._top_level else self._inner.get(name, name)
@@ -196,7 +197,7 @@ class ResponsesTools:
             for entry in entries
             if dig(entry, "type") in ("function", "custom") and as_str(entry.get("name"))
         ]
-        if self.web_search is not None and not any(is_web_search(dig(e, "type")) for e in entries):
+        if self.web_search is not None and not any(_is_web_search(dig(e, "type")) for e in entries):
             self.web_search = None
             self.ctx.drop(f"{self._search_at} (left out: not among tool_choice.allowed_tools)")
         tools = [{"type": "function", "function": {"name": name}} for name in names]
