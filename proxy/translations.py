@@ -28,6 +28,7 @@ from recorder.translate.answers import (
     messages_answer_to_responses,
     responses_answer_to_messages,
 )
+from recorder.translate.naming import ClientTools
 from recorder.translate.requests import (
     Translated,
     chat_to_messages,
@@ -57,7 +58,7 @@ class Context:
 
     request: Mapping[str, Any]  # the client's request
     model: str  # the target model
-    tool_names: Mapping[str, str]  # wire name -> client's name
+    tools: ClientTools  # wire name -> the client's own tool
     created: int
     response_id: str  # for Responses clients: the id of the answer taplog makes
 
@@ -140,13 +141,13 @@ ROUTES: dict[tuple[str, str], Route] = {
             body, model=o.model, allow_prefill=o.allow_prefill
         ),
         answer=lambda answer, ctx: messages_answer_to_chat(
-            answer, created=ctx.created, tool_names=ctx.tool_names
+            answer, created=ctx.created, tools=ctx.tools
         ),
         stream=lambda ctx: _FromAnthropic(
             AnthropicToChatStream(
                 include_usage=_include_usage(ctx.request),
                 created=ctx.created,
-                tool_names=ctx.tool_names,
+                tools=ctx.tools,
             )
         ),
     ),
@@ -154,10 +155,8 @@ ROUTES: dict[tuple[str, str], Route] = {
         request=lambda body, o: messages_to_chat(
             body, model=o.model, allow_prefill=o.allow_prefill
         ),
-        answer=lambda answer, ctx: chat_answer_to_messages(answer, tool_names=ctx.tool_names),
-        stream=lambda ctx: _FromChat(
-            ChatToAnthropicStream(model=ctx.model, tool_names=ctx.tool_names)
-        ),
+        answer=lambda answer, ctx: chat_answer_to_messages(answer, tools=ctx.tools),
+        stream=lambda ctx: _FromChat(ChatToAnthropicStream(model=ctx.model, tools=ctx.tools)),
     ),
     ("openai.responses", "anthropic.messages"): Route(
         request=lambda body, o: responses_to_messages(
@@ -172,14 +171,14 @@ ROUTES: dict[tuple[str, str], Route] = {
             response_id=ctx.response_id,
             created_at=ctx.created,
             request=dict(ctx.request),
-            tool_names=ctx.tool_names,
+            tools=ctx.tools,
         ),
         stream=lambda ctx: _FromAnthropic(
             AnthropicToResponsesStream(
                 response_id=ctx.response_id,
                 created_at=ctx.created,
                 request=dict(ctx.request),
-                tool_names=ctx.tool_names,
+                tools=ctx.tools,
             )
         ),
     ),
@@ -187,9 +186,9 @@ ROUTES: dict[tuple[str, str], Route] = {
         request=lambda body, o: messages_to_responses(
             body, model=o.model, allow_prefill=o.allow_prefill
         ),
-        answer=lambda answer, ctx: responses_answer_to_messages(answer, tool_names=ctx.tool_names),
+        answer=lambda answer, ctx: responses_answer_to_messages(answer, tools=ctx.tools),
         stream=lambda ctx: _FromAnthropic(
-            ResponsesToAnthropicStream(model=ctx.model, tool_names=ctx.tool_names)
+            ResponsesToAnthropicStream(model=ctx.model, tools=ctx.tools)
         ),
     ),
 }
@@ -201,4 +200,4 @@ def route_for(client_api: str, upstream_api: str) -> Route | None:
 
 def context(request: Mapping[str, Any], model: str, translation: Translated) -> Context:
     answer_id = f"{TAPLOG_ANSWER_PREFIX}{os.urandom(20).hex()}"
-    return Context(request, model, translation.tool_names, int(time.time()), answer_id)
+    return Context(request, model, translation.tools, int(time.time()), answer_id)

@@ -24,6 +24,8 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !hang             wait (up to an hour) until the client goes away
     !inband_error     HTTP 200 stream, two events, then the vendor's in-band error event
     !thinking         Anthropic thinking block / Responses reasoning item (Chat: ignored)
+    !web_search=Q     Anthropic / Responses: a hosted web search for Q first (two results,
+                      the answer text citing the first); Chat: ignored
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
     !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
     !linger=S         stream: wait S seconds after the last event before ending the body
@@ -77,7 +79,12 @@ _ARGS: dict[str, Json] = {
     # the real coding agents' shell tools (tests/test_real_clis.py): one harmless echo
     "Bash": {"command": "echo taplog-ok", "description": "Print a word"},
     "exec_command": {"cmd": "echo taplog-ok"},
+    # Codex's freeform patch tool (its input wrapped, as taplog offers it to Claude) and a
+    # tool of its multi_agent_v1 namespace, flattened
+    "apply_patch": {"input": "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"},
+    "multi_agent_v1__spawn_agent": {"message": "say hi"},
 }
+_FOUND = ("https://taplog.test/docs", "taplog docs"), ("https://taplog.test/faq", "taplog FAQ")
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -203,6 +210,7 @@ class Answer:
     first: str  # first user text, remembered for Responses chains
     turn: int
     normal_stop: bool = False  # !normal_stop: claim a normal end despite tool calls
+    search: str | None = None  # !web_search: the query of a hosted search done first
 
     def stop(self, tools: str, normal: str) -> str:
         """The finish/stop reason: `tools` when the answer asks for tools."""
@@ -253,6 +261,7 @@ def build_answer(
         first,
         tr.turns,
         "normal_stop" in d,
+        d.get("web_search") or None,
     )
 
 
@@ -442,9 +451,12 @@ class Responses(OpenAI):
         tr, in_turn = Transcript(), False
         for item in items:
             kind, role = item.get("type", "message"), item.get("role")
-            mine = kind in ("function_call", "reasoning", "custom_tool_call") or (
-                kind == "message" and role == "assistant"
-            )
+            mine = kind in (
+                "function_call",
+                "reasoning",
+                "custom_tool_call",
+                "web_search_call",
+            ) or (kind == "message" and role == "assistant")
             if mine and not in_turn:  # parallel calls are items of one turn
                 tr.turns, tr.results = tr.turns + 1, []
             in_turn = mine
@@ -467,14 +479,36 @@ class Responses(OpenAI):
             if "reasoning.encrypted_content" in (body.get("include") or []):
                 item["encrypted_content"] = base64.b64encode(a.seed * 2).decode()
             out.append(item)
+        if a.search is not None:
+            sources = [{"type": "url", "url": url} for url, _ in _FOUND]
+            asked = "web_search_call.action.sources" in (body.get("include") or [])
+            action = {"type": "search", "query": a.search} | ({"sources": sources} if asked else {})
+            out.append(
+                {
+                    "id": "ws_" + a.ident("ws", 50, True),
+                    "type": "web_search_call",
+                    "status": "completed",
+                    "action": action,
+                }
+            )
         if a.text is not None:
+            annotations = []
+            if a.search is not None:
+                url, title = _FOUND[0]
+                span = {"start_index": 0, "end_index": len(a.text)}
+                annotations.append({"type": "url_citation", **span, "url": url, "title": title})
             out.append(
                 {
                     "id": "msg_" + a.ident("msg", 50, True),
                     "type": "message",
                     "status": "completed",
                     "content": [
-                        {"type": "output_text", "annotations": [], "logprobs": [], "text": a.text}
+                        {
+                            "type": "output_text",
+                            "annotations": annotations,
+                            "logprobs": [],
+                            "text": a.text,
+                        }
                     ],
                     "role": "assistant",
                 }
@@ -560,6 +594,11 @@ class Responses(OpenAI):
                     summary_index=0,
                     part={**part, "text": text},
                 )
+            elif item["type"] == "web_search_call":
+                opened = {**item, "status": "in_progress", "action": {"type": "search"}}
+                add("response.output_item.added", output_index=n, item=opened)
+                for phase in ("in_progress", "searching", "completed"):
+                    add(f"response.web_search_call.{phase}", **at)
             elif item["type"] == "message":
                 add(
                     "response.output_item.added",
@@ -579,10 +618,16 @@ class Responses(OpenAI):
                         delta=piece,
                         logprobs=[],
                     )
+                for k, annotation in enumerate(item["content"][0]["annotations"]):
+                    add(
+                        "response.output_text.annotation.added",
+                        **at,
+                        content_index=0,
+                        annotation_index=k,
+                        annotation=annotation,
+                    )
                 add("response.output_text.done", **at, content_index=0, text=text, logprobs=[])
-                add(
-                    "response.content_part.done", **at, content_index=0, part={**part, "text": text}
-                )
+                add("response.content_part.done", **at, content_index=0, part=item["content"][0])
             else:
                 add(
                     "response.output_item.added",
@@ -714,8 +759,12 @@ class Anthropic:
         if a.thinking is not None:
             sig = base64.b64encode(a.seed * 3).decode()
             out.append({"type": "thinking", "thinking": a.thinking, "signature": sig})
+        if a.search is not None:
+            out += self._search(a)
         if a.text is not None:
             out.append({"type": "text", "text": a.text})
+            if a.search is not None:
+                out[-1]["citations"] = [self._citation(a)]
         return out + [
             {
                 "type": "tool_use",
@@ -725,6 +774,30 @@ class Anthropic:
             }
             for i, c in enumerate(a.calls)
         ]
+
+    def _search(self, a: Answer) -> list[Json]:
+        """Claude's web search: the server tool call and its result."""
+        call_id = "srvtoolu_01" + a.ident("search", 22)
+        found = [
+            {"type": "web_search_result", "url": url, "title": title, "page_age": None}
+            | {"encrypted_content": base64.b64encode(url.encode()).decode()}
+            for url, title in _FOUND
+        ]
+        return [
+            {"type": "server_tool_use", "id": call_id, "name": "web_search"}
+            | {"input": {"query": a.search}},
+            {"type": "web_search_tool_result", "tool_use_id": call_id, "content": found},
+        ]
+
+    def _citation(self, a: Answer) -> Json:
+        url, title = _FOUND[0]
+        return {
+            "type": "web_search_result_location",
+            "url": url,
+            "title": title,
+            "cited_text": f"About {a.search}.",
+            "encrypted_index": base64.b64encode(url.encode()).decode(),
+        }
 
     def _usage(self, a: Answer, output: int) -> Json:
         return {
@@ -772,8 +845,11 @@ class Anthropic:
                 "thinking": {"thinking": "", "signature": ""},
                 "text": {"text": ""},
                 "tool_use": {"input": {}},
+                "server_tool_use": {"input": {}},
+                "web_search_tool_result": {},
             }[kind]
-            add("content_block_start", index=i, content_block={**block, **empty})
+            start = {k: v for k, v in block.items() if k != "citations"} | empty
+            add("content_block_start", index=i, content_block=start)
             if i == 0:
                 out.append(b'event: ping\ndata: {"type": "ping"}\n\n')
             if kind == "thinking":
@@ -789,9 +865,16 @@ class Anthropic:
                     delta={"type": "signature_delta", "signature": block["signature"]},
                 )
             elif kind == "text":
+                for citation in block.get("citations", []):
+                    delta = {"type": "citations_delta", "citation": citation}
+                    add("content_block_delta", index=i, delta=delta)
                 for piece in _split(block["text"], a.parts):
                     add("content_block_delta", index=i, delta={"type": "text_delta", "text": piece})
-            else:
+            elif kind == "server_tool_use":
+                for piece in _split(orjson.dumps(block["input"]).decode(), a.parts):
+                    delta = {"type": "input_json_delta", "partial_json": piece}
+                    add("content_block_delta", index=i, delta=delta)
+            elif kind == "tool_use":
                 args = a.calls[i - len(blocks) + len(a.calls)].arguments
                 for piece in ["", *_split(args, a.parts)] if args else []:  # "" as the API does
                     add(

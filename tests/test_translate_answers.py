@@ -7,7 +7,7 @@ import openai
 import pytest
 
 from recorder.translate import chat_answer_to_messages, messages_answer_to_chat
-from recorder.translate.naming import fit
+from recorder.translate.naming import ClientTool, fit
 
 CREATED = 1_790_000_000
 
@@ -138,7 +138,7 @@ def test_edge_17_tool_names_map_back_and_long_ids_fit_openai():
     answer = claude_answer(
         {"type": "tool_use", "id": long_id, "name": "wire_name", "input": {}}, stop="tool_use"
     )
-    body = to_chat(answer, tool_names={"wire_name": "client.name"})
+    body = to_chat(answer, tools={"wire_name": ClientTool("client.name")})
     tool_call = body["choices"][0]["message"]["tool_calls"][0]
     assert tool_call["function"]["name"] == "client.name"
     assert tool_call["id"] == fit(long_id, 40) and len(tool_call["id"]) == 40
@@ -256,7 +256,7 @@ def test_edge_11_a_tool_turn_with_no_usable_call_left_ends_the_turn():
 
 def test_edge_17_invalid_call_ids_fit_anthropic_and_names_map_back():
     message = {"content": None, "tool_calls": [call("functions.weather:0", "w_1", "{}")]}
-    body = to_messages(chat_answer(message, "tool_calls"), tool_names={"w_1": "weather"})
+    body = to_messages(chat_answer(message, "tool_calls"), tools={"w_1": ClientTool("weather")})
     block = body["content"][0]
     assert block["id"] == fit("functions.weather:0", 128) and block["name"] == "weather"
 

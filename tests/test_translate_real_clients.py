@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from recorder.translate.naming import ClientTool
 from recorder.translate.requests import (
     Untranslatable,
     messages_to_chat,
@@ -46,15 +47,33 @@ def test_codexs_request_fails_over_to_claude_without_what_claude_cannot_run():
         CODEX, model="claude-sonnet-4-5", drop_untranslatable=True
     )  # the rule's default
     body = messages.body
-    names = [tool["name"] for tool in body["tools"]]
-    assert "exec_command" in names and "apply_patch" not in names
+    tools = {tool["name"]: tool for tool in body["tools"]}
+    assert {"exec_command", "apply_patch"} <= set(tools) and "web_search" not in tools
+    patch = tools["apply_patch"]["input_schema"]
+    assert patch["required"] == ["input"]  # the freeform patch, as one string
+    assert "lark grammar" in patch["properties"]["input"]["description"]
+    assert "*** Begin Patch" in patch["properties"]["input"]["description"]
+    assert messages.tools["apply_patch"] == ClientTool("apply_patch", freeform=True)
     assert [m["role"] for m in body["messages"]] == ["user"]  # developer text went to system
     left_out = " ".join(messages.dropped)
-    for kind in ("custom", "tool_search", "web_search"):
-        assert f"({kind}: left out" in left_out
+    assert "(tool_search: left out" in left_out
+    # Codex's cached mode (no live pages) has no equivalent: Claude's search reads live pages
+    assert "(web_search: left out, external_web_access: false" in left_out
     assert "reasoning.encrypted_content" in left_out
 
 
+def test_codexs_web_search_with_live_access_is_claudes_web_search():
+    live = [
+        {**tool, "external_web_access": True} if tool["type"] == "web_search" else tool
+        for tool in CODEX["tools"]
+    ]
+    messages = responses_to_messages(
+        {**CODEX, "tools": live}, model="claude-sonnet-4-5", drop_untranslatable=True
+    )
+    assert messages.body["tools"][-1] == {"type": "web_search_20250305", "name": "web_search"}
+    assert "tools[9].search_content_types" in messages.dropped
+
+
 def test_a_rule_that_refuses_what_the_target_cannot_take_names_it():
-    with pytest.raises(Untranslatable, match=r"tools\[3\]: 'custom' tools"):
+    with pytest.raises(Untranslatable, match=r"tools\[8\]: 'tool_search' tools have no"):
         responses_to_messages(CODEX, model="claude-sonnet-4-5", drop_untranslatable=False)

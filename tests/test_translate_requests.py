@@ -21,7 +21,7 @@ from recorder.translate import (
     messages_to_chat,
     thinking_conflict,
 )
-from recorder.translate.naming import fit
+from recorder.translate.naming import ClientTool, fit
 
 # The newest anthropic SDK no longer lists sampling parameters; the API still takes them.
 _SAMPLING = {"temperature", "top_p"}
@@ -932,7 +932,7 @@ def test_edge_17_long_tool_names_are_fitted_for_openai_and_mapped_back():
     assert len(wire) == 64 and wire == fit(long_name, 64)
     assert result.body["messages"][1]["tool_calls"][0]["function"]["name"] == wire
     assert result.body["tool_choice"]["function"]["name"] == wire
-    assert result.tool_names == {wire: long_name}
+    assert result.tools == {wire: ClientTool(long_name)}
 
 
 def test_edge_17_long_tool_call_ids_are_fitted_for_openai():

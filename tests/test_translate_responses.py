@@ -25,7 +25,7 @@ from recorder.translate import (
     responses_answer_to_messages,
     responses_to_messages,
 )
-from recorder.translate.naming import fit
+from recorder.translate.naming import ClientTool, fit
 from tests.test_translate_answers import claude_answer
 
 CREATED = 1_790_000_000
@@ -378,7 +378,7 @@ def test_long_tool_names_and_odd_call_ids_are_fitted_and_recorded():
     )
     result = to_anthropic(body)
     wire = result.body["tools"][0]["name"]
-    assert wire == fit(name, 128) and result.tool_names == {wire: name}
+    assert wire == fit(name, 128) and result.tools == {wire: ClientTool(name)}
     assert result.body["messages"][1]["content"][0]["id"] == fit("call:1", 128)
     assert result.body["messages"][2]["content"][0]["tool_use_id"] == fit("call:1", 128)
 
@@ -392,22 +392,25 @@ def test_a_trailing_assistant_message_is_untranslatable_unless_prefill_is_allowe
 
 
 HOSTED_TOOLS = [
-    {"type": "web_search"},
-    {"type": "web_search_preview"},
+    {"type": "web_search", "external_web_access": False},
+    {"type": "tool_search", "execution": "client"},
     {"type": "file_search", "vector_store_ids": ["vs_1"]},
     {"type": "code_interpreter", "container": {"type": "auto"}},
     {"type": "mcp", "server_label": "x", "server_url": "https://x.test"},
     {"type": "image_generation"},
     {"type": "computer_use_preview", "display_width": 1, "display_height": 1},
     {"type": "local_shell"},
-    {"type": "custom", "name": "apply_patch"},
+    {"type": "shell"},
+    {"type": "apply_patch"},
 ]
 
 
 @pytest.mark.parametrize("tool", HOSTED_TOOLS, ids=lambda tool: tool["type"])
-def test_hosted_and_non_function_tools_are_untranslatable(tool):
-    with pytest.raises(Untranslatable, match=f"tools\\[1\\]: '{tool['type']}'"):
+def test_hosted_tools_without_an_equivalent_are_untranslatable_and_say_why(tool):
+    with pytest.raises(Untranslatable) as refused:
         responses_to_messages(request(user("hi"), tools=[WEATHER, tool]), model="claude-test")
+    prefix = f"tools[1]: '{tool['type']}' tools have no Anthropic equivalent: "
+    assert str(refused.value).startswith(prefix) and len(str(refused.value)) > len(prefix) + 10
 
 
 ENCRYPTED = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"}
@@ -426,7 +429,6 @@ ENCRYPTED = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_conten
         (request(user("hi"), include=["message.output_text.logprobs"]), "logprobs"),
         (request(user("hi"), ENCRYPTED, said("a"), user("b")), r"input\[1\]: encrypted"),
         (request({"type": "item_reference", "id": "msg_1"}), "item_reference"),
-        (request(user("hi"), {"type": "web_search_call", "id": "ws_1"}), "web_search_call"),
         (request(user("hi"), {"type": "custom_tool_call", "call_id": "c"}), "custom_tool_call"),
         (request(user([{"type": "input_image", "file_id": "file-1"}])), "file_id"),
         (request(user([{"type": "input_file", "file_id": "file-1"}])), "file ids"),
@@ -451,8 +453,8 @@ def test_with_drop_untranslatable_hosted_tools_and_encrypted_reasoning_are_left_
         {"type": "web_search_call", "id": "ws_1", "status": "completed"},
         said("found it"),
         user("more"),
-        tools=[WEATHER, {"type": "web_search"}],
-        tool_choice={"type": "web_search_preview"},
+        tools=[WEATHER, {"type": "file_search", "vector_store_ids": ["vs_1"]}],
+        tool_choice={"type": "file_search"},
     )
     result = to_anthropic(body, drop_untranslatable=True)
     assert [t["name"] for t in result.body["tools"]] == ["weather"]
@@ -460,9 +462,10 @@ def test_with_drop_untranslatable_hosted_tools_and_encrypted_reasoning_are_left_
     assert [m["role"] for m in result.body["messages"]] == ["user", "assistant", "user"]
     assert result.dropped == [
         "encrypted reasoning items (left out: only OpenAI can read them)",
-        "web_search_call items (left out: no Anthropic equivalent)",
-        "tools[1] (web_search: left out, Anthropic cannot run it)",
-        "tool_choice (web_search_preview: left out, its tool cannot run on Anthropic)",
+        "web_search_call items (left out: their findings are in the text that follows)",
+        "tools[1] (file_search: left out, it searches vector stores held by OpenAI)",
+        "tool_choice (file_search: left out, taplog forces only function and custom tools on "
+        "Anthropic)",
     ]
 
 
@@ -578,7 +581,7 @@ def test_tool_names_are_fitted_for_openai_and_a_prefill_is_refused():
     result = to_responses(
         claude({"role": "user", "content": "hi"}, tools=[{**CLAUDE_WEATHER, "name": name}])
     )
-    assert result.tool_names == {fit(name, 64): name}
+    assert result.tools == {fit(name, 64): ClientTool(name)}
     with pytest.raises(Untranslatable, match="prefill"):
         messages_to_responses(
             claude({"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}),
@@ -704,7 +707,7 @@ def test_stop_reasons_become_status_and_incomplete_details(stop, status, reason)
 def test_answer_tool_names_map_back_and_ids_fit_openai():
     long_id = "toolu_" + "x" * 60
     answer = claude_answer({"type": "tool_use", "id": long_id, "name": "w_1", "input": {}})
-    item = to_response(answer, tool_names={"w_1": "weather.now"})["output"][0]
+    item = to_response(answer, tools={"w_1": ClientTool("weather.now")})["output"][0]
     assert item["name"] == "weather.now" and item["call_id"] == fit(long_id, 40)
 
 
@@ -770,7 +773,7 @@ def test_a_responses_answer_becomes_an_anthropic_message():
             "arguments": "",
         },
     )
-    body = to_claude(answer, tool_names={"w_1": "weather"})
+    body = to_claude(answer, tools={"w_1": ClientTool("weather")})
     assert body == {
         "id": "msg_9",
         "type": "message",

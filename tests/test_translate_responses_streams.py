@@ -29,6 +29,7 @@ from recorder.translate import (
     messages_answer_to_responses,
     responses_answer_to_messages,
 )
+from recorder.translate.naming import ClientTool
 from recorder.wire import anthropic_messages, openai_responses
 from recorder.wire.sse import SseEvent
 from tests.test_translate_streams import (
@@ -69,15 +70,23 @@ _LETTERS = {
     "response.content_part.done": "d",
     "response.function_call_arguments.delta": "f",
     "response.function_call_arguments.done": "F",
+    "response.output_text.annotation.added": "n",
+    "response.custom_tool_call_input.delta": "i",
+    "response.custom_tool_call_input.done": "I",
+    "response.web_search_call.in_progress": "w",
+    "response.web_search_call.searching": "s",
+    "response.web_search_call.completed": "W",
     "response.output_item.done": "D",
     "response.completed": "Z",
     "response.incomplete": "Z",
     "error": "E",
     "response.failed": "X",
 }
-_ITEMS = r"CP(?:Aat+TdD|Af+FD)*"
-_GRAMMAR = re.compile(_ITEMS + r"(?:Z|(?:Aat*|Af*)?EX)")
-_CUT = re.compile(_ITEMS + r"(?:Aat*|Af*)?")  # an upstream stream that just stopped
+# text (annotations last), function call, freeform call, web search (completed or not)
+_ITEMS = r"CP(?:Aat+n*TdD|Af+FD|Ai?ID|AwsW?D)*"
+_OPEN = r"(?:Aat*|Af*|Aw?s?)?"  # an item still open (a freeform call shows nothing yet)
+_GRAMMAR = re.compile(_ITEMS + r"(?:Z|" + _OPEN + "EX)")
+_CUT = re.compile(_ITEMS + _OPEN)  # an upstream stream that just stopped
 
 
 def check_sequence(events: list[SseEvent], *, cut: bool = False) -> list[dict]:
@@ -231,8 +240,8 @@ def test_empty_text_blocks_and_server_tools_send_no_items():
         block_start(0, TEXT_BLOCK),
         block_delta(0, text_delta("")),
         block_stop(0),
-        block_start(1, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}),
-        block_delta(1, json_delta('{"q":"x"}')),
+        block_start(1, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch"}),
+        block_delta(1, json_delta('{"url":"https://x.test"}')),
         block_stop(1),
         block_start(2, {"type": "redacted_thinking", "data": "xyz"}),
         block_stop(2),
@@ -246,7 +255,7 @@ def test_empty_text_blocks_and_server_tools_send_no_items():
 
 def test_tool_names_map_back_to_the_clients_names():
     events = [message_start(), block_start(0, tool_block("toolu_a", "w_1")), block_stop(0)]
-    out, _ = run_to_responses(events, tool_names={"w_1": "weather.now"})
+    out, _ = run_to_responses(events, tools={"w_1": ClientTool("weather.now")})
     assert out[2]["item"]["name"] == "weather.now"
 
 
@@ -310,6 +319,12 @@ def item_events(index: int, item: dict, *, pieces: list[list[str]] | None = None
             ]
             out.append({"type": f"response.{family}.done", **at, field: part[field], **extra})
             out.append({"type": "response.content_part.done", **at, "part": part})
+    elif item["type"] == "web_search_call":
+        opened["action"] = {"type": "search"}
+        phases = ["in_progress", "searching"] + (
+            ["completed"] if item["status"] != "failed" else []
+        )
+        out += [{"type": f"response.web_search_call.{phase}", **where} for phase in phases]
     elif item["type"] == "function_call" and pieces is not None:
         delta = "response.function_call_arguments.delta"
         out += [{"type": delta, **where, "delta": p} for p in pieces[0]]
@@ -381,6 +396,16 @@ def a_call(index: int, name: str, arguments: str) -> dict:
     }
 
 
+def a_search(index: int, query: str, urls: list[str], status: str = "completed") -> dict:
+    sources = [{"type": "url", "url": url} for url in urls]
+    return {
+        "id": f"ws_{index}",
+        "type": "web_search_call",
+        "status": status,
+        "action": {"type": "search", "query": query, "sources": sources},
+    }
+
+
 REASONING = {"id": "rs_0", "type": "reasoning", "summary": [], "encrypted_content": "gAAA"}
 
 
@@ -440,7 +465,7 @@ def test_function_calls_open_tool_use_blocks_and_items_without_deltas_still_arri
         a_call(2, "now", ""),
     )
     events = responses_stream(answer, {1: [['{"city"', ':"Oslo"}']], 2: [[]]})
-    out, _ = run_to_messages(events, tool_names={"w_1": "weather"})
+    out, _ = run_to_messages(events, tools={"w_1": ClientTool("weather")})
     assert types(out) == [
         "message_start",
         *("content_block_start", "content_block_delta", "content_block_stop"),
@@ -537,7 +562,7 @@ def sdk_response(events: list[SseEvent]) -> dict:
 
 
 def deltas_add_up(parsed: list[dict]) -> None:
-    """Each text and argument ``done`` is exactly its deltas joined."""
+    """Each text, argument and freeform input ``done`` is exactly its deltas joined."""
     joined: dict[tuple[str, int], str] = {}
     for event in parsed:
         family, _, phase = event["type"].removeprefix("response.").rpartition(".")
@@ -548,6 +573,8 @@ def deltas_add_up(parsed: list[dict]) -> None:
             assert joined[key] == event["text"]
         elif family == "function_call_arguments" and phase == "done":
             assert joined[key] == event["arguments"]
+        elif family == "custom_tool_call_input" and phase == "done":
+            assert joined.get(key, "") == event["input"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -619,6 +646,10 @@ def responses_answers(draw: Any) -> tuple[dict, list[dict]]:
         value = draw(INPUTS)
         arguments = orjson.dumps(value).decode() if value or draw(st.booleans()) else ""
         output.append(a_call(k, draw(NAMES), arguments))
+    for k in range(draw(st.integers(0, 2))):
+        urls = draw(st.lists(st.sampled_from(["https://a.test/", "https://b.test/x"]), max_size=2))
+        status = draw(st.sampled_from(["completed", "failed"]))
+        output.append(a_search(k, draw(st.text(max_size=10)), urls, status))
     output = draw(st.permutations(output))
     if draw(st.booleans()):
         output.insert(0, REASONING)
@@ -636,7 +667,7 @@ def responses_answers(draw: Any) -> tuple[dict, list[dict]]:
     )
     pieces = {}
     for index, item in enumerate(output):
-        if item["type"] == "reasoning":
+        if item["type"] in ("reasoning", "web_search_call"):
             continue
         if item["type"] == "message" and draw(st.booleans()):
             continue  # a message sent whole in output_item.done, as some servers do

@@ -27,6 +27,7 @@ from recorder.translate import (
     chat_answer_to_messages,
     messages_answer_to_chat,
 )
+from recorder.translate.naming import ClientTool
 from recorder.wire import anthropic_messages, openai_chat
 from recorder.wire.sse import SseEvent, SseSplitter, parse_block
 
@@ -250,7 +251,7 @@ def test_thinking_redacted_thinking_and_server_tools_send_nothing():
 
 def test_tool_names_map_back_to_the_clients_names():
     events = [message_start(), block_start(0, tool_block("toolu_a", "w_1")), block_stop(0)]
-    chunks, _ = run_to_chat(events, tool_names={"w_1": "weather.now"})
+    chunks, _ = run_to_chat(events, tools={"w_1": ClientTool("weather.now")})
     assert chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "weather.now"
 
 
@@ -479,7 +480,7 @@ def test_edge_11_arguments_cut_by_length_stream_through_with_max_tokens():
 def test_tool_names_and_invalid_ids_are_fitted_for_the_anthropic_client():
     call = {"index": 0, "id": "functions.w:0", "type": "function"}
     chunks = [chunk({"tool_calls": [{**call, "function": {"name": "w_1", "arguments": "{}"}}]})]
-    events, _ = run_to_messages(chunks, tool_names={"w_1": "weather"})
+    events, _ = run_to_messages(chunks, tools={"w_1": ClientTool("weather")})
     block = events[1]["content_block"]
     assert block["name"] == "weather" and block["id"].startswith("functions_w_0_")
 

@@ -5,7 +5,7 @@ Layout (each module's docstring holds its contract and the choices it makes):
 * `requests` - request bodies, OpenAI Chat <-> Anthropic Messages (`chat_request`,
   `chat_conversation`, `messages_request`, `messages_conversation`, `thinking`) and OpenAI
   Responses <-> Anthropic Messages through the Chat rules (`responses_request`,
-  `responses_items`, `responses_upstream`);
+  `responses_items`, `responses_tools`, `responses_upstream`);
 * `answers` - non-streaming answers back into the client's API (`responses_answer`);
 * `streams` - stream state machines (`stream_to_chat`, `stream_to_messages`,
   `stream_to_responses`, `stream_from_responses`);

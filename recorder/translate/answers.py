@@ -17,8 +17,8 @@ parsed from ``arguments``. Choices where PROTOCOLS leaves room:
   valid signature and the client would replay it to Anthropic, which refuses it (5.8.8).
 
 Both directions fit tool-call ids to the client's own vendor rules (the client sends them
-there next turn) and give tools back the client's names (``tool_names`` is
-`Translated.tool_names` of the translated request).
+there next turn) and give tools back the client's names (``tools`` is `Translated.tools`
+of the translated request).
 
 The same for the OpenAI Responses API (`messages_answer_to_responses`,
 `responses_answer_to_messages`) lives in `responses_answer` and is exported from here too.
@@ -26,13 +26,12 @@ The same for the OpenAI Responses API (`messages_answer_to_responses`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
 
 from .base import compact_json, parse_object
-from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, client_name, fit
+from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, ClientTools, client_name, fit
 from .responses_answer import messages_answer_to_responses, responses_answer_to_messages
 from .vocab import (
     anthropic_message,
@@ -53,7 +52,7 @@ __all__ = [
 
 
 def messages_answer_to_chat(
-    answer: dict, *, created: int, tool_names: Mapping[str, str] | None = None
+    answer: dict, *, created: int, tools: ClientTools | None = None
 ) -> dict:
     """An Anthropic message as the ``chat.completion`` an OpenAI client expects."""
     texts: list[str] = []
@@ -63,7 +62,7 @@ def messages_answer_to_chat(
         if kind == "text":
             texts.append(as_str(block.get("text")) or "")
         elif kind == "tool_use":
-            calls.append(_chat_call(block, tool_names))
+            calls.append(_chat_call(block, tools))
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(texts) if texts else None,
@@ -88,18 +87,18 @@ def messages_answer_to_chat(
     }
 
 
-def _chat_call(block: dict, tool_names: Mapping[str, str] | None) -> dict:
+def _chat_call(block: dict, tools: ClientTools | None) -> dict:
     """A ``tool_use`` block as an OpenAI tool call."""
     value = block.get("input")
     function = {
-        "name": client_name(as_str(block.get("name")) or "", tool_names),
+        "name": client_name(as_str(block.get("name")) or "", tools),
         "arguments": compact_json(value if value is not None else {}),
     }
     call_id = fit(as_str(block.get("id")) or "toolu", OPENAI_ID_LIMIT)
     return {"id": call_id, "type": "function", "function": function}
 
 
-def chat_answer_to_messages(answer: dict, *, tool_names: Mapping[str, str] | None = None) -> dict:
+def chat_answer_to_messages(answer: dict, *, tools: ClientTools | None = None) -> dict:
     """A ``chat.completion`` (its first choice) as the message an Anthropic client expects."""
     choice = _first_choice(answer)
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
@@ -109,7 +108,7 @@ def chat_answer_to_messages(answer: dict, *, tool_names: Mapping[str, str] | Non
     refusal = as_str(message.get("refusal"))
     if refusal:
         content.append({"type": "text", "text": refusal})
-    calls = [_tool_use(call, tool_names) for call in as_list(message.get("tool_calls"))]
+    calls = [_tool_use(call, tools) for call in as_list(message.get("tool_calls"))]
     content.extend(call for call in calls if call is not None)
     stop = translated_stop_reason(
         choice.get("finish_reason"),
@@ -134,7 +133,7 @@ def _text(content: Any) -> str:
     return "".join(as_str(dig(part, "text")) or "" for part in as_list(content))
 
 
-def _tool_use(call: Any, tool_names: Mapping[str, str] | None) -> dict | None:
+def _tool_use(call: Any, tools: ClientTools | None) -> dict | None:
     """A tool call as ``tool_use``; None when its arguments are not an object (5.8.11)."""
     if dig(call, "type") not in (None, "function"):
         return None
@@ -144,6 +143,6 @@ def _tool_use(call: Any, tool_names: Mapping[str, str] | None) -> dict | None:
     return {
         "type": "tool_use",
         "id": fit(as_str(call.get("id")) or "call", ANTHROPIC_ID_LIMIT),
-        "name": client_name(as_str(dig(call, "function", "name")) or "", tool_names),
+        "name": client_name(as_str(dig(call, "function", "name")) or "", tools),
         "input": value,
     }

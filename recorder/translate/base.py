@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from .naming import Renames
+from .naming import ClientTool, Renames
 
 __all__ = [
     "Context",
@@ -37,7 +37,7 @@ class Translated:
 
     body: dict
     dropped: list[str] = field(default_factory=list)  # keys/parts dropped on purpose (logged)
-    tool_names: dict[str, str] = field(default_factory=dict)  # wire name -> client's name
+    tools: dict[str, ClientTool] = field(default_factory=dict)  # wire name -> client's tool
     tool_ids: dict[str, str] = field(default_factory=dict)  # wire id -> client's id
 
 

@@ -36,7 +36,7 @@ from .base import Context, Translated, Untranslatable, stable_identifier
 from .messages_conversation import conversation
 from .naming import OPENAI_ID_LIMIT, OPENAI_NAME_LIMIT, Renames
 
-__all__ = ["messages_to_chat"]
+__all__ = ["left_out_tool", "messages_to_chat"]
 
 _HANDLED = frozenset(
     {
@@ -82,7 +82,7 @@ def _tools(body: dict, out: dict, ctx: Context) -> None:
     for k, tool in enumerate(as_list(body.get("tools"))):
         kind = dig(tool, "type")
         if kind not in (None, "custom"):
-            ctx.drop(f"tools[{k}] ({kind}: OpenAI cannot run it)")
+            ctx.drop(left_out_tool(k, kind))
             continue
         name = as_str(dig(tool, "name"))
         if not name:
@@ -99,6 +99,11 @@ def _tools(body: dict, out: dict, ctx: Context) -> None:
     if tools:
         out["tools"] = tools
     _choice(body.get("tool_choice"), out, ctx)
+
+
+def left_out_tool(k: int, kind: Any) -> str:
+    """How an Anthropic-run tool the Chat API cannot run is recorded."""
+    return f"tools[{k}] ({kind}: OpenAI cannot run it)"
 
 
 def _strip_cache(block: dict, ctx: Context) -> None:

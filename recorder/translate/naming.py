@@ -18,10 +18,16 @@ turn being translated on its own; the digest keeps two different values apart.
 
 Reversal needs no state either: every translated request carries the client's own values,
 so `Renames` records ``wire value -> client value`` for what it changed while translating
-the request (`Translated.tool_names` / `Translated.tool_ids`), and the answer translators
-take that table to give the client back its own tool names. Ids need no reversal: a
-request's ids never come back in the answer (answers carry new ids), but answer ids are
-fitted to the client's rule too, because the client will send them to its own vendor later.
+the request (`Translated.tools` / `Translated.tool_ids`), and the answer translators take
+that table to give the client back its own tools. Ids need no reversal: a request's ids
+never come back in the answer (answers carry new ids), but answer ids are fitted to the
+client's rule too, because the client will send them to its own vendor later.
+
+A tool's wire name can hide more than a renaming, so the table holds a `ClientTool` per wire
+name: the client's name, and for OpenAI Responses clients the ``namespace`` a tool was
+grouped in (sent flattened as ``<namespace>__<name>``, `namespaced`, then fitted) and
+whether it is a freeform (``custom``) tool whose one string input travels wrapped as
+``{"input": ...}``. A wire name missing from the table is the client's own name.
 """
 
 from __future__ import annotations
@@ -36,9 +42,13 @@ __all__ = [
     "ANTHROPIC_NAME_LIMIT",
     "OPENAI_ID_LIMIT",
     "OPENAI_NAME_LIMIT",
+    "ClientTool",
+    "ClientTools",
     "Renames",
     "client_name",
+    "client_tool",
     "fit",
+    "namespaced",
 ]
 
 ANTHROPIC_NAME_LIMIT = 128
@@ -60,19 +70,36 @@ def fit(value: str, limit: int) -> str:
     return f"{head or 't'}_{digest}"
 
 
+def namespaced(name: str, namespace: str | None) -> str:
+    """The one name a namespaced Responses tool gets on a vendor that has no namespaces."""
+    return f"{namespace}__{name}" if namespace else name
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTool:
+    """The client's own tool behind a wire name."""
+
+    name: str
+    namespace: str | None = None  # a Responses namespace tool's group
+    freeform: bool = False  # a Responses custom tool: its input is one string, not JSON
+
+
+ClientTools = Mapping[str, ClientTool]  # wire name -> the client's tool
+
+
 @dataclass(slots=True)
 class Renames:
     """Fits the tool names and ids of one request, remembering ``wire -> client`` changes."""
 
     name_limit: int
     id_limit: int
-    names: dict[str, str] = field(default_factory=dict)
+    names: dict[str, ClientTool] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
 
     def name(self, value: str) -> str:
         wire = fit(value, self.name_limit)
         if wire != value:
-            self.names[wire] = value
+            self.names[wire] = ClientTool(value)
         return wire
 
     def id(self, value: str) -> str:
@@ -82,6 +109,11 @@ class Renames:
         return wire
 
 
-def client_name(wire: str, names: Mapping[str, str] | None) -> str:
+def client_tool(wire: str, tools: ClientTools | None) -> ClientTool:
+    """The client's own tool that the upstream called by its wire name."""
+    return (tools.get(wire) if tools else None) or ClientTool(wire)
+
+
+def client_name(wire: str, tools: ClientTools | None) -> str:
     """The client's own name for a tool the upstream called by its wire name."""
-    return names.get(wire, wire) if names else wire
+    return client_tool(wire, tools).name

@@ -10,9 +10,10 @@
   needs when its last tool turn was served by the OpenAI fallback (5.8.8).
 
 Each translation returns `Translated`: the body to send, what was dropped on purpose (to
-log), and the tool names and ids it had to rename (``wire -> client``), which the answer and
-stream translators take to give the client its own names back. Each raises `Untranslatable`
-when the target cannot serve the request; taplog then does not fail over.
+log), the client's tool behind each wire name that says less than the client's own
+(`naming.ClientTool`: renamed, namespaced or freeform) and the ids it had to rename, which
+the answer and stream translators take to give the client its own tools back. Each raises
+`Untranslatable` when the target cannot serve the request; taplog then does not fail over.
 """
 
 from __future__ import annotations

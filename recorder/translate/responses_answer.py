@@ -1,45 +1,77 @@
 """Non-streaming answers between Anthropic Messages and OpenAI Responses (PROTOCOLS 2, 3, 5.4).
 
-Anthropic message -> ``response``: each non-empty ``text`` block becomes a ``message`` item
-with one ``output_text`` part, each ``tool_use`` a ``function_call`` item (``call_id`` = the
-tool_use id, fitted to OpenAI's rules; ``arguments`` = compact JSON of ``input``), in block
-order. Thinking, redacted thinking and server-tool blocks are left out: a reasoning item
-without OpenAI's encrypted state would be useless to replay, and the upstream answer is in
-the log. Status, usage and ids come from `responses_vocab`, which also echoes the request
-fields a client reads back (``instructions``, ``tools``, ``tool_choice``, ...). ``model`` is
-the model that served the answer.
+Anthropic message -> ``response``, one item per block in block order:
+
+=========================  ==================================================================
+Anthropic block            Responses output item
+=========================  ==================================================================
+``text`` (not empty)       ``message`` with one ``output_text`` part; web search citations
+                           -> ``url_citation`` annotations over the whole part
+                           (`responses_vocab.url_citations`)
+``tool_use``               ``function_call`` (``arguments`` = compact JSON of ``input``, with
+                           ``namespace`` for a namespaced tool) or, for a freeform tool,
+                           ``custom_tool_call`` (``input`` = the string unwrapped); ``call_id``
+                           = the tool_use id fitted to OpenAI's rules
+``server_tool_use``        one ``web_search_call`` with the query and, from its
+(web_search) and its       ``web_search_tool_result``, the urls found as ``action.sources``
+``web_search_tool_result``
+thinking, redacted         nothing: a reasoning item without OpenAI's encrypted state would
+thinking, other server     be useless to replay; the upstream answer is in the log
+tools
+=========================  ==================================================================
+
+Status, usage and ids come from `responses_vocab`, which also echoes the request fields a
+client reads back (``instructions``, ``tools``, ``tool_choice``, ...). ``model`` is the model
+that served the answer.
 
 ``response`` -> Anthropic message: each ``message`` item becomes one ``text`` block (its
-output_text and refusal parts joined; none if empty), each ``function_call`` a ``tool_use``
-with ``input`` parsed from ``arguments``. A call whose arguments are no JSON object (cut by
-the token limit, 5.8.11) is left out, as in the Chat translation. Reasoning and hosted-tool
-items are left out (taplog never asks for hosted tools).
+output_text and refusal parts joined; none if empty; annotations left out), each
+``function_call`` a ``tool_use`` with ``input`` parsed from ``arguments``. A call whose
+arguments are no JSON object (cut by the token limit, 5.8.11) is left out, as in the Chat
+translation. A ``web_search_call`` that searched becomes a ``server_tool_use`` (name
+web_search, input ``{query}``) and its ``web_search_tool_result``: one result per
+``action.sources`` url (its title when the source has one, else the url;
+``encrypted_content: ""``, ``page_age: null``), or an ``unavailable`` error for a failed
+search (`web_search_blocks`); one that opened a page or searched in one has no Anthropic
+block and is left out. Reasoning and other hosted-tool items are left out (taplog never
+asks for those tools).
 
-Tool names go back to the client's own (``tool_names`` = `Translated.tool_names`).
+Tools go back to the client's own names, namespaces and kinds (``tools`` =
+`Translated.tools`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
 from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
 
 from .base import compact_json, parse_object
-from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, client_name, fit
+from .naming import ANTHROPIC_ID_LIMIT, OPENAI_ID_LIMIT, ClientTools, client_name, client_tool, fit
 from .responses_vocab import (
     anthropic_usage,
-    function_item,
+    call_item,
+    freeform_input,
     message_id,
     message_item,
     response_object,
     response_status,
     responses_usage,
     stop_from_status,
+    url_citations,
+    web_search_item,
 )
 from .vocab import anthropic_message
 
-__all__ = ["messages_answer_to_responses", "responses_answer_to_messages"]
+__all__ = [
+    "message_text",
+    "messages_answer_to_responses",
+    "responses_answer_to_messages",
+    "web_search_blocks",
+]
+
+_NOT_ID = re.compile(r"[^A-Za-z0-9_]")  # Anthropic's server tool ids: srvtoolu_[A-Za-z0-9_]+
 
 
 def messages_answer_to_responses(
@@ -48,25 +80,26 @@ def messages_answer_to_responses(
     response_id: str,
     created_at: int,
     request: dict,
-    tool_names: Mapping[str, str] | None = None,
+    tools: ClientTools | None = None,
 ) -> dict:
     """An Anthropic message as the ``response`` object a Responses client expects."""
+    blocks = as_list(answer.get("content"))
+    results = {
+        block.get("tool_use_id"): block.get("content")
+        for block in blocks
+        if dig(block, "type") == "web_search_tool_result"
+    }
     output: list[dict] = []
-    for block in as_list(answer.get("content")):
-        kind = dig(block, "type")
-        if kind == "text" and as_str(block.get("text")):
-            output.append(message_item(response_id, len(output), block["text"]))
+    for block in blocks:
+        kind, index = dig(block, "type"), len(output)
+        if kind == "text" and as_str(text := block.get("text")):
+            annotations = url_citations(text, block.get("citations"))
+            output.append(message_item(response_id, index, text, annotations))
         elif kind == "tool_use":
-            value = block.get("input")
-            output.append(
-                function_item(
-                    response_id,
-                    len(output),
-                    fit(as_str(block.get("id")) or "toolu", OPENAI_ID_LIMIT),
-                    client_name(as_str(block.get("name")) or "", tool_names),
-                    compact_json(value if value is not None else {}),
-                )
-            )
+            output.append(_tool_call_item(response_id, index, block, tools))
+        elif kind == "server_tool_use" and block.get("name") == "web_search":
+            query = as_str(dig(block, "input", "query"))
+            output.append(web_search_item(response_id, index, query, results.get(block.get("id"))))
     status, incomplete = response_status(answer.get("stop_reason"))
     return response_object(
         request,
@@ -80,9 +113,16 @@ def messages_answer_to_responses(
     )
 
 
-def responses_answer_to_messages(
-    answer: dict, *, tool_names: Mapping[str, str] | None = None
-) -> dict:
+def _tool_call_item(response_id: str, index: int, block: dict, tools: ClientTools | None) -> dict:
+    """A whole ``tool_use`` block as the client's function or custom tool call."""
+    tool = client_tool(as_str(block.get("name")) or "", tools)
+    value = block.get("input") if block.get("input") is not None else {}
+    call_id = fit(as_str(block.get("id")) or "toolu", OPENAI_ID_LIMIT)
+    text = freeform_input(value) if tool.freeform else compact_json(value)
+    return call_item(response_id, index, call_id, tool, text)
+
+
+def responses_answer_to_messages(answer: dict, *, tools: ClientTools | None = None) -> dict:
     """A ``response`` object as the message an Anthropic client expects."""
     content: list[dict] = []
     refused = False
@@ -93,8 +133,10 @@ def responses_answer_to_messages(
             refused = refused or refusal
             if text:
                 content.append({"type": "text", "text": text})
-        elif kind == "function_call" and (block := _tool_use(item, tool_names)) is not None:
+        elif kind == "function_call" and (block := _tool_use(item, tools)) is not None:
             content.append(block)
+        elif kind == "web_search_call":
+            content.extend(web_search_blocks(item))
     stop = stop_from_status(
         answer.get("status"),
         dig(answer, "incomplete_details", "reason"),
@@ -121,13 +163,39 @@ def message_text(item: Any) -> tuple[str, bool]:
     return "".join(texts), refused
 
 
-def _tool_use(item: dict, tool_names: Mapping[str, str] | None) -> dict | None:
+def _tool_use(item: dict, tools: ClientTools | None) -> dict | None:
     value = parse_object(item.get("arguments"))
     if value is None:
         return None
     return {
         "type": "tool_use",
         "id": fit(as_str(item.get("call_id")) or "call", ANTHROPIC_ID_LIMIT),
-        "name": client_name(as_str(item.get("name")) or "", tool_names),
+        "name": client_name(as_str(item.get("name")) or "", tools),
         "input": value,
     }
+
+
+def web_search_blocks(item: Any) -> list[dict]:
+    """A ``web_search_call`` item as Claude's web search blocks; none unless it searched."""
+    action = dig(item, "action")
+    if dig(action, "type") != "search":
+        return []
+    queries = [query for query in as_list(action.get("queries")) if isinstance(query, str)]
+    query = as_str(action.get("query")) or (queries[0] if queries else "")
+    block_id = "srvtoolu_" + _NOT_ID.sub("_", (as_str(item.get("id")) or "").removeprefix("ws_"))
+    use = {"type": "server_tool_use", "id": block_id, "name": "web_search"}
+    content: Any = [
+        {
+            "type": "web_search_result",
+            "url": source["url"],
+            "title": as_str(source.get("title")) or source["url"],
+            "encrypted_content": "",
+            "page_age": None,
+        }
+        for source in as_list(action.get("sources"))
+        if as_str(dig(source, "url"))
+    ]
+    if item.get("status") == "failed":
+        content = {"type": "web_search_tool_result_error", "error_code": "unavailable"}
+    result = {"type": "web_search_tool_result", "tool_use_id": block_id, "content": content}
+    return [{**use, "input": {"query": query}}, result]

@@ -16,15 +16,21 @@ message user                ``user``: input_text / input_image / input_file -> t
                             image_url / file (inline base64 PDF); ``detail`` dropped
 message assistant           ``assistant`` content: output_text and refusal text joined
 ``function_call``           a tool call on the assistant message before it (``call_id`` is
-                            the id); arguments that are no JSON object -> ``{}``, recorded
-``function_call_output``    ``tool`` message; text, image and file outputs become parts
+                            the id); arguments that are no JSON object -> ``{}``, recorded;
+                            with a ``namespace``, named ``<namespace>__<name>`` as the tool
+                            is (`responses_tools`)
+``custom_tool_call``        the same, with arguments ``{"input": <its input string>}``
+``function_call_output``,   ``tool`` message; text, image and file outputs become parts
+``custom_tool_call_output``
+``web_search_call``         left out, recorded, never refused: what the search found is in
+                            the assistant text that follows it
 ``reasoning``               left out, recorded: OpenAI's reasoning is never replayed to
                             another vendor (5.8.8); with ``encrypted_content`` it is
                             OpenAI-only state -> `Untranslatable` unless ``leave_out``
 ``item_reference``,         `Untranslatable`: they point at state held by OpenAI
 ``compaction``
-any other item              `Untranslatable` (hosted-tool calls, custom, shell, patch and
-                            computer calls and their outputs) unless ``leave_out``
+any other item              `Untranslatable` (other hosted-tool calls, tool search, shell,
+                            patch and computer calls and their outputs) unless ``leave_out``
 ==========================  ===============================================================
 
 ``history`` (the rebuilt ``previous_response_id`` chain) comes before ``input``.
@@ -37,8 +43,9 @@ from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
 
-from .base import Context, Untranslatable, data_url, parse_object
+from .base import Context, Untranslatable, compact_json, data_url, parse_object
 from .chat_conversation import _IMAGE_TYPES
+from .naming import namespaced
 
 __all__ = ["chat_messages"]
 
@@ -79,10 +86,12 @@ def _item(out: list[dict], item: Any, where: str, ctx: Context, leave_out: bool)
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message":
         out.append(_message(item, where, ctx))
-    elif kind == "function_call":
+    elif kind in ("function_call", "custom_tool_call"):
         _call(out, item, where, ctx)
-    elif kind == "function_call_output":
+    elif kind in ("function_call_output", "custom_tool_call_output"):
         out.append(_output(item, where, ctx))
+    elif kind == "web_search_call":
+        ctx.drop("web_search_call items (left out: their findings are in the text that follows)")
     elif kind == "reasoning":
         _reasoning(item, where, ctx, leave_out)
     elif kind in _STORED:
@@ -92,7 +101,7 @@ def _item(out: list[dict], item: Any, where: str, ctx: Context, leave_out: bool)
     else:
         raise Untranslatable(
             f"{where}: {kind!r} items have no Anthropic equivalent "
-            "(only messages, function calls and their outputs do)"
+            "(only messages, function and custom tool calls and their outputs do)"
         )
 
 
@@ -182,9 +191,11 @@ def _call(out: list[dict], item: dict, where: str, ctx: Context) -> None:
     """A tool call joins the assistant message before it, as Chat holds them."""
     call_id, name = as_str(item.get("call_id")), as_str(item.get("name"))
     if not call_id or not name:
-        raise Untranslatable(f"{where}: a function_call needs a call_id and a name")
-    arguments = item.get("arguments")
-    if parse_object(arguments) is None:
+        raise Untranslatable(f"{where}: a {item['type']} needs a call_id and a name")
+    name = namespaced(name, as_str(item.get("namespace")))
+    if item["type"] == "custom_tool_call":
+        arguments = compact_json({"input": as_str(item.get("input")) or ""})
+    elif parse_object(arguments := item.get("arguments")) is None:
         ctx.drop(f"{where}.arguments (not a JSON object, sent as {{}})")
         arguments = "{}"
     call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -197,7 +208,7 @@ def _call(out: list[dict], item: dict, where: str, ctx: Context) -> None:
 def _output(item: dict, where: str, ctx: Context) -> dict:
     call_id = as_str(item.get("call_id"))
     if not call_id:
-        raise Untranslatable(f"{where}: a function_call_output needs a call_id")
+        raise Untranslatable(f"{where}: a {item['type']} needs a call_id")
     output = item.get("output")
     content = _parts(output, where, ctx, "output") if isinstance(output, list) else output
     return {"role": "tool", "tool_call_id": call_id, "content": content or ""}

@@ -9,9 +9,10 @@ tool-name and id fitting, prefill. Drops and refusals name the client's own keys
 Responses                  Chat (then Anthropic as in 5.2)
 =========================  ==================================================================
 ``instructions``, input    messages (`responses_items`); ``history`` first
-function tools (flat)      ``tools[].function``; ``strict`` kept only when true
-``tool_choice``            auto / none / required / ``{type: function, name}`` /
-                           ``allowed_tools`` -> the Chat forms
+``tools``                  function, namespace and custom tools -> Chat function tools,
+                           hosted web search -> Claude's web search tool (`responses_tools`)
+``tool_choice``            auto / none / required / a named function or custom tool /
+                           ``allowed_tools`` -> the Chat forms (`responses_tools`)
 ``parallel_tool_calls``    the same
 ``max_output_tokens``      ``max_completion_tokens``
 ``reasoning.effort``       ``reasoning_effort`` (``summary`` dropped: no reasoning items come
@@ -24,11 +25,16 @@ safety_identifier, stream
 
 `Untranslatable` (taplog then does not fail over): ``background: true``, a ``conversation``,
 a stored ``prompt`` template, ``previous_response_id`` without the rebuilt ``history``, ``n``
-> 1, log probabilities, hosted or non-function tools and a ``tool_choice`` naming one,
-encrypted reasoning. With ``drop_untranslatable`` the tools, tool items and encrypted
-reasoning are left out instead and recorded; the rest is always refused. Every other key
-(``store``, ``metadata``, ``include``, ``truncation``, ``prompt_cache_key``, ...) is dropped and
-recorded; the answer translators echo the ones a client reads back.
+> 1, log probabilities, tools without an Anthropic equivalent and a ``tool_choice`` naming
+one, encrypted reasoning. With ``drop_untranslatable`` those tools, their items and
+encrypted reasoning are left out instead and recorded; the rest is always refused. Every
+other key (``store``, ``metadata``, ``truncation``, ``prompt_cache_key``, ...) is dropped
+and recorded; the answer translators echo the ones a client reads back. ``include`` entries
+are recorded too, except ``web_search_call.action.sources`` next to a web search that was
+sent: those sources always come back.
+
+`Translated.tools` holds the client's tool behind every wire name that says less: the
+Chat translation's renamed names and the namespaced and freeform tools.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from .base import Context, Translated, Untranslatable
 from .chat_request import ThinkingStyle, chat_to_messages
 from .naming import ANTHROPIC_ID_LIMIT, ANTHROPIC_NAME_LIMIT, Renames
 from .responses_items import chat_messages
+from .responses_tools import ResponsesTools
 
 __all__ = ["responses_to_messages"]
 
@@ -52,8 +59,8 @@ _HANDLED = frozenset(
         *("prompt", "n", "top_logprobs", "include"),
     }
 )
-_FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "strict"})
 _LOGPROBS = "message.output_text.logprobs"
+_SOURCES = "web_search_call.action.sources"
 # Chat words in `chat_to_messages` drops -> the Responses key the client sent
 _CLIENT_WORDS = {
     "reasoning_effort": "reasoning.effort",
@@ -83,11 +90,12 @@ def responses_to_messages(
     ctx.dropped.extend(key for key in body if key not in _HANDLED)
     chat: dict[str, Any] = {"model": model}
     chat["messages"] = chat_messages(body, history, ctx, drop_untranslatable)
-    _tools(body, chat, ctx, drop_untranslatable)
+    tools = _tools(body, chat, ctx, drop_untranslatable)
     _options(body, chat, ctx)
     _text_format(body, chat, ctx)
     for entry in as_list(body.get("include")):
-        ctx.drop(f"include {entry!r} (nothing of that kind comes back)")
+        if entry != _SOURCES or tools.web_search is None:
+            ctx.drop(f"include {entry!r} (nothing of that kind comes back)")
     translated = chat_to_messages(
         chat,
         model=model,
@@ -98,7 +106,10 @@ def responses_to_messages(
     )
     for entry in translated.dropped:
         ctx.drop(_client_words(entry))
-    return Translated(translated.body, ctx.dropped, translated.tool_names, translated.tool_ids)
+    if tools.web_search is not None:
+        translated.body.setdefault("tools", []).append(tools.web_search)
+    client_tools = {**translated.tools, **tools.client}
+    return Translated(translated.body, ctx.dropped, client_tools, translated.tool_ids)
 
 
 def _refuse(body: dict, history: list | None) -> None:
@@ -120,52 +131,16 @@ def _refuse(body: dict, history: list | None) -> None:
         raise Untranslatable("logprobs: Anthropic returns no token log probabilities")
 
 
-def _tools(body: dict, chat: dict, ctx: Context, leave_out: bool) -> None:
-    tools = []
-    for k, tool in enumerate(as_list(body.get("tools"))):
-        kind = dig(tool, "type")
-        if kind == "function":
-            tools.append(_function(tool, f"tools[{k}]", ctx))
-        elif leave_out:
-            ctx.drop(f"tools[{k}] ({kind}: left out, Anthropic cannot run it)")
-        else:
-            raise Untranslatable(f"tools[{k}]: {kind!r} tools have no Anthropic equivalent")
-    if tools:
-        chat["tools"] = tools
-    if (choice := _choice(body.get("tool_choice"), ctx, leave_out)) is not None:
+def _tools(body: dict, chat: dict, ctx: Context, leave_out: bool) -> ResponsesTools:
+    tools = ResponsesTools(ctx, leave_out)
+    tools.read(body.get("tools"))
+    if (choice := tools.choice(body.get("tool_choice"))) is not None:
         chat["tool_choice"] = choice
+    if tools.chat:
+        chat["tools"] = tools.chat
     if isinstance(body.get("parallel_tool_calls"), bool):
         chat["parallel_tool_calls"] = body["parallel_tool_calls"]
-
-
-def _function(tool: dict, where: str, ctx: Context) -> dict:
-    if not as_str(tool.get("name")):
-        raise Untranslatable(f"{where}: a function tool needs a name")
-    function = {key: tool[key] for key in ("name", "description", "parameters") if key in tool}
-    if tool.get("strict") is True:
-        function["strict"] = True
-    for key in tool:
-        if key not in _FUNCTION_KEYS:
-            ctx.drop(f"{where}.{key}")
-    return {"type": "function", "function": function}
-
-
-def _choice(choice: Any, ctx: Context, leave_out: bool) -> Any:
-    """Responses ``tool_choice`` in Chat's shape."""
-    kind = dig(choice, "type")
-    if choice is None or choice in ("auto", "none", "required"):
-        return choice
-    if kind == "function" and as_str(choice.get("name")):
-        return {"type": "function", "function": {"name": choice["name"]}}
-    if kind == "allowed_tools":
-        names = [t["name"] for t in as_list(choice.get("tools")) if dig(t, "type") == "function"]
-        tools = [{"type": "function", "function": {"name": name}} for name in names]
-        mode = "required" if choice.get("mode") == "required" else "auto"
-        return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
-    if leave_out:
-        ctx.drop(f"tool_choice ({kind}: left out, its tool cannot run on Anthropic)")
-        return None
-    raise Untranslatable(f"tool_choice {choice!r} has no Anthropic equivalent")
+    return tools
 
 
 def _options(body: dict, chat: dict, ctx: Context) -> None:

@@ -24,23 +24,37 @@ tool_choice                auto / none / required / ``{type: function, name}``
 ``stop``                   dropped and recorded: the Responses API has no stop sequences
 =========================  ==================================================================
 
+Claude's web search tool (``web_search_20250305`` and later versions, which the Chat
+translation drops) becomes the hosted ``{type: web_search}``, the first one only:
+``allowed_domains`` -> ``filters.allowed_domains``, ``user_location`` -> ``user_location``;
+``blocked_domains`` and ``max_uses`` have no equivalent and are dropped and recorded, as
+are other keys. ``include: ["web_search_call.action.sources"]`` asks for the urls the
+answer translators give back as search results. Other Anthropic-run tools stay dropped.
+
 ``store: false`` is sent: an Anthropic client resends its whole history, so nothing needs
 keeping at OpenAI. Ids and names are fitted to OpenAI's rules by `messages_to_chat`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
 
 from .base import Translated, Untranslatable
-from .messages_request import messages_to_chat
+from .messages_request import left_out_tool, messages_to_chat
 
 __all__ = ["messages_to_responses"]
 
 _MIN_OUTPUT_TOKENS = 16
 _SAME_KEYS = ("parallel_tool_calls", "temperature", "top_p", "safety_identifier", "stream")
+_WEB_SEARCH = re.compile(r"web_search_\d{8}")
+_LOCATION_KEYS = ("city", "region", "country", "timezone")
+_NO_SEARCH_EQUIVALENT = {
+    "blocked_domains": "OpenAI's web search has no blocked domains",
+    "max_uses": "OpenAI's web search has no limit on searches",
+}
 
 
 def messages_to_responses(
@@ -58,13 +72,14 @@ def messages_to_responses(
     out["input"] = items
     _limits(chat.body, out, dropped)
     _tools(chat.body, out)
+    _web_search(body, out, dropped)
     for key in _SAME_KEYS:
         if key in chat.body:
             out[key] = chat.body[key]
     if "stop" in chat.body:
         dropped.append("stop_sequences (the Responses API has no stop sequences)")
     out["store"] = False
-    return Translated(out, dropped, chat.tool_names, chat.tool_ids)
+    return Translated(out, dropped, chat.tools, chat.tool_ids)
 
 
 def _limits(chat: dict, out: dict, dropped: list[str]) -> None:
@@ -97,6 +112,29 @@ def _tools(chat: dict, out: dict) -> None:
         choice = {"type": "function", "name": choice["function"]["name"]}
     if choice is not None:
         out["tool_choice"] = choice
+
+
+def _web_search(body: dict, out: dict, dropped: list[str]) -> None:
+    """Claude's web search tool as OpenAI's hosted one, instead of its drop."""
+    for k, tool in enumerate(as_list(body.get("tools"))):
+        kind = dig(tool, "type")
+        if not isinstance(kind, str) or not _WEB_SEARCH.fullmatch(kind):
+            continue
+        dropped.remove(left_out_tool(k, kind))
+        search: dict[str, Any] = {"type": "web_search"}
+        for key, value in tool.items():
+            if key == "allowed_domains" and value:
+                search["filters"] = {"allowed_domains": value}
+            elif key == "user_location" and isinstance(value, dict):
+                fields = {name: value[name] for name in _LOCATION_KEYS if value.get(name)}
+                search["user_location"] = {"type": "approximate", **fields}
+            elif key in _NO_SEARCH_EQUIVALENT and value is not None:
+                dropped.append(f"tools[{k}].{key} ({_NO_SEARCH_EQUIVALENT[key]})")
+            elif key not in ("type", "name") and value is not None:
+                dropped.append(f"tools[{k}].{key}")
+        out.setdefault("tools", []).append(search)
+        out["include"] = ["web_search_call.action.sources"]
+        return
 
 
 def _input(messages: list[dict]) -> tuple[str | None, list[dict]]:

@@ -20,8 +20,15 @@ EXCLUDES them; ``cached_tokens`` = cache reads, ``cache_write_tokens`` = cache w
 ``reasoning_tokens`` = thinking tokens (0 when the upstream does not say).
 
 Ids: the caller picks the response id (``resp_X``), so a later ``previous_response_id`` can
-name it; output items get ``msg_X_<n>`` / ``fc_X_<n>`` (n = output index), the Anthropic
-message for a Responses answer ``msg_X``.
+name it; output items get ``msg_X_<n>`` / ``fc_X_<n>`` / ``ctc_X_<n>`` / ``ws_X_<n>`` (n =
+output index), the Anthropic message for a Responses answer ``msg_X``.
+
+Tool calls (`call_item`) take the shape of the client's tool (`naming.ClientTool`): a
+``function_call``, with ``namespace`` for a tool of a namespace, or for a freeform tool a
+``custom_tool_call`` whose ``input`` is the string Claude sent wrapped as ``{"input": ...}``
+(`freeform_input`). A web search is one ``web_search_call`` (`web_search_item`): Claude's
+query and the urls its result listed as ``action.sources``; ``completed``, ``failed`` when
+the result is an error, ``incomplete`` when no result came.
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ from typing import Any
 
 from recorder.wire.sse import as_list, as_str, dig
 
+from .base import compact_json
+from .naming import ClientTool
 from .vocab import count, messages_usage
 
 __all__ = [
     "anthropic_usage",
-    "function_item",
+    "call_item",
+    "freeform_input",
     "message_id",
     "message_item",
     "response_object",
@@ -42,6 +52,8 @@ __all__ = [
     "responses_usage",
     "stop_from_status",
     "text_part",
+    "url_citations",
+    "web_search_item",
 ]
 
 _INCOMPLETE = {
@@ -101,35 +113,87 @@ def _item_id(prefix: str, response_id: str, index: int) -> str:
     return f"{prefix}_{response_id.removeprefix('resp_')}_{index}"
 
 
-def text_part(text: str) -> dict:
+def text_part(text: str, annotations: list[dict] | None = None) -> dict:
     """An ``output_text`` content part."""
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": []}
 
 
-def message_item(response_id: str, index: int, text: str | None) -> dict:
+def message_item(
+    response_id: str, index: int, text: str | None, annotations: list[dict] | None = None
+) -> dict:
     """An assistant ``message`` item: completed with one text part, or (None) just opened."""
     return {
         "id": _item_id("msg", response_id, index),
         "type": "message",
         "status": "in_progress" if text is None else "completed",
         "role": "assistant",
-        "content": [] if text is None else [text_part(text)],
+        "content": [] if text is None else [text_part(text, annotations)],
     }
 
 
-def function_item(
-    response_id: str, index: int, call_id: str, name: str, arguments: str | None
+def url_citations(text: str, citations: object) -> list[dict]:
+    """A text block's web search citations as ``url_citation`` annotations over its whole
+    text, one per url: Claude cuts a cited answer into blocks, each cited block being the
+    claim its citations support, and each block is one message item here. Indexes count
+    code points. Other citation kinds (documents, search results) are left out."""
+    annotations: list[dict] = []
+    for citation in as_list(citations):
+        url = as_str(dig(citation, "url"))
+        if dig(citation, "type") != "web_search_result_location" or not url:
+            continue
+        if all(known["url"] != url for known in annotations):
+            title = as_str(citation.get("title")) or ""
+            span = {"start_index": 0, "end_index": len(text)}
+            annotations.append({"type": "url_citation", **span, "url": url, "title": title})
+    return annotations
+
+
+def call_item(
+    response_id: str, index: int, call_id: str, tool: ClientTool, value: str | None
 ) -> dict:
-    """A ``function_call`` item (None arguments: just opened); paired with its output by
-    ``call_id``, never by ``id``."""
-    return {
-        "id": _item_id("fc", response_id, index),
-        "type": "function_call",
-        "status": "in_progress" if arguments is None else "completed",
-        "arguments": arguments or "",
+    """A tool call as the client's tool is called: ``function_call`` with its ``arguments``
+    or ``custom_tool_call`` with its ``input`` (`value`; None: just opened). Paired with its
+    output by ``call_id``, never by ``id``."""
+    custom = tool.freeform
+    item = {
+        "id": _item_id("ctc" if custom else "fc", response_id, index),
+        "type": "custom_tool_call" if custom else "function_call",
+        "status": "in_progress" if value is None else "completed",
+        "input" if custom else "arguments": value or "",
         "call_id": call_id,
-        "name": name,
+        "name": tool.name,
     }
+    if tool.namespace:
+        item["namespace"] = tool.namespace
+    return item
+
+
+def freeform_input(value: object) -> str:
+    """A freeform tool's string from the ``{"input": ...}`` Claude sent; anything else whole,
+    nothing as ``""``."""
+    if isinstance(value, dict) and isinstance(value.get("input"), str):
+        return value["input"]
+    return compact_json(value) if value else ""
+
+
+def web_search_item(
+    response_id: str, index: int, query: str | None, result: object = None, *, done: bool = True
+) -> dict:
+    """A ``web_search_call`` for Claude's search of `query` and its result block's content
+    (`done` False: just opened, nothing known yet)."""
+    item: dict = {"id": _item_id("ws", response_id, index), "type": "web_search_call"}
+    if not done:
+        return {**item, "status": "in_progress", "action": {"type": "search"}}
+    results = as_list(result)
+    sources = [
+        {"type": "url", "url": found["url"]}
+        for found in results
+        if dig(found, "type") == "web_search_result" and as_str(found.get("url"))
+    ]
+    failed = isinstance(result, dict)  # a web_search_tool_result_error
+    status = "failed" if failed else "completed" if result is not None else "incomplete"
+    action = {"type": "search", "query": query or "", "sources": sources}
+    return {**item, "status": status, "action": action}
 
 
 def _echo_tool(tool: Any) -> Any:

@@ -15,7 +15,10 @@ output_item.added              ``content_block_stop`` of the open block,
 function_call_arguments.delta  ``input_json_delta{partial_json}`` on that call's block
 output_item.done               ``content_block_stop`` of that item's block; a message or call
                                whose text or arguments never streamed sends them first
-reasoning, hosted tools        nothing: a thinking block without a valid signature would be
+output_item.done               a ``server_tool_use`` block (input ``{query}`` as one
+(web_search_call)              ``input_json_delta``) and its ``web_search_tool_result`` block,
+                               whole, as `responses_answer.web_search_blocks` builds them
+reasoning, other hosted tools  nothing: a thinking block without a valid signature would be
                                replayed to Anthropic and refused (5.8.8)
 response.completed /           ``content_block_stop`` if one is open, ``message_delta`` with
 response.incomplete            the stop reason and usage (`responses_vocab`), ``message_stop``
@@ -31,16 +34,16 @@ holds the error sent for a failed stream. A stream with neither was cut.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from recorder.wire.sse import as_int, as_str, dig
 
+from .base import compact_json
 from .errors import openai_error_to_anthropic
-from .naming import ANTHROPIC_ID_LIMIT, client_name, fit
-from .responses_answer import message_text
+from .naming import ANTHROPIC_ID_LIMIT, ClientTools, client_name, fit
+from .responses_answer import message_text, web_search_blocks
 from .responses_vocab import anthropic_usage, message_id, stop_from_status
 
 __all__ = ["ResponsesToAnthropicStream"]
@@ -56,9 +59,9 @@ def _event(name: str, data: dict) -> bytes:
 class ResponsesToAnthropicStream:
     """One Responses event in, zero or more complete Anthropic SSE events out."""
 
-    def __init__(self, *, model: str, tool_names: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, model: str, tools: ClientTools | None = None) -> None:
         self.model = model  # used when the events name no model
-        self.tool_names = tool_names
+        self.tools = tools
         self.finished = False
         self.error: dict | None = None
         self._started = False
@@ -139,7 +142,7 @@ class ResponsesToAnthropicStream:
         block = {
             "type": "tool_use",
             "id": fit(as_str(item.get("call_id")) or f"call_{output_index}", ANTHROPIC_ID_LIMIT),
-            "name": client_name(as_str(item.get("name")) or "", self.tool_names),
+            "name": client_name(as_str(item.get("name")) or "", self.tools),
             "input": {},
         }
         out = self._open_block(output_index, block)
@@ -171,9 +174,22 @@ class ResponsesToAnthropicStream:
         elif kind == "message" and output_index not in self._texted:
             text, refused = message_text(item)
             out = self._text(output_index, text, refused)
+        elif kind == "web_search_call":
+            out = self._web_search(output_index, item)
         if self._open is not None and self._open[1] == output_index:
             out += self._close()
         return out
+
+    def _web_search(self, output_index: int, item: Any) -> list[bytes]:
+        """A finished search: Claude's two blocks, its call then its result."""
+        blocks = web_search_blocks(item)
+        if not blocks:
+            return []
+        use, result = blocks
+        out = self._open_block(output_index, {**use, "input": {}})
+        delta = {"type": "input_json_delta", "partial_json": compact_json(use["input"])}
+        out.append(_event("content_block_delta", {"index": self._blocks - 1, "delta": delta}))
+        return out + self._open_block(output_index, result)
 
     def _end(self, response: Any) -> list[bytes]:
         stop = stop_from_status(

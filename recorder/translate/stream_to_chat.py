@@ -26,7 +26,6 @@ Either way the stream is over and later events are ignored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -34,7 +33,7 @@ import orjson
 from recorder.wire.sse import as_int, as_str, dig
 
 from .errors import anthropic_error_to_openai
-from .naming import OPENAI_ID_LIMIT, client_name, fit
+from .naming import OPENAI_ID_LIMIT, ClientTools, client_name, fit
 from .vocab import chat_response_id, chat_usage, finish_reason
 
 __all__ = ["AnthropicToChatStream"]
@@ -46,11 +45,11 @@ class AnthropicToChatStream:
     """One Anthropic event in, zero or more complete OpenAI SSE events out."""
 
     def __init__(
-        self, *, include_usage: bool, created: int, tool_names: Mapping[str, str] | None = None
+        self, *, include_usage: bool, created: int, tools: ClientTools | None = None
     ) -> None:
         self.include_usage = include_usage
         self.created = created
-        self.tool_names = tool_names
+        self.tools = tools
         self.finished = False
         self.error: dict | None = None
         self._id = chat_response_id(None)
@@ -136,7 +135,7 @@ class AnthropicToChatStream:
         return out
 
     def _name(self, name: Any) -> str:
-        return client_name(as_str(name) or "", self.tool_names)
+        return client_name(as_str(name) or "", self.tools)
 
     def _arguments(self, index: int, fragment: str) -> list[bytes]:
         slot = self._tools[index]

@@ -29,7 +29,6 @@ a broken stream: an ``api_error`` event goes out instead and `error` holds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -37,7 +36,7 @@ import orjson
 from recorder.wire.sse import as_int, as_list, as_str, dig
 
 from .errors import openai_error_to_anthropic
-from .naming import ANTHROPIC_ID_LIMIT, client_name, fit
+from .naming import ANTHROPIC_ID_LIMIT, ClientTools, client_name, fit
 from .vocab import message_response_id, messages_usage, translated_stop_reason
 
 __all__ = ["ChatToAnthropicStream"]
@@ -50,9 +49,9 @@ def _event(name: str, data: dict) -> bytes:
 class ChatToAnthropicStream:
     """One OpenAI chunk in, zero or more complete Anthropic SSE events out."""
 
-    def __init__(self, *, model: str, tool_names: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, model: str, tools: ClientTools | None = None) -> None:
         self.model = model  # used when the chunks name no model
-        self.tool_names = tool_names
+        self.tools = tools
         self.finished = False
         self.error: dict | None = None
         self._id = message_response_id(None)
@@ -143,7 +142,7 @@ class ChatToAnthropicStream:
             block = {
                 "type": "tool_use",
                 "id": fit(call_id, ANTHROPIC_ID_LIMIT),
-                "name": client_name(as_str(dig(part, "function", "name")) or "", self.tool_names),
+                "name": client_name(as_str(dig(part, "function", "name")) or "", self.tools),
                 "input": {},
             }
             out = self._open_block(block)
