@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable
 
 from recorder import prices
+from recorder.secrets import redact_text
 from recorder.toolevents import FINISH_MISMATCH, ORPHAN_RESULT, UNANSWERED
 
 OTHER = "other"
@@ -97,8 +98,11 @@ class Bounded:
         return OTHER
 
     def tool(self, value: object) -> str:
-        """A tool name: the first MAX_TOOLS distinct (short) names, then `other`."""
+        """A tool name: the first MAX_TOOLS distinct (short) names, then `other` (so is a
+        name shaped like a credential: a label is no place for one)."""
         if not isinstance(value, str) or not value or len(value) > MAX_TOOL_NAME:
+            return OTHER
+        if redact_text(value) != value:
             return OTHER
         with self._lock:
             if value in self._tools:

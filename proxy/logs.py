@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from recorder.events import Event, utc_second
+from recorder.secrets import redact_text
 
 calls_log = logging.getLogger("taplog.calls")
 
@@ -91,9 +92,11 @@ def configure_logging(log_format: str, level: str, stream: Any = None) -> None:
 
 
 def _clip(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_VALUE:
-        return value[:MAX_VALUE] + "…"
-    return value
+    """A value a client or vendor chose, short and with no credential in it."""
+    if not isinstance(value, str):
+        return value
+    value = redact_text(value)
+    return value[:MAX_VALUE] + "…" if len(value) > MAX_VALUE else value
 
 
 def call_fields(response: Event, requested_model: str | None) -> dict[str, Any]:

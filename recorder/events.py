@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from recorder.secrets import redact_text
+
 FORMAT_VERSION = 2  # 2: blobs (recorder.blobs), transcript deltas (recorder.transcripts)
 
 SESSION_STARTED = "session.started"
@@ -57,6 +59,11 @@ Event = dict[str, Any]
 _HASH_SUFFIX_LEN = len(b',"h":"') + 32 + len(b'"}')
 MAX_DEPTH = 128  # orjson serialises at most 255 levels; sanitised events keep far fewer
 _INT_RANGE = range(-(2**63), 2**64)
+_LINE_SEPARATORS = (
+    ("\u2028".encode(), b"\\u2028"),
+    ("\u2029".encode(), b"\\u2029"),
+    ("\u0085".encode(), b"\\u0085"),
+)
 
 
 def new_id(prefix: str) -> str:
@@ -124,9 +131,9 @@ def session_started(
         session,
         None,
         source=source,
-        original=original,
+        original=None if original is None else redact_text(original),
         api=api,
-        user_agent=user_agent,
+        user_agent=None if user_agent is None else redact_text(user_agent),
         taplog_version=taplog_version,
         **links,
     )
@@ -182,7 +189,7 @@ def failover_event(
         from_model=from_model,
         to_provider=to_provider,
         to_model=to_model,
-        reason=reason,
+        reason=redact_text(reason),
         attempt=attempt,
     )
 
@@ -196,14 +203,16 @@ def call_answered(session: str, exchange: str, **fields: Any) -> Event:
 
 def error_event(session: str, exchange: str | None, reason: str, **details: Any) -> Event:
     """What taplog itself refused or could not do, and why."""
-    return make_event(ERROR, session, exchange, reason=reason, **details)
+    return make_event(ERROR, session, exchange, reason=redact_text(reason), **details)
 
 
 def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
     """Serialise `event` as one log line numbered `seq`, chained to `prev`.
 
     Returns the line (ending in a newline) and its hash. orjson escapes control
-    characters, so recorded content can never break out of its line.
+    characters, and the line separators it leaves raw (U+2028, U+2029, U+0085, which
+    `str.splitlines` and many editors break lines at) are escaped here, so recorded
+    content can never break out of its line for any line reader.
     """
     event["seq"] = seq
     event["prev"] = prev
@@ -212,6 +221,9 @@ def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
     except TypeError as exc:  # orjson.JSONEncodeError: too deep, surrogates, odd types
         event["sanitised"] = str(exc)
         body = orjson.dumps(_sanitised(event, 0))
+    for raw, escaped in _LINE_SEPARATORS:  # only ever inside strings: JSON's own are ASCII
+        if raw in body:
+            body = body.replace(raw, escaped)
     digest = hashlib.blake2b(body[:-1], digest_size=16).hexdigest()
     return body[:-1] + b',"h":"' + digest.encode() + b'"}\n', digest
 

@@ -24,7 +24,7 @@ from recorder.events import (
     llm_request,
     llm_response,
 )
-from recorder.secrets import scrub
+from recorder.secrets import redact_text, scrub
 from recorder.stream_fields import Chunk, stream_body, stream_fields
 from recorder.wire import api_module
 from recorder.writer import SessionState
@@ -64,7 +64,7 @@ class LlmRequest:
             method=self.method,
             path=self.path,
             upstream_url=self.upstream_url,
-            model=parsed.get("model"),
+            model=_text(parsed.get("model")),
             stream=parsed.get("stream") is True,
             attempt=self.attempt,
             key_fingerprint=self.key_fingerprint,
@@ -114,7 +114,7 @@ class LlmResponse:
             provider=self.provider,
             status=self.status,
             outcome=self.outcome,
-            error=self.error,
+            error=_text(self.error),
             latency_ms=round(self.latency_ms, 3),
             ttfb_ms=None if self.ttfb_ms is None else round(self.ttfb_ms, 3),
             overhead_ms=None if self.overhead_ms is None else round(self.overhead_ms, 3),
@@ -240,6 +240,11 @@ class CallAnswer:
         data = self.client_bytes
         body = parse_json(data) if data.lstrip()[:1] == b"{" else stream_body(module, data)
         return module.summarize(body).finish_reason if isinstance(body, dict) else None
+
+
+def _text(value: Any) -> Any:
+    """A client- or vendor-chosen text as the log may hold it: no credential in it."""
+    return redact_text(value) if isinstance(value, str) else value
 
 
 def _tool_events(parent: Event, state: SessionState, module: Any, body: dict) -> list[Event]:

@@ -1,4 +1,21 @@
-"""Keep secrets out of the log: headers dropped, keys fingerprinted, bodies scrubbed.
+"""Keep secrets out of the log: by name, by value and by shape, wherever taplog writes.
+
+Three nets, each cheap where it catches nothing (the common case):
+
+* by name: headers and query parameters named like credentials (``*auth*``,
+  ``*token*``, ``*secret*``, ``*password*``, ``*credential*``, ``*api-key*``,
+  ``cookie``, ``sig``, ``signature``, ``jwt``, ``key``, …) are left out of the
+  log (headers) or keep their name with ``[redacted]`` (query parameters),
+  whatever their value;
+* by value: the client's own keys (its secret headers) and taplog's fallback
+  keys are replaced wherever they echo back, but only where one stands as a
+  whole token (never inside a longer word), and never one shorter than
+  `MIN_SECRET_LEN`: a short string is not a credential, and replacing it
+  would corrupt the recorded text;
+* by shape: OpenAI and Anthropic keys, ``Bearer …``, JWTs, AWS access keys,
+  Google API keys, GitHub and Slack tokens, and long high-entropy values of
+  JSON fields named like credentials, in any text taplog writes (paths, URLs,
+  header values of any name, bodies, error texts, log lines).
 
 A fingerprint lets a user tell calls made with different keys apart without
 the log ever holding a key: BLAKE2b with a fixed personalisation, truncated,
@@ -10,21 +27,70 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
-_SECRET_HEADER = re.compile(
-    r"(^|-)authorization$|(^|-)api[-_]?key$|cookie$|(^|-)(token|secret|password|key)$",
-    re.IGNORECASE,
+REDACTED = "[redacted]"
+_REDACTED = REDACTED.encode()
+MIN_SECRET_LEN = 8
+
+# Words that name a credential, in headers, query parameters and JSON fields. Not
+# "signature" in JSON: Anthropic's thinking blocks carry one that must stay exact.
+_CREDENTIAL_WORDS = (
+    r"auth(?!or(?:s|ed)?(?![a-z]))|token|secret|passw|pwd|credential|api[-_]?key|access[-_]?key|private[-_]?key"
+    r"|client[-_]?key|session[-_]?key|cookie|jwt"
 )
-_SECRET_QUERY_PARAM = re.compile(r"(?i)(^|&)((?:api[-_]?)?key|token|secret)=[^&]*")
+_SECRET_HEADER = re.compile(rf"(?i)({_CREDENTIAL_WORDS}|signature|(^|-)key$)")
+_SECRET_PARAM = re.compile(rf"(?i)({_CREDENTIAL_WORDS}|signature|^(sig|key|code)$)")
 _BEARER = re.compile(r"(?i)^bearer\s+")
-_REDACTED = b"[redacted]"
-_MIN_SECRET_LEN = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """A credential's shape. Every pattern opens with a literal, which the regex engine
+    searches for fast, and is only run where that literal occurs at all; `group` is the
+    part redacted. Lookbehinds would cost that speed: the token's left edge is checked on
+    each match instead."""
+
+    literal: bytes
+    pattern: re.Pattern[bytes]
+    group: int = 0
+    mixed_case: bool = False  # only a token with lower and upper case letters and digits
+    key_named: bool = False  # only the value of a JSON field named like a credential
+
+
+# A token's edges: where letters and digits stop ("x-sk-…" holds a key, "task-…" none).
+_WORD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_END = rb"(?![A-Za-z0-9])"
+_TOKEN = rb"[A-Za-z0-9._~+/=%-]"  # % too: a token percent-encoded in a URL
+_SHAPES = (
+    # "sk-" and a long word ("task-management-…") is no key: keys mix cases and digits
+    _Shape(b"sk-", re.compile(rb"sk-[A-Za-z0-9_-]{20,}" + _END), mixed_case=True),
+    *(
+        _Shape(word, re.compile(re.escape(word) + rb"(?:\s|%20|\+)+(" + _TOKEN + rb"{16,})"), 1)
+        for word in (b"Bearer", b"bearer", b"BEARER")
+    ),
+    _Shape(b"eyJ", re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+")),
+    *(
+        _Shape(prefix, re.compile(prefix + rb"[A-Z0-9]{16}(?![A-Za-z0-9])"))
+        for prefix in (b"AKIA", b"ASIA")
+    ),
+    _Shape(b"AIza", re.compile(rb"AIza[A-Za-z0-9_-]{35}" + _END)),
+    _Shape(b"gh", re.compile(rb"gh[pousr]_[A-Za-z0-9]{30,}" + _END)),
+    _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END)),
+    _Shape(b"xox", re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}" + _END)),
+    # "password": "…" and the like: a long value with letters and digits, no spaces
+    _Shape(b'":', re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"'), 1, True, True),
+)
+_MIXED = re.compile(rb"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9]*[0-9])")
+_LETTER_AND_DIGIT = re.compile(rb"(?=[^A-Za-z]*[A-Za-z])(?=[^0-9]*[0-9])")
+_CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
 
 
 def is_secret_header(name: str) -> bool:
-    """Authorization, API-key, cookie and token headers, by name."""
-    return _SECRET_HEADER.search(name) is not None
+    """Authorization, API-key, cookie, token and other credential headers, by name."""
+    return _SECRET_HEADER.search(name) is not None or _holds_credential(name)
 
 
 @lru_cache(maxsize=1024)
@@ -38,15 +104,86 @@ def _logged_name(name: str) -> str | None:
 
 
 def safe_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Headers fit for the log: lower-cased names, secrets left out."""
-    return {logged: v for k, v in headers if (logged := _logged_name(k)) is not None}
+    """Headers fit for the log: lower-cased names, credential headers left out, and
+    credential-shaped values in any other header redacted."""
+    return {
+        logged: redact_text(value)
+        for name, value in headers
+        if (logged := _logged_name(name)) is not None
+    }
 
 
 def redact_url(target: str) -> str:
-    """A URL or path with the values of key/token query parameters removed."""
+    """A URL or path with user info and the values of credential-named query parameters
+    removed, and every part holding something credential-shaped (read percent-decoded:
+    `Bearer%20…`) redacted whole."""
     base, mark, query = target.partition("?")
-    redacted = _SECRET_QUERY_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}=[redacted]", query)
-    return base + mark + redacted
+    if "://" in base and "@" in (parts := urlsplit(base)).netloc:  # user:password@host
+        host = parts.netloc.rsplit("@", 1)[1]
+        base = urlunsplit(parts._replace(netloc=f"{REDACTED}@{host}"))
+    base = "/".join(_redacted_segment(segment) for segment in base.split("/"))
+    if query:
+        query = "&".join(_redacted_param(pair) for pair in query.split("&"))
+    return base + mark + query
+
+
+def _redacted_segment(segment: str) -> str:
+    return REDACTED if _holds_credential(unquote(segment)) else segment
+
+
+def _redacted_param(pair: str) -> str:
+    name, equals, value = pair.partition("=")
+    if _holds_credential(unquote_plus(name)):
+        return REDACTED
+    if equals and (_SECRET_PARAM.search(unquote(name)) or _holds_credential(unquote_plus(value))):
+        return f"{name}={REDACTED}"
+    return pair
+
+
+def _holds_credential(text: str) -> bool:
+    return redact_text(text) != text
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential-shaped token in it redacted."""
+    raw = text.encode("utf-8", "surrogatepass")
+    redacted = redact_shapes(raw)
+    return text if redacted is raw else redacted.decode("utf-8", "surrogatepass")
+
+
+def redact_shapes(raw: bytes) -> bytes:
+    """`raw` with credential-shaped tokens and credential-named JSON values redacted; the
+    same object when there is none (most bodies: each shape's literal is not in them)."""
+    for shape in _SHAPES:
+        if shape.literal in raw:
+            raw = _redact(shape, raw)
+    return raw
+
+
+def _redact(shape: _Shape, raw: bytes) -> bytes:
+    """`raw` with `shape`'s matches redacted; `raw` itself if there is none."""
+    pieces, last = [], 0
+    for match in shape.pattern.finditer(raw):
+        start, end = match.span(shape.group)
+        if not _is_credential(shape, raw, match.start(), start, end):
+            continue
+        pieces += (raw[last:start], _REDACTED)
+        last = end
+    return b"".join(pieces) + raw[last:] if pieces else raw
+
+
+def _is_credential(shape: _Shape, raw: bytes, at: int, start: int, end: int) -> bool:
+    if shape.key_named:  # the field's name: back to the quote that opens it
+        opening = raw.rfind(b'"', max(0, at - 64), at)
+        name = raw[opening + 1 : at]
+        return (
+            opening >= 0
+            and _CREDENTIAL_KEY.search(name) is not None
+            and _LETTER_AND_DIGIT.match(raw, start, end) is not None
+        )
+    if at > 0 and raw[at - 1] in _WORD_CHARS:
+        return False  # inside a longer word
+    return not shape.mixed_case or _MIXED.match(raw, start, end) is not None
 
 
 def api_key(headers: Mapping[str, str]) -> str | None:
@@ -72,14 +209,35 @@ def secret_values(headers: Mapping[str, str]) -> tuple[bytes, ...]:
     for name, value in headers.items():
         if _logged_name(name) is None:  # a secret header
             for candidate in (value, _BEARER.sub("", value)):
-                if len(candidate) >= _MIN_SECRET_LEN:
+                if len(candidate) >= MIN_SECRET_LEN:
                     values.add(candidate.encode())
     return tuple(sorted(values, key=len, reverse=True))
 
 
 def scrub(raw: bytes, secrets: Iterable[bytes]) -> bytes:
-    """`raw` with every occurrence of a secret replaced by `[redacted]`."""
+    """`raw` with every whole-token occurrence of a secret, and every credential-shaped
+    token, replaced by `[redacted]`. A secret shorter than `MIN_SECRET_LEN` is no
+    credential (a fallback key set to `k`, say) and is never used."""
     for secret in secrets:
-        if secret in raw:
-            raw = raw.replace(secret, _REDACTED)
-    return raw
+        if len(secret) >= MIN_SECRET_LEN and secret in raw:
+            raw = _whole_tokens_redacted(raw, secret)
+    return redact_shapes(raw)
+
+
+def _whole_tokens_redacted(raw: bytes, secret: bytes) -> bytes:
+    """`raw` with `secret` redacted where it stands as a whole token, not inside a word."""
+    pieces, last, size = [], 0, len(secret)
+    at = raw.find(secret)
+    while at >= 0:
+        end = at + size
+        whole = _edge(raw, at - 1, secret[0]) and _edge(raw, end, secret[-1])
+        if whole:
+            pieces += (raw[last:at], _REDACTED)
+            last = end
+        at = raw.find(secret, end if whole else at + 1)
+    return b"".join(pieces) + raw[last:] if pieces else raw
+
+
+def _edge(raw: bytes, beside: int, own: int) -> bool:
+    """Whether the byte at `beside` ends a token that ends (or starts) with `own`."""
+    return own not in _WORD_CHARS or not 0 <= beside < len(raw) or raw[beside] not in _WORD_CHARS

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from recorder.secrets import redact_text
 from recorder.transcript import conversation_prefixes
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -40,6 +41,11 @@ class InvalidSessionId(ValueError):
 
 
 def check_session_id(value: str) -> str:
+    if redact_text(value) != value:  # never a file name, nor echoed back
+        raise InvalidSessionId(
+            "invalid session id: it looks like a credential (a key or token); "
+            "name sessions with something that is not secret"
+        )
     if SESSION_ID.fullmatch(value):
         return value
     shown = value if len(value) <= 40 else value[:40] + "…"
@@ -50,7 +56,10 @@ def check_session_id(value: str) -> str:
 
 
 def safe_session_id(original: str) -> str:
-    """A client-chosen id as a valid, stable session id."""
+    """A client-chosen id as a valid, stable session id (a credential-shaped one: its
+    digest only)."""
+    if redact_text(original) != original:
+        return f"s-{hashlib.blake2b(original.encode(), digest_size=8).hexdigest()}"
     if SESSION_ID.fullmatch(original):
         return original
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", original).lstrip("._-")[:100]
