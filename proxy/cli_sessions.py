@@ -14,6 +14,7 @@ import click
 
 from proxy.cli_config import config_option
 from proxy.cli_logs import data_dir_option
+from proxy.cli_ui import inbound_auth_options
 from proxy.config import REPLAY_MODES
 from recorder.export import FORMATS
 
@@ -96,6 +97,7 @@ def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="passthrough / record-missing: where misses are recorded (as taplog serve's).",
 )
+@inbound_auth_options
 @config_option
 def replay(
     source: Path,
@@ -105,6 +107,8 @@ def replay(
     mode: str,
     data_dir: Path | None,
     config: Path | None,
+    auth_token: str | None,
+    insecure_no_auth: bool,
 ) -> None:
     """Answer model calls from a recording (a data dir or a session file).
 
@@ -113,40 +117,18 @@ def replay(
     other modes run the full proxy (taplog serve --replay): a miss goes to the
     vendor and is recorded into --data-dir. Point the SDK's base URL at it.
 
+    Beyond loopback it needs inbound tokens, as `serve` does.
+
     Example: taplog replay taplog-data/sessions/run-7.jsonl --port 8788 --speed 0
     """
     import asyncio
 
-    from proxy.replay import run_replay
-    from recorder.reader import DamagedLine, UnsupportedEvent
-
-    try:
-        if mode == "strict":
-            asyncio.run(run_replay(source, host, port, speed))
-        else:
-            _replay_through_proxy(source, host, port, speed, mode, data_dir, config)
-    except (DamagedLine, UnsupportedEvent, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        pass
-
-
-def _replay_through_proxy(
-    source: Path,
-    host: str,
-    port: int,
-    speed: float,
-    mode: str,
-    data_dir: Path | None,
-    config: Path | None,
-) -> None:
-    """`taplog serve --replay SOURCE --replay-mode MODE`, with the replay's own options."""
-    import asyncio
-
     from proxy.cli_config import load_settings
     from proxy.config import ConfigError
+    from proxy.replay import run_replay
     from proxy.server import ServeError, serve
     from recorder.lock import DataDirBusy
+    from recorder.reader import DamagedLine, UnsupportedEvent
 
     flags = {
         "host": host,
@@ -155,14 +137,21 @@ def _replay_through_proxy(
         "replay": str(source),
         "replay_mode": mode,
         "replay_speed": speed,
+        "auth_token": auth_token,
+        "insecure_no_auth": insecure_no_auth or None,
     }
     try:
         settings, fallbacks = load_settings(config, flags, ())
-        asyncio.run(serve(settings, fallbacks))
+        if mode == "strict":  # offline: only the recording
+            asyncio.run(run_replay(source, settings))
+        else:  # taplog serve --replay SOURCE --replay-mode MODE
+            asyncio.run(serve(settings, fallbacks))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    except (ServeError, DataDirBusy) as exc:
+    except (ServeError, DataDirBusy, DamagedLine, UnsupportedEvent, OSError) as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
 
 
 @click.command("resume")

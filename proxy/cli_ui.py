@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +15,29 @@ from proxy.config import ConfigError, load
 FOLLOW_SECONDS = 0.25
 
 
+def inbound_auth_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--auth-token and --insecure-no-auth, for every command that listens (`serve` has
+    them from its settings): the same bind and token rule for all of them."""
+    command = click.option(
+        "--insecure-no-auth",
+        is_flag=True,
+        envvar="TAPLOG_INSECURE_NO_AUTH",
+        help="DANGER: listen beyond loopback without tokens; anyone who reaches the port "
+        "can read every session.",
+    )(command)
+    return click.option(
+        "--auth-token",
+        envvar="TAPLOG_AUTH_TOKEN",
+        help="Tokens a caller must present (/t/<token>/… or X-Taplog-Token); required "
+        "beyond loopback. [$TAPLOG_AUTH_TOKEN]",
+    )(command)
+
+
 @click.command("ui")
 @data_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
-@click.option(
-    "--auth-token",
-    envvar="TAPLOG_AUTH_TOKEN",
-    help="Tokens a browser must present (as /t/<token>/ui/); required beyond loopback. "
-    "[$TAPLOG_AUTH_TOKEN]",
-)
-@click.option(
-    "--insecure-no-auth",
-    is_flag=True,
-    envvar="TAPLOG_INSECURE_NO_AUTH",
-    help="DANGER: listen beyond loopback without tokens; anyone who reaches the port can "
-    "read every session.",
-)
+@inbound_auth_options
 def ui(**flags: Any) -> None:
     """Serve the web UI over a data dir: sessions, timelines, costs, live updates.
 

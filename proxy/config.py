@@ -61,16 +61,32 @@ class OneOf:
             raise ValueError(f"must be one of {', '.join(self.choices)}")
 
 
-def _base_url(value: str) -> None:
+def check_base_url(value: str) -> None:
+    """A vendor base URL, checked whole, so that what passes `check-config` also works:
+    http(s) with a host, a port in range, no whitespace or control characters, no
+    credentials, query or fragment, no link-local (metadata) address."""
+    if any(char.isspace() or not char.isprintable() for char in value):
+        raise ValueError("must not contain whitespace or control characters")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("must be an http(s) URL such as https://api.openai.com/v1")
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when asked
+    except ValueError:
+        raise ValueError("must have a port from 1 to 65535") from None
+    if parts.port == 0:
+        raise ValueError("must have a port from 1 to 65535")
     if parts.username or parts.password:
-        raise ValueError("must not carry credentials; clients send their own keys")
-    if parts.query or parts.fragment:
+        raise ValueError("must not carry credentials; keys come from the environment")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
         raise ValueError("must not have a query string or fragment")
     if is_metadata_host(parts.hostname):
         raise ValueError("must not point at a link-local (metadata service) address")
+
+
+def _listen_host(value: str) -> None:
+    if not value or any(char.isspace() or not char.isprintable() for char in value):
+        raise ValueError("must be an address or host name, without whitespace")
 
 
 # Cloud metadata services by name (they answer on 169.254.169.254 / fd00:ec2::254).
@@ -125,18 +141,18 @@ def setting(
 
 @dataclass(frozen=True)
 class Settings:
-    host: str = setting("127.0.0.1", "Address to listen on.")
+    host: str = setting("127.0.0.1", "Address to listen on.", _listen_host)
     port: int = setting(8787, "Port to listen on (0: any free port).", _port)
     data_dir: Path = setting(Path("taplog-data"), "Where session logs are kept.")
     openai_base: str = setting(
         "https://api.openai.com/v1",
         "OpenAI API root, in the form of OPENAI_BASE_URL.",
-        _base_url,
+        check_base_url,
     )
     anthropic_base: str = setting(
         "https://api.anthropic.com",
         "Anthropic API root, in the form of ANTHROPIC_BASE_URL.",
-        _base_url,
+        check_base_url,
     )
     fsync: str = setting(
         "interval",

@@ -42,11 +42,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
-from proxy.config import ConfigError, Settings, is_metadata_host
+from proxy.config import ConfigError, Settings, check_base_url
 from recorder import prices
 
 PROVIDER_TYPES = ("openai", "anthropic")
@@ -170,13 +169,12 @@ class Fallbacks:
 
 
 def _check_url(where: str, url: Any) -> str:
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    if not isinstance(url, str):
         raise ConfigError(f"{where}: must be an http(s) URL")
-    if parts.username or parts.password:
-        raise ConfigError(f"{where}: must not carry credentials; use api_key_env")
-    if is_metadata_host(parts.hostname):
-        raise ConfigError(f"{where}: must not point at a link-local (metadata service) address")
+    try:
+        check_base_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return url
 
 

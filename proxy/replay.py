@@ -28,9 +28,12 @@ from pathlib import Path
 
 from aiohttp import web
 
+from proxy import auth
+from proxy.auth import Tokens
+from proxy.config import Settings
 from proxy.errors import error_response
 from proxy.routing import PASSTHROUGH, provider_for
-from proxy.runner import listening, until_stopped
+from proxy.runner import ServeError, listening, until_stopped
 from recorder.bodies import parse_json
 from recorder.events import LLM_RESPONSE, Event
 from recorder.replay_index import (
@@ -145,28 +148,50 @@ def _miss(index: ReplayIndex, api: str, body: object) -> str:
 REPLAYER = web.AppKey("replayer", Replayer)
 
 
-def create_replay_app(source: Path, speed: float = 1.0) -> web.Application:
-    """The strict replay server's app over a data dir or one session file."""
+REPLAY_EXPOSURE = auth.Exposure(
+    "read the recorded answers, and in the answers to calls the recording lacks, "
+    "session ids and recorded content",
+    "give clients http://HOST:PORT/t/<token>/v1 as their base URL (or an X-Taplog-Token header)",
+)
+TOKENS = web.AppKey("tokens", Tokens)
+
+
+def create_replay_app(
+    source: Path, speed: float = 1.0, tokens: Tokens | None = None
+) -> web.Application:
+    """The strict replay server's app over a data dir or one session file; with tokens,
+    only calls that present one are answered (as `taplog serve` does)."""
     app = web.Application(client_max_size=MAX_BODY)
     app[REPLAYER] = Replayer(load_index(source), STRICT, speed)
+    app[TOKENS] = tokens or Tokens(())
     app.router.add_route("*", "/{tail:.*}", _replay)
     return app
 
 
 async def _replay(request: web.Request) -> web.StreamResponse:
-    api = api_of_path(request.path) if request.method == "POST" else None
+    token, target = auth.split_token(request.raw_path)
+    if not request.app[TOKENS].accepts(token, request.headers.get(auth.TOKEN_HEADER)):
+        return error_response(provider_for(target), 401, auth.REFUSED, "unauthorized")
+    path = target.partition("?")[0]
+    api = api_of_path(path) if request.method == "POST" else None
     body = parse_json(await request.read())
     answer = await request.app[REPLAYER].answer(
-        request, provider_for(request.raw_path), api or PASSTHROUGH, body
+        request, provider_for(target), api or PASSTHROUGH, body
     )
     assert answer is not None  # strict: every call is answered
     return answer
 
 
-async def run_replay(source: Path, host: str, port: int, speed: float) -> None:
-    """Serve until interrupted; prints the URL once listening."""
-    runner = web.AppRunner(create_replay_app(source, speed), handler_cancellation=True)
-    async with listening(runner, host, port) as (bound_host, bound_port, *_):
-        url = f"http://{bound_host}:{bound_port}"
+async def run_replay(source: Path, settings: Settings) -> None:
+    """Serve until interrupted, as the bind and token rule of `serve` allows; prints the
+    URL once listening."""
+    problem = auth.binding_problem(settings, REPLAY_EXPOSURE)
+    if problem is not None:
+        raise ServeError(problem)
+    app = create_replay_app(source, settings.replay_speed, Tokens(settings.auth_tokens))
+    runner = web.AppRunner(app, handler_cancellation=True)
+    async with listening(runner, settings.host, settings.port) as (bound_host, port, *_):
+        token = "/t/$TAPLOG_AUTH_TOKEN" if settings.auth_tokens else ""
+        url = f"http://{bound_host}:{port}{token}"
         print(f"taplog replay: {len(runner.app[REPLAYER].index)} calls on {url}", flush=True)
         await until_stopped()

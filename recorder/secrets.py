@@ -83,6 +83,7 @@ _SHAPES = (
     # "password": "…" and the like: a long value with letters and digits, no spaces
     _Shape(b'":', re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"'), 1, True, True),
 )
+_ANY_LITERAL = re.compile("|".join(re.escape(shape.literal.decode()) for shape in _SHAPES))
 _MIXED = re.compile(rb"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9]*[0-9])")
 _LETTER_AND_DIGIT = re.compile(rb"(?=[^A-Za-z]*[A-Za-z])(?=[^0-9]*[0-9])")
 _CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
@@ -118,6 +119,8 @@ def redact_url(target: str) -> str:
     removed, and every part holding something credential-shaped (read percent-decoded:
     `Bearer%20…`) redacted whole."""
     base, mark, query = target.partition("?")
+    if not query and "@" not in base and _ANY_LITERAL.search(unquote(base)) is None:
+        return target  # a plain path: the common case
     if "://" in base and "@" in (parts := urlsplit(base)).netloc:  # user:password@host
         host = parts.netloc.rsplit("@", 1)[1]
         base = urlunsplit(parts._replace(netloc=f"{REDACTED}@{host}"))
@@ -145,7 +148,10 @@ def _holds_credential(text: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """`text` with every credential-shaped token in it redacted."""
+    """`text` with every credential-shaped token in it redacted (at once when no shape's
+    literal is in it: the short texts of every call, header values and paths)."""
+    if _ANY_LITERAL.search(text) is None:
+        return text
     raw = text.encode("utf-8", "surrogatepass")
     redacted = redact_shapes(raw)
     return text if redacted is raw else redacted.decode("utf-8", "surrogatepass")

@@ -111,6 +111,11 @@ def test_a_second_serve_on_the_same_data_dir_is_refused(served, tmp_path):
         (["--openai-base", "ftp://example.com"], {}, "--openai-base"),
         (["--anthropic-base", "https://user:pw@example.com"], {}, "--anthropic-base"),
         (["--openai-base", "http://169.254.169.254/v1"], {}, "--openai-base"),
+        # checked whole: what passes would fail on every call (issue 18, item 6)
+        (["--openai-base", "http://127.0.0.1:99999/v1"], {}, "--openai-base"),
+        (["--openai-base", "http://api.openai.com\n/v1"], {}, "--openai-base"),
+        ([], {"TAPLOG_ANTHROPIC_BASE": "https://api.anthropic.com/#x"}, "TAPLOG_ANTHROPIC_BASE"),
+        (["--host", "127.0.0.1\nx"], {}, "--host"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_option(tmp_path, args, env, named):

@@ -235,6 +235,9 @@ def _rule(**fields):
     ("table", "named"),
     [
         (_provider(base_url="http://169.254.169.254/v1"), "providers.x.base_url"),
+        (_provider(base_url="https://h/v1#fragment"), "providers.x.base_url: must not have"),
+        (_provider(base_url="https://h:70000/v1"), "providers.x.base_url: must have a port"),
+        (_provider(base_url="https://h\n.example/v1"), "providers.x.base_url: must not contain"),
         (_provider(type="grpc"), "providers.x.type"),
         (_provider(api="assistants"), "providers.x.api"),
         (_rule(to=["nowhere:m"]), "fallback[0].to[0]"),

@@ -8,6 +8,7 @@ answers, stream bytes included, without the vendor hearing of it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import openai
 import pytest
 from click.testing import CliRunner
 
+from proxy.auth import Tokens
 from proxy.cli import main
 from proxy.replay import create_replay_app
 from recorder.replay_index import canonical, signature
@@ -186,3 +188,30 @@ def test_the_readme_pytest_recipe_works(taplog, oai):
 def test_replay_command_is_documented_and_refuses_a_missing_source(tmp_path):
     result = CliRunner().invoke(main, ["replay", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_replay_follows_the_bind_and_token_rule_of_serve(servers, taplog, oai, tmp_path):
+    """A miss names the closest session and what it said: beyond loopback that needs a
+    token, as `serve` and `ui` do (issue 18, item 5)."""
+    open_bind = subprocess.run(
+        [TAPLOG, "replay", str(tmp_path), "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TAPLOG_")},
+    )
+    assert open_bind.returncode != 0
+    assert "refusing to listen on 0.0.0.0 without inbound tokens" in open_bind.stderr
+    assert "session ids" in open_bind.stderr and "TAPLOG_AUTH_TOKEN" in open_bind.stderr
+
+    oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}])
+    taplog.wait_responses(1)
+    token = "replay-token-0123456789abcdef"
+    app = create_replay_app(taplog.data_dir, 0, Tokens([token]))
+    url = servers.serve(app, handler_cancellation=True)
+    asked = dict(model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}])
+    without = openai.OpenAI(base_url=f"{url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        without.chat.completions.create(**asked)
+    with_token = openai.OpenAI(base_url=f"{url}/t/{token}/v1", api_key=OPENAI_KEY, max_retries=0)
+    assert with_token.chat.completions.create(**asked).choices[0].message.content == "Echo: Hi"
