@@ -192,7 +192,8 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     fallbacks = fallbacks or load_fallbacks(settings.openai_base, settings.anthropic_base, {}, ())
     app_metrics = Metrics(_bounded_labels(fallbacks), settings.session_idle_minutes * 60)
     app = web.Application(
-        client_max_size=settings.max_body_bytes, middlewares=[call_tracker(app_metrics)]
+        client_max_size=settings.max_body_bytes,
+        middlewares=[errors.in_api_shape, call_tracker(app_metrics)],
     )
     app[SETTINGS] = settings
     app[FALLBACKS] = fallbacks

@@ -7,8 +7,12 @@ drives the SDKs' retry decisions, so it is chosen with care by the caller.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from aiohttp import web
+
+from proxy.routing import provider_for
 
 _OPENAI_TYPES = {
     400: "invalid_request_error",
@@ -69,3 +73,17 @@ def stream_error_event(api: str, message: str) -> bytes:
         }
     }
     return b"data: " + orjson.dumps(error) + b"\n\n"
+
+
+@web.middleware
+async def in_api_shape(request: web.Request, handler: Any) -> web.StreamResponse:
+    """What aiohttp itself would answer as text (no route for a path holding a line break,
+    a method no route takes, such as CONNECT) is answered in the client's API shape too."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        message = f"{exc.reason}: taplog serves no {request.method} at this path"
+        code = "not_found" if exc.status == 404 else "invalid_request"
+        return error_response(provider_for(request.raw_path), exc.status, message, code)

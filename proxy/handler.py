@@ -64,6 +64,12 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         reason = recorder.health()["reason"]
         message = f"not recording ({reason}); the call was not sent to the vendor"
         return errors.error_response(route.provider, 503, message, "recorder_unavailable")
+    declared = request.content_length
+    if declared is not None and declared > settings.max_body_bytes:  # refused before it comes
+        message = f"request body is over the {settings.max_body_mb:g} MiB limit (--max-body-mb)"
+        refused = errors.error_response(route.provider, 413, message, "request_too_large")
+        refused.force_close()  # the body is not read
+        return refused
     try:
         if request.content.is_eof():  # all there already (most calls): no timer to set
             body = await request.read()

@@ -77,16 +77,25 @@ _SHAPES = (
         for prefix in (b"AKIA", b"ASIA")
     ),
     _Shape(b"AIza", re.compile(rb"AIza[A-Za-z0-9_-]{35}" + _END)),
-    _Shape(b"gh", re.compile(rb"gh[pousr]_[A-Za-z0-9]{30,}" + _END)),
+    *(
+        _Shape(prefix, re.compile(prefix + rb"[A-Za-z0-9]{30,}" + _END))
+        for prefix in (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_")
+    ),
     _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END)),
     _Shape(b"xox", re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}" + _END)),
     # "password": "…" and the like: a long value with letters and digits, no spaces
-    _Shape(b'":', re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"'), 1, True, True),
+    _Shape(b'":', re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"'), 1, key_named=True),
 )
 _ANY_LITERAL = re.compile("|".join(re.escape(shape.literal.decode()) for shape in _SHAPES))
 _MIXED = re.compile(rb"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9]*[0-9])")
 _LETTER_AND_DIGIT = re.compile(rb"(?=[^A-Za-z]*[A-Za-z])(?=[^0-9]*[0-9])")
 _CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
+# Pieces of those words as they are spelled in JSON names (snake, camel, upper case):
+# without one of them in a body, no field of it is named like a credential.
+_KEY_HINTS = (
+    *(b"uth", b"UTH", b"oken", b"OKEN", b"ecret", b"ECRET", b"assw", b"ASSW", b"wd", b"WD"),
+    *(b"redential", b"REDENTIAL", b"ookie", b"OOKIE", b"jwt", b"JWT", b"ey", b"EY"),
+)
 
 
 def is_secret_header(name: str) -> bool:
@@ -161,7 +170,9 @@ def redact_shapes(raw: bytes) -> bytes:
     """`raw` with credential-shaped tokens and credential-named JSON values redacted; the
     same object when there is none (most bodies: each shape's literal is not in them)."""
     for shape in _SHAPES:
-        if shape.literal in raw:
+        if shape.literal in raw and (
+            not shape.key_named or any(hint in raw for hint in _KEY_HINTS)
+        ):
             raw = _redact(shape, raw)
     return raw
 

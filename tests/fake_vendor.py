@@ -19,6 +19,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !status=NNN       vendor-shaped HTTP error           !retry_after=N  retry-after header
     !should_retry=V   x-should-retry: V                  !code=C    OpenAI error code
     !gzip             gzip body (streams too)            !events=N  text split into N deltas
+    !brotli           brotli (`br`) body
     !delay=S          sleep between stream events        !ttfb=S    sleep before headers
     !cut=N            stream: N events then close; non-stream: half the body then close
     !hang             wait (up to an hour) until the client goes away
@@ -65,6 +66,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import brotli
 import orjson
 from aiohttp import web
 
@@ -1059,8 +1061,14 @@ class FakeVendor:
         if "gzip" in d:
             wire = gzip.compress(body, mtime=0)
             headers["Content-Encoding"] = "gzip"
+        elif "brotli" in d:
+            wire = brotli.compress(body)
+            headers["Content-Encoding"] = "br"
         sent = wire[: len(wire) // 2] if "cut" in d else wire
-        self.sent[index] = zlib.decompressobj(31).decompress(sent) if "gzip" in d else sent
+        if "gzip" in d:
+            self.sent[index] = zlib.decompressobj(31).decompress(sent)
+        else:
+            self.sent[index] = brotli.decompress(sent) if "brotli" in d and "cut" not in d else sent
         if "unframed" in d:
             return await self._unframed(request, index, [sent], headers, d, status)
         if "cut" not in d:

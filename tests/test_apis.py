@@ -251,9 +251,12 @@ def test_paths_without_v1_work(taplog, fake):
     assert fake.requests[-1].path == "/v1/chat/completions"
 
 
-def test_compressed_answers_reach_the_client_decoded_and_the_log_holds_json(oai, fake, taplog):
+@pytest.mark.parametrize("encoding", ["gzip", "brotli"])
+def test_compressed_answers_reach_the_client_decoded_and_the_log_holds_json(
+    oai, fake, taplog, encoding
+):
     answer = oai.chat.completions.create(
-        model="gpt-4.1", messages=[{"role": "user", "content": "squeeze !gzip"}]
+        model="gpt-4.1", messages=[{"role": "user", "content": f"squeeze !{encoding}"}]
     )
     assert answer.choices[0].message.content == "Echo: squeeze"
     _, response = _exchange(taplog)

@@ -391,3 +391,45 @@ def test_a_metadata_address_in_any_spelling_is_refused_as_a_base(base):
     with pytest.raises(ConfigError, match="TAPLOG_OPENAI_BASE: must not point at a link-local"):
         load({}, {"TAPLOG_OPENAI_BASE": base}, None)
     assert load({}, {"TAPLOG_OPENAI_BASE": "http://10.0.0.7:8000/v1"}, None)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "shape"),
+    [
+        (
+            b"GET /v1/chat%0acompletions HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            404,
+            "openai",
+        ),
+        (_post(b"/s/x%0Ay/v1/messages"), 404, "anthropic"),
+        (b"CONNECT /v1/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 404, "openai"),
+    ],
+    ids=["line break in the path", "line break in a session prefix", "CONNECT"],
+)
+def test_answers_taplog_makes_itself_are_json_in_the_clients_shape(
+    taplog, fake, request_bytes, status, shape
+):
+    answered, headers, body = _raw(taplog.url, request_bytes)
+    assert (answered, headers["content-type"]) == (status, "application/json")
+    error = orjson.loads(body)
+    if shape == "anthropic":
+        assert error["type"] == "error" and error["error"]["type"] == "not_found_error"
+    else:
+        assert error["error"]["code"] == "not_found"
+    assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
+
+
+def test_a_declared_length_over_the_limit_gets_413_at_once(taplog, fake):
+    head = _post(b"/v1/chat/completions", body=b"").replace(
+        b"Content-Length: 0", b"Content-Length: 99000000000"
+    )
+    started = time.monotonic()
+    status, headers, body = _raw(taplog.url, head + BODY)  # 99 GB announced, never sent
+    assert time.monotonic() - started < 1  # not after --body-timeout
+    assert (status, headers["x-taplog-error"]) == (413, "request_too_large")
+    _openai_error(
+        body, "request_too_large", "request body is over the 64 MiB limit (--max-body-mb)"
+    )
+    assert fake.requests == [] and taplog.sessions() == {}
+    _still_serving(taplog)
