@@ -40,6 +40,9 @@ import orjson
 from recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from recorder.wire.sse import Text
 
+# A file taplog creates under the data dir: new, never through a symbolic link.
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
 BLOBS_DIR = "blobs"
 MOVABLE_FIELDS = ("body", "body_raw", "body_b64", "sse")
 _CARRIERS = frozenset({LLM_REQUEST, LLM_RESPONSE})
@@ -140,7 +143,7 @@ class BlobWriter:
     def __init__(self, store: BlobStore) -> None:
         self.store = store
         self.partial = store.folder / f".blob.{os.getpid()}.{next(_names)}.partial"
-        self.fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.fd = os.open(self.partial, NEW_FILE, 0o600)
         self.hash = hashlib.sha256()
         self.size = 0
 
@@ -185,7 +188,7 @@ class Spool:
 
     def __init__(self, path: Path, chunks: list[tuple[float, bytes]]) -> None:
         self.path = path
-        with open(path, "wb") as out:
+        with open(os.open(path, NEW_FILE, 0o600), "wb") as out:
             try:
                 for at, chunk in chunks:
                     out.write(_CHUNK_HEAD.pack(at, len(chunk)))

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
+from recorder.logfile import write_aside
 from recorder.views import typed_events
 
 COMPACTED_DIR = "compacted"
@@ -46,7 +47,8 @@ def _read_manifest(folder: Path) -> Manifest:
 
 def _write_manifest(folder: Path, manifest: Manifest) -> None:
     partial = folder / (MANIFEST + ".partial")
-    partial.write_bytes(orjson.dumps(manifest))
+    partial.unlink(missing_ok=True)  # whatever was there (a planted link): never written through
+    write_aside(partial, orjson.dumps(manifest), exclusive=True)
     os.replace(partial, folder / MANIFEST)
 
 
@@ -71,6 +73,7 @@ def _new_segment(folder: Path) -> Path:
 
 def _copy(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
     partial = target.with_suffix(".partial")
+    partial.unlink(missing_ok=True)  # DuckDB would write through a link planted there
     con.execute(f"COPY ({source}) TO {sql_list([str(partial)])[1:-1]} (FORMAT parquet)")
     os.chmod(partial, 0o600)  # as private as the logs it copies
     os.replace(partial, target)

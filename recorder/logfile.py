@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from recorder.blobs import BlobStore
+from recorder.blobs import NEW_FILE, BlobStore
 from recorder.events import Event, error_event, seal, verify_line
 from recorder.transcripts import Ledger
 
@@ -63,7 +63,7 @@ class SessionFile:
         self.blobs = blobs
         self.transcripts = Ledger()  # what this handle wrote: a reopened file starts afresh
         self.created = not path.exists()  # its directory entry needs a sync to last
-        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         if self.created and sync_dir:
             _sync_directory(path.parent)
         self.size = os.fstat(self.fd).st_size
@@ -86,7 +86,7 @@ class SessionFile:
         cut = _last_newline_before(self.fd, self.size) + 1
         torn = os.pread(self.fd, self.size - cut, cut)
         keep = quarantine / quarantine_name(self.path.stem, "torn")
-        with open(keep, "wb") as out:
+        with open(os.open(keep, NEW_FILE, 0o600), "wb") as out:
             out.write(torn)
             out.flush()
             os.fsync(out.fileno())
@@ -217,7 +217,7 @@ def reseal(
 def write_aside(aside: Path, data: bytes, exclusive: bool = False) -> None:
     """A whole new log written beside its place, owner-only and synced, before it is
     linked or renamed in (so readers only ever see a complete file)."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if exclusive else os.O_TRUNC)
     with open(os.open(aside, flags, 0o600), "wb") as out:
         out.write(data)
         out.flush()
@@ -239,7 +239,19 @@ def open_session_file(
 
     Returns the file and, when its last line was damaged, why: the damaged file
     was moved to `quarantine` whole and a new one started with an `error` event.
+    A symbolic link in the log's place is never followed (it could point anywhere):
+    the link itself is moved to `quarantine` the same way.
     """
+    if path.is_symlink():
+        aside = quarantine / quarantine_name(path.stem, "symlink")
+        os.replace(path, aside)  # the link itself, never what it points at
+        reason = (
+            f"{path.name} was a symbolic link, which taplog never follows; "
+            f"the link was moved to {aside} and the log starts anew"
+        )
+        session_file = SessionFile(path, quarantine, sync_dir, blobs)
+        session_file.append([error_event(path.stem, None, reason)])
+        return session_file, reason
     try:
         return SessionFile(path, quarantine, sync_dir, blobs), None
     except DamagedLog as exc:
