@@ -16,7 +16,12 @@ from proxy.config import SETTINGS
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-_OUTPUTS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "jsonl"}
+_OUTPUTS = {
+    ".parquet": "FORMAT parquet",
+    ".csv": "FORMAT csv, HEADER",
+    ".json": "FORMAT json, ARRAY true",
+    ".jsonl": "FORMAT json",
+}
 
 data_dir_option = click.option(
     "--data-dir",
@@ -36,12 +41,12 @@ format_option = click.option(
 )
 
 
-def _connect(data_dir: Path, writable: tuple[Path, ...] = ()) -> Any:
+def _connect(data_dir: Path, output: Path | None = None) -> Any:
     from recorder.query import connect
 
     if not (data_dir / "sessions").is_dir():
         raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
-    return connect(data_dir, writable)
+    return connect(data_dir, output)
 
 
 def _since(value: str | None) -> datetime | None:
@@ -66,21 +71,34 @@ def _print(relation: Any, fmt: str) -> None:
     click.echo(render(relation.columns, types, relation.fetchall(), fmt))
 
 
-def _write(con: Any, sql: str, output: Path) -> None:
-    kind = _OUTPUTS.get(output.suffix.lower())
-    if kind is None:
+def _output_format(output: Path, data_dir: Path) -> str:
+    """COPY's options for `output`, a file outside the data dir (taplog serve's alone)."""
+    options = _OUTPUTS.get(output.suffix.lower())
+    if options is None:
         raise click.BadParameter(f"use one of {', '.join(_OUTPUTS)}", param_hint="--output")
-    options = {
-        "parquet": "FORMAT parquet",
-        "csv": "FORMAT csv, HEADER",
-        "json": "FORMAT json, ARRAY true",
-        "jsonl": "FORMAT json",
-    }
-    con.execute(f"COPY ({sql}) TO ? ({options[kind]})".replace("?", _quoted(output)))
+    if output.resolve().is_relative_to(data_dir.resolve()):
+        raise click.BadParameter("give a file outside the data dir", param_hint="--output")
+    return options
 
 
-def _quoted(path: Path) -> str:
-    return "'" + str(path.resolve()).replace("'", "''") + "'"
+def _partial(output: Path) -> Path:
+    """Where the result is written before it replaces `output` whole."""
+    return output.resolve().with_name(f".{output.name}.partial")
+
+
+def _write(con: Any, sql: str, output: Path, options: str) -> None:
+    """The query's whole result into `output`, by taplog's own COPY, to the file it names."""
+    from recorder.query import check_read_only
+
+    check_read_only(sql)
+    partial = _partial(output)
+    target = "'" + str(partial).replace("'", "''") + "'"
+    try:  # the query goes in as a value: query() runs one SELECT and nothing else
+        con.execute(f"COPY (FROM query(?)) TO {target} ({options}, USE_TMP_FILE false)", [sql])
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(output)
 
 
 @click.command()
@@ -90,22 +108,25 @@ def _quoted(path: Path) -> str:
 @click.option(
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Write the result to a .parquet, .csv, .json or .jsonl file instead of printing it.",
+    help="Write the whole result to a .parquet, .csv, .json or .jsonl file instead of printing it.",
 )
 def sql(sql: str, data_dir: Path, fmt: str, output: Path | None) -> None:
     """Query the logs with DuckDB SQL (views: events, llm_calls, tool_calls, sessions).
 
+    Only queries run: SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE and
+    EXPLAIN of those. Nothing is written but the --output file.
+
     Example: taplog sql "SELECT response_model, sum(cost_usd) FROM llm_calls GROUP BY 1"
     """
-    from recorder.query import QueryError, check_read_only, query
+    from recorder.query import QueryError, query
 
-    con = _connect(data_dir, (output,) if output else ())
+    options = None if output is None else _output_format(output, data_dir)
+    con = _connect(data_dir, None if output is None else _partial(output))
     try:
-        if output is None:
+        if output is None or options is None:
             _print(query(con, sql), fmt)
             return
-        check_read_only(sql)
-        _write(con, sql, output)
+        _write(con, sql, output, options)
     except QueryError as exc:
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # duckdb errors while writing
