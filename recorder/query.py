@@ -14,10 +14,9 @@ are spliced back into `data` from `blobs/`, so `data -> 'body'` and the
 views' `request_body` / `response_body` read as if they were inline; a
 missing blob makes the query fail with a message that names it.
 
-The SQL surface is read-only and cannot leave the data dir: only SELECT,
-DESCRIBE, SHOW, SUMMARIZE and EXPLAIN statements run; DuckDB's file access is
-limited to the data dir, extensions cannot load, and the configuration is
-locked before the user's SQL runs. Values go in as parameters, never pasted.
+The SQL surface only reads (`recorder.read_only`): only queries run, and DuckDB
+may open the files the views read and the one file a result is written to,
+nothing else. Values go in as parameters, never pasted.
 """
 
 from __future__ import annotations
@@ -30,14 +29,9 @@ from typing import Any
 import duckdb
 
 from recorder.blobs import BLOBS_DIR
-from recorder.compaction import COMPACTED_DIR, compacted_sessions, sql_list
+from recorder.compaction import compacted_sessions, sql_list
+from recorder.read_only import QueryError, check_read_only, lock_down
 from recorder.views import EVENT_COLUMNS, VIEWS, typed_events
-
-ALLOWED_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
-
-
-class QueryError(ValueError):
-    """The SQL was refused or failed; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +40,7 @@ class Sources:
 
     jsonl: list[str]
     compacted: dict[str, str]  # session -> segment path
-    blobs: str | None  # a glob of the blob files, when there are any
+    blobs: list[str]  # every blob file
 
 
 def sources(data_dir: Path, only: str | None = None) -> Sources:
@@ -58,7 +52,7 @@ def sources(data_dir: Path, only: str | None = None) -> Sources:
     return Sources(
         jsonl=[str(p) for s, p in sorted(logs.items()) if s not in compacted],
         compacted={s: str(p) for s, p in compacted.items()},
-        blobs=str(blobs / "*" / "*.json") if next(blobs.glob("*/*.json"), None) else None,
+        blobs=sorted(str(p) for p in blobs.glob("*/*.json")),
     )
 
 
@@ -137,12 +131,16 @@ def _as_recorded(rows: str, blobs: str | None) -> str:
 
 
 def _blob_files(found: Sources) -> str | None:
-    """The blobs as (sha256, fields as JSON text), or None when there are none."""
-    if found.blobs is None:
+    """The blobs as (sha256, fields as JSON text), or None when there are none.
+
+    Their paths are in the variable `taplog_blobs`, not pasted into each view
+    that reads them: there may be thousands.
+    """
+    if not found.blobs:
         return None
     return (
         "(SELECT parse_filename(filename, true) AS sha256, content AS fields "
-        f"FROM read_text({sql_list([found.blobs])[1:-1]}))"
+        "FROM read_text(getvariable('taplog_blobs')))"
     )
 
 
@@ -157,9 +155,9 @@ def _with_blobs(rows: str, blobs: str) -> str:
 
 
 def connect(
-    data_dir: Path, writable: tuple[Path, ...] = (), only: str | None = None
+    data_dir: Path, output: Path | None = None, only: str | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """A locked-down connection with the views; `writable` files may be written by taplog.
+    """A locked-down connection with the views; `output` is a file taplog may write to.
 
     With `only`, the views hold that one session alone: a query about it reads its
     own log, not the whole history.
@@ -169,6 +167,9 @@ def connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     )
     found = sources(data_dir, only)
+    readable = [*found.jsonl, *set(found.compacted.values()), *found.blobs]
+    lock_down(con, readable, output.resolve() if output else None)
+    con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [found.blobs])  # for _blob_files
     con.execute(
         "CREATE TEMP TABLE compacted_sessions AS "
         "SELECT unnest(?::VARCHAR[]) AS session, unnest(?::VARCHAR[]) AS filename",
@@ -177,27 +178,7 @@ def connect(
     con.execute("CREATE VIEW events AS " + _events_sql(found))
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
-    readable = [f"{data_dir / d}/" for d in ("sessions", COMPACTED_DIR, BLOBS_DIR)]
-    con.execute("SET allowed_directories = ?", [readable])
-    con.execute("SET allowed_paths = ?", [[str(p.resolve()) for p in writable]])
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
     return con
-
-
-def check_read_only(sql: str) -> None:
-    """Refuse anything but one query statement, before DuckDB runs any of it."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc).strip()) from None
-    if len(statements) != 1:
-        raise QueryError(f"give exactly one SQL statement (got {len(statements)})")
-    if statements[0].type not in ALLOWED_STATEMENTS:
-        raise QueryError(
-            "only queries run here (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); "
-            f"refused a {statements[0].type.name} statement"
-        )
 
 
 def query(

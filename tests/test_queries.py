@@ -158,7 +158,7 @@ def test_sql_command_formats_and_output_files(recorded, tmp_path):
         ("SELECT * FROM read_text('/etc/passwd')", "file system operations are disabled"),
         ("SELECT * FROM read_csv('/etc/passwd')", "file system operations are disabled"),
         ("COPY (SELECT 1) TO 'stolen.csv'", "refused a COPY statement"),
-        ("ATTACH 'other.db'", "refused a ATTACH statement"),
+        ("ATTACH 'other.db'", "refused an ATTACH statement"),
         ("INSTALL httpfs", "refused a"),
         ("LOAD httpfs", "refused a"),
         ("SET enable_external_access = true", "refused a SET statement"),
