@@ -49,7 +49,7 @@ def _connect(data_dir: Path, output: Path | None = None) -> Any:
 
     if not (data_dir / "sessions").is_dir():
         raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
-    return connect(data_dir, output)
+    return connect(data_dir, output, warn=lambda message: click.echo(message, err=True))
 
 
 def _since(value: str | None) -> datetime | None:

@@ -22,6 +22,8 @@ nothing else. Values go in as parameters, never pasted.
 from __future__ import annotations
 
 import glob
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,8 @@ from recorder.compaction import compacted_sessions, sql_list
 from recorder.read_only import QueryError, check_read_only, lock_down
 from recorder.views import EVENT_COLUMNS, VIEWS, typed_events
 
+log = logging.getLogger("taplog.query")
+
 
 @dataclass(frozen=True, slots=True)
 class Sources:
@@ -41,18 +45,21 @@ class Sources:
     jsonl: list[str]
     compacted: dict[str, str]  # session -> segment path
     blobs: list[str]  # every blob file
+    links: list[str]  # session logs that are symbolic links: never read
 
 
 def sources(data_dir: Path, only: str | None = None) -> Sources:
     """Where each session is read from; just session `only` when given."""
     pattern = "*.jsonl" if only is None else f"{glob.escape(only)}.jsonl"
-    logs = {p.stem: p for p in (data_dir / "sessions").glob(pattern)}
+    found = list((data_dir / "sessions").glob(pattern))
+    logs = {p.stem: p for p in found if not p.is_symlink()}
     compacted = compacted_sessions(data_dir, logs)
     blobs = data_dir / BLOBS_DIR
     return Sources(
         jsonl=[str(p) for s, p in sorted(logs.items()) if s not in compacted],
         compacted={s: str(p) for s, p in compacted.items()},
         blobs=sorted(str(p) for p in blobs.glob("*/*.json")),
+        links=sorted(str(p) for p in found if p.is_symlink()),
     )
 
 
@@ -155,18 +162,24 @@ def _with_blobs(rows: str, blobs: str) -> str:
 
 
 def connect(
-    data_dir: Path, output: Path | None = None, only: str | None = None
+    data_dir: Path,
+    output: Path | None = None,
+    only: str | None = None,
+    warn: Callable[[str], None] = log.warning,
 ) -> duckdb.DuckDBPyConnection:
     """A locked-down connection with the views; `output` is a file taplog may write to.
 
     With `only`, the views hold that one session alone: a query about it reads its
-    own log, not the whole history.
+    own log, not the whole history. A session log that is a symbolic link is left
+    unread (it could point anywhere) and named through `warn`.
     """
     data_dir = data_dir.resolve()
     con = duckdb.connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     )
     found = sources(data_dir, only)
+    for link in found.links:
+        warn(f"taplog: {link} is a symbolic link; it is not read")
     readable = [*found.jsonl, *set(found.compacted.values()), *found.blobs]
     lock_down(con, readable, output.resolve() if output else None)
     con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [found.blobs])  # for _blob_files

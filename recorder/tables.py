@@ -18,6 +18,7 @@ import orjson
 
 FORMATS = ("table", "csv", "json", "jsonl")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u2028\u2029]")  # orjson escapes only C0 controls
 
 
 def safe_text(value: str) -> str:
@@ -73,5 +74,11 @@ def render(
         for row in rows
     ]
     if fmt == "json":
-        return orjson.dumps(records, option=orjson.OPT_INDENT_2, default=str).decode()
-    return "\n".join(orjson.dumps(r, default=str).decode() for r in records)
+        return _escaped(orjson.dumps(records, option=orjson.OPT_INDENT_2, default=str).decode())
+    return "\n".join(_escaped(orjson.dumps(r, default=str).decode()) for r in records)
+
+
+def _escaped(json_text: str) -> str:
+    """JSON with DEL, the C1 controls and the line separators escaped as well (\\u009b):
+    the same JSON, and nothing in it a terminal acts on."""
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)

@@ -206,3 +206,15 @@ def test_log_lines_escape_every_line_separator():
     line, _ = seal(event, 1, None)
     assert len(line.decode().splitlines()) == 1  # what a splitlines() reader counts
     assert orjson.loads(line)["reason"] == "a\u2028b\u2029c\x85d\x0be\x1cf"
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_json_printed_for_a_terminal_escapes_c1_controls_and_line_separators(fmt):
+    from recorder.tables import render
+
+    text = "csi \x9b2J, nel \x85, del \x7f, ls \u2028, esc \x1b"
+    printed = render(["reason"], ["VARCHAR"], [[text]], fmt)
+    assert not any(char in printed for char in "\x9b\x85\x7f\u2028\x1b")
+    assert "\\u009b" in printed and "\\u2028" in printed
+    rows = orjson.loads(printed)
+    assert (rows[0] if fmt == "json" else rows)["reason"] == text  # the same JSON

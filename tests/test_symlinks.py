@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+from click.testing import CliRunner
+
+from proxy.cli import main
 from recorder.reader import read_session
 from tests.conftest import start_on_fake
 from tests.ui_traffic import ask
@@ -48,3 +51,26 @@ def test_a_symlink_planted_where_compaction_writes_is_not_written_through(server
     (folder / "manifest.json.partial").symlink_to(outside)
     assert compact(proxy.data_dir, 0) == ["compacted"]
     assert not outside.exists()
+
+
+def test_a_symlinked_session_log_is_named_and_skipped_by_every_query(servers, fake, tmp_path):
+    proxy = start_on_fake(servers, fake, tmp_path / "data")
+    assert ask(proxy, "real", "hello") == "Echo: hello"
+    proxy.flush()
+    secret = tmp_path / "elsewhere.jsonl"
+    secret.write_text('{"not": "a taplog log"}\n')
+    (proxy.data_dir / "sessions" / "linked.jsonl").symlink_to(secret)
+    result = CliRunner().invoke(
+        main,
+        [
+            "sql",
+            "SELECT session FROM sessions",
+            "--data-dir",
+            str(proxy.data_dir),
+            "--format",
+            "csv",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split() == ["session", "real"]  # the rest is still read
+    assert "linked.jsonl is a symbolic link; it is not read" in result.stderr
