@@ -123,12 +123,16 @@ def _codex_answer(events: list[dict]) -> str:
     return messages[-1] if messages else ""
 
 
-def _outage_seconds(events: list[dict]) -> float:
-    """From the first try that failed to the last answer served, by the log's clock."""
+def _outage(events: list[dict]) -> str:
+    """How long the outage cost, by the log: the first call's wait (its failed tries and
+    the fallback's answer, as the client waited) and the whole tool loop's."""
     answers = [e for e in events if e["type"] == "llm.response"]
     failed = next(e for e in answers if e["status"] != 200)
     served = [e for e in answers if e["status"] == 200][-1]
-    return (epoch(served["ts"]) - epoch(failed["ts"])) + served["latency_ms"] / 1000
+    loop = (epoch(served["ts"]) - epoch(failed["ts"])) + served["latency_ms"] / 1000
+    first = next(e for e in events if e["type"] == "call.answered")
+    assert first["status"] == 200 and first["attempt"] > 1  # served after the failed tries
+    return f"first call {first['latency_ms'] / 1000:.2f} s, whole tool loop {loop:.2f} s"
 
 
 def _one_session_with_its_tool_events(proxy, tool: str) -> list[dict]:
@@ -161,7 +165,7 @@ def test_claude_code_finishes_its_tool_loop_while_anthropic_is_down(servers, ven
     events = _one_session_with_its_tool_events(proxy, "Bash")
     served = [e for e in events if e["type"] == "llm.response" and e["status"] == 200]
     assert served and all(e["provider"] == "openai" for e in served)
-    print(f"Claude Code: {_outage_seconds(events):.2f} s from the first failed try to the answer")
+    print(f"Claude Code through an Anthropic outage: {_outage(events)}")
 
 
 def test_codex_works_through_taplog(servers, vendors, tmp_path):
@@ -178,4 +182,4 @@ def test_codex_finishes_its_tool_loop_while_openai_is_down(servers, vendors, tmp
     events = _one_session_with_its_tool_events(proxy, "exec_command")
     served = [e for e in events if e["type"] == "llm.response" and e["status"] == 200]
     assert served and all(e["provider"] == "anthropic" for e in served)
-    print(f"Codex: {_outage_seconds(events):.2f} s from the first failed try to the answer")
+    print(f"Codex through an OpenAI outage: {_outage(events)}")
