@@ -125,10 +125,17 @@ def safe_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Headers fit for the log: lower-cased names, credential headers left out, and
     credential-shaped values in any other header redacted."""
     return {
-        logged: redact_text(value)
+        logged: _logged_value(value)
         for name, value in headers
         if (logged := _logged_name(name)) is not None
     }
+
+
+@lru_cache(maxsize=4096)
+def _logged_value(value: str) -> str:
+    """A header value as logged: cached, as most repeat on every call (user agents,
+    content types, SDK versions); bounded, as clients choose them."""
+    return redact_text(value)
 
 
 def redact_url(target: str) -> str:
