@@ -93,8 +93,12 @@ _CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
 # Pieces of those words as they are spelled in JSON names (snake, camel, upper case):
 # without one of them in a body, no field of it is named like a credential.
 # (`in` on bytes is memchr-fast; one regex of alternatives would try each at every byte.)
-_KEY_HINTS = (b"oken", b"uth", b"ey", b"ecret", b"assw", b"wd", b"redential", b"ookie", b"jwt")
-_KEY_HINTS += (b"OKEN", b"UTH", b"EY", b"ECRET", b"ASSW", b"WD", b"REDENTIAL", b"OOKIE", b"JWT")
+_NAMED_FIELD = next(shape for shape in _SHAPES if shape.key_named)
+_TOKEN_SHAPES = tuple((shape.literal, shape) for shape in _SHAPES if not shape.key_named)
+# Whether any token shape may be in a small text, in one scan (`in` per literal costs more
+# there); a large one is checked literal by literal (memchr-fast, where a regex is not).
+_SMALL = 4096
+_ANY_TOKEN_SHAPE = re.compile(b"|".join(re.escape(literal) for literal, _ in _TOKEN_SHAPES))
 
 
 def is_secret_header(name: str) -> bool:
@@ -175,12 +179,11 @@ def redact_text(text: str) -> str:
 def redact_shapes(raw: bytes) -> bytes:
     """`raw` with credential-shaped tokens and credential-named JSON values redacted; the
     same object when there is none (most bodies: each shape's literal is not in them)."""
-    for shape in _SHAPES:
-        if shape.literal in raw and (
-            not shape.key_named or any(hint in raw for hint in _KEY_HINTS)
-        ):
-            raw = _redact(shape, raw)
-    return raw
+    if len(raw) > _SMALL or _ANY_TOKEN_SHAPE.search(raw) is not None:
+        for literal, shape in _TOKEN_SHAPES:
+            if literal in raw:
+                raw = _redact(shape, raw)
+    return _redact(_NAMED_FIELD, raw)  # its pattern opens with the literal `":`: a fast scan
 
 
 def _redact(shape: _Shape, raw: bytes) -> bytes:

@@ -21,6 +21,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
+
 from recorder.blobs import SLICE, BlobStore, write_json
 from recorder.memory import give_back_memory
 from recorder.secrets import scrub
@@ -63,13 +65,27 @@ def stream_body(module: Any, data: bytes) -> dict | None:
 def _in_memory(
     chunks: list[Chunk], secrets: tuple[bytes, ...], module: Any
 ) -> tuple[dict[str, Any], dict | None]:
-    timed = [(at, scrub(raw, secrets)) for at, raw in _blocks(chunks)]
+    whole = b"".join(chunk for _, chunk in chunks)
+    # One look at the whole stream: mostly nothing to redact, so no event is looked at again.
+    found = scrub(whole, secrets) is not whole
+    timed = [(at, scrub(raw, secrets) if found else raw) for at, raw in _blocks(chunks)]
     fields: dict[str, Any] = {"sse": [_sse_entry(at, raw) for at, raw in timed]}
     if module is None:
         return fields, None
     result = module.reassemble(_parsed(raw for _, raw in timed))
-    fields.update(body=result.body, stream_complete=result.complete)
-    return {**fields, **_flaws(result)}, result.body
+    body = _scrubbed(result.body, secrets)
+    fields.update(body=body, stream_complete=result.complete)
+    return {**fields, **_flaws(result)}, body
+
+
+def _scrubbed(body: dict | None, secrets: tuple[bytes, ...]) -> dict | None:
+    """The reassembled answer, scrubbed whole: a key the vendor streamed back in pieces
+    is whole only here (each piece alone has no shape to find)."""
+    if body is None:
+        return None
+    raw = orjson.dumps(body)
+    clean = scrub(raw, secrets)
+    return body if clean is raw else orjson.loads(clean)
 
 
 def _into_blob(

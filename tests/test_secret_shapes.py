@@ -218,3 +218,24 @@ def test_json_printed_for_a_terminal_escapes_c1_controls_and_line_separators(fmt
     assert "\\u009b" in printed and "\\u2028" in printed
     rows = orjson.loads(printed)
     assert (rows[0] if fmt == "json" else rows)["reason"] == text  # the same JSON
+
+
+def test_a_key_streamed_back_in_pieces_is_redacted_in_the_reassembled_answer():
+    from recorder.stream_fields import stream_fields
+    from recorder.wire import api_module
+
+    key = "sk-proj-" + "AbCdEf0123456789" * 3
+    pieces = [key[:10], key[10:30], key[30:]]
+    chunks = [
+        (
+            float(i),
+            b"data: "
+            + orjson.dumps({"choices": [{"index": 0, "delta": {"content": p}}]})
+            + b"\n\n",
+        )
+        for i, p in enumerate(pieces)
+    ]
+    chunks.append((9.0, b"data: [DONE]\n\n"))
+    fields, body = stream_fields(chunks, (), api_module("openai.chat"), None)
+    assert body["choices"][0]["message"]["content"] == "[redacted]"
+    assert key not in orjson.dumps(fields).decode()
