@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
@@ -57,14 +57,13 @@ class _Shape:
     pattern: re.Pattern[bytes]
     group: int = 0
     mixed_case: bool = False  # only a token with lower and upper case letters and digits
-    key_named: bool = False  # only the value of a JSON field named like a credential
 
 
 # A token's edges: where letters and digits stop ("x-sk-…" holds a key, "task-…" none).
 _WORD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _END = rb"(?![A-Za-z0-9])"
 _TOKEN = rb"[A-Za-z0-9._~+/=%-]"  # % too: a token percent-encoded in a URL
-_SHAPES = (
+_TOKEN_SHAPES = (
     # "sk-" and a long word ("task-management-…") is no key: keys mix cases and digits
     _Shape(b"sk-", re.compile(rb"sk-[A-Za-z0-9_-]{20,}" + _END), mixed_case=True),
     *(
@@ -83,22 +82,20 @@ _SHAPES = (
     ),
     _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END)),
     _Shape(b"xox", re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}" + _END)),
-    # "password": "…" and the like: a long value with letters and digits, no spaces
-    _Shape(b'":', re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"'), 1, key_named=True),
 )
-_ANY_LITERAL = re.compile("|".join(re.escape(shape.literal.decode()) for shape in _SHAPES))
+# "password": "…" and the like: a long value with letters and digits, in a field whose name
+# holds a credential word. The pattern opens with the literal `":`: a fast scan.
+_JSON_VALUE = re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"')
+_CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
 _MIXED = re.compile(rb"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9]*[0-9])")
 _LETTER_AND_DIGIT = re.compile(rb"(?=[^A-Za-z]*[A-Za-z])(?=[^0-9]*[0-9])")
-_CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
-# Pieces of those words as they are spelled in JSON names (snake, camel, upper case):
-# without one of them in a body, no field of it is named like a credential.
-# (`in` on bytes is memchr-fast; one regex of alternatives would try each at every byte.)
-_NAMED_FIELD = next(shape for shape in _SHAPES if shape.key_named)
-_TOKEN_SHAPES = tuple((shape.literal, shape) for shape in _SHAPES if not shape.key_named)
-# Whether any token shape may be in a small text, in one scan (`in` per literal costs more
-# there); a large one is checked literal by literal (memchr-fast, where a regex is not).
+# Whether anything may need redacting, in one scan: for a short text (`in` per literal
+# costs more there); a large one is checked literal by literal (memchr-fast, a regex not).
 _SMALL = 4096
-_ANY_TOKEN_SHAPE = re.compile(b"|".join(re.escape(literal) for literal, _ in _TOKEN_SHAPES))
+_ANY_TOKEN_SHAPE = re.compile(b"|".join(re.escape(shape.literal) for shape in _TOKEN_SHAPES))
+_ANY_LITERAL = re.compile(
+    "|".join([*(re.escape(shape.literal.decode()) for shape in _TOKEN_SHAPES), '":'])
+)
 
 
 def is_secret_header(name: str) -> bool:
@@ -180,36 +177,44 @@ def redact_shapes(raw: bytes) -> bytes:
     """`raw` with credential-shaped tokens and credential-named JSON values redacted; the
     same object when there is none (most bodies: each shape's literal is not in them)."""
     if len(raw) > _SMALL or _ANY_TOKEN_SHAPE.search(raw) is not None:
-        for literal, shape in _TOKEN_SHAPES:
-            if literal in raw:
-                raw = _redact(shape, raw)
-    return _redact(_NAMED_FIELD, raw)  # its pattern opens with the literal `":`: a fast scan
+        for shape in _TOKEN_SHAPES:
+            if shape.literal in raw:
+                raw = _replaced(raw, _token_spans(shape, raw))
+    return _replaced(raw, _named_value_spans(raw))
 
 
-def _redact(shape: _Shape, raw: bytes) -> bytes:
-    """`raw` with `shape`'s matches redacted; `raw` itself if there is none."""
-    pieces, last = [], 0
+def _token_spans(shape: _Shape, raw: bytes) -> Iterator[tuple[int, int]]:
     for match in shape.pattern.finditer(raw):
         start, end = match.span(shape.group)
-        if not _is_credential(shape, raw, match.start(), start, end):
+        at = match.start()
+        if at > 0 and raw[at - 1] in _WORD_CHARS:
+            continue  # inside a longer word
+        if shape.mixed_case and _MIXED.match(raw, start, end) is None:
             continue
+        yield start, end
+
+
+def _named_value_spans(raw: bytes) -> Iterator[tuple[int, int]]:
+    for match in _JSON_VALUE.finditer(raw):
+        at = match.start()
+        opening = raw.rfind(b'"', max(0, at - 64), at)  # the field's name
+        start, end = match.span(1)
+        if (
+            opening >= 0
+            and _CREDENTIAL_KEY.search(raw, opening + 1, at) is not None
+            and _LETTER_AND_DIGIT.match(raw, start, end) is not None
+        ):
+            yield start, end
+
+
+def _replaced(raw: bytes, spans: Iterable[tuple[int, int]]) -> bytes:
+    """`raw` with each of `spans` (in order, apart) replaced by `[redacted]`; `raw` itself
+    when there is none."""
+    pieces, last = [], 0
+    for start, end in spans:
         pieces += (raw[last:start], _REDACTED)
         last = end
     return b"".join(pieces) + raw[last:] if pieces else raw
-
-
-def _is_credential(shape: _Shape, raw: bytes, at: int, start: int, end: int) -> bool:
-    if shape.key_named:  # the field's name: back to the quote that opens it
-        opening = raw.rfind(b'"', max(0, at - 64), at)
-        name = raw[opening + 1 : at]
-        return (
-            opening >= 0
-            and _CREDENTIAL_KEY.search(name) is not None
-            and _LETTER_AND_DIGIT.match(raw, start, end) is not None
-        )
-    if at > 0 and raw[at - 1] in _WORD_CHARS:
-        return False  # inside a longer word
-    return not shape.mixed_case or _MIXED.match(raw, start, end) is not None
 
 
 def api_key(headers: Mapping[str, str]) -> str | None:
@@ -246,22 +251,19 @@ def scrub(raw: bytes, secrets: Iterable[bytes]) -> bytes:
     credential (a fallback key set to `k`, say) and is never used."""
     for secret in secrets:
         if len(secret) >= MIN_SECRET_LEN and secret in raw:
-            raw = _whole_tokens_redacted(raw, secret)
+            raw = _replaced(raw, _whole_token_spans(raw, secret))
     return redact_shapes(raw)
 
 
-def _whole_tokens_redacted(raw: bytes, secret: bytes) -> bytes:
-    """`raw` with `secret` redacted where it stands as a whole token, not inside a word."""
-    pieces, last, size = [], 0, len(secret)
+def _whole_token_spans(raw: bytes, secret: bytes) -> Iterator[tuple[int, int]]:
+    """Where `secret` stands in `raw` as a whole token, not inside a longer word."""
     at = raw.find(secret)
     while at >= 0:
-        end = at + size
+        end = at + len(secret)
         whole = _edge(raw, at - 1, secret[0]) and _edge(raw, end, secret[-1])
         if whole:
-            pieces += (raw[last:at], _REDACTED)
-            last = end
+            yield at, end
         at = raw.find(secret, end if whole else at + 1)
-    return b"".join(pieces) + raw[last:] if pieces else raw
 
 
 def _edge(raw: bytes, beside: int, own: int) -> bool:
