@@ -221,9 +221,10 @@ def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
     except TypeError as exc:  # orjson.JSONEncodeError: too deep, surrogates, odd types
         event["sanitised"] = str(exc)
         body = orjson.dumps(_sanitised(event, 0))
-    for raw, escaped in _LINE_SEPARATORS:  # only ever inside strings: JSON's own are ASCII
-        if raw in body:
-            body = body.replace(raw, escaped)
+    if not body.isascii():  # most lines are (one fast pass); the separators are not
+        for raw, escaped in _LINE_SEPARATORS:  # only ever inside strings: JSON's are ASCII
+            if raw in body:
+                body = body.replace(raw, escaped)
     digest = hashlib.blake2b(body[:-1], digest_size=16).hexdigest()
     return body[:-1] + b',"h":"' + digest.encode() + b'"}\n', digest
 
