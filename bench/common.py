@@ -21,7 +21,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 # `taplog` from this tree (cwd=ROOT), not whichever copy is installed in the venv
-TAPLOG = "import sys; from proxy.cli import main; sys.argv[0] = 'taplog'; main()"
+TAPLOG = "import sys; from proxy.cli.main import main; sys.argv[0] = 'taplog'; main()"
 BODY = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "How are you today?"}]}
 HEADERS = {"authorization": "Bearer sk-bench-0123456789"}
 KEYS = {"OPENAI_API_KEY": "sk-bench-o", "ANTHROPIC_API_KEY": "sk-bench-a"}

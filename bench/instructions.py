@@ -71,7 +71,7 @@ def instructions(tree: Path, fake_url: str, kind: str, calls: int) -> int:
     """All instructions of one `taplog serve` run that served `calls` calls."""
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     port = _free_port()
-    serve = [sys.executable, "-c", "from proxy.cli import main; main()", "serve"]
+    serve = [sys.executable, "-c", "from proxy.cli.main import main; main()", "serve"]
     serve += ["--port", str(port), "--data-dir", tempfile.mkdtemp(), "--log-level", "warning"]
     serve += ["--openai-base", f"{fake_url}/v1", "--anthropic-base", fake_url]
     process = subprocess.Popen(

@@ -1,6 +1,6 @@
 """Figures that need no interleaving: the recorder alone, start-up time, disk use.
 
-- `recorder_rate`: events/s `recorder.writer.Recorder` writes with fsync interval,
+- `recorder_rate`: events/s `recorder.store.writer.Recorder` writes with fsync interval,
   driven directly with ready-made `EventRecord`s (no HTTP, no proxy).
 - `ready_times`: seconds from starting `taplog serve` to its first healthy answer.
 - `disk_per_call`: log bytes per short non-streaming call.
@@ -20,9 +20,9 @@ import httpx
 import orjson
 
 from bench.common import BODY, HEADERS, dir_bytes, p50, settle, start_taplog
-from recorder.blobs import BLOBS_DIR, blob_path
-from recorder.events import LLM_REQUEST, make_event
-from recorder.writer import EventRecord, Recorder
+from taplog.recorder.events import LLM_REQUEST, make_event
+from taplog.recorder.store.blobs import BLOBS_DIR, blob_path
+from taplog.recorder.store.writer import EventRecord, Recorder
 
 TURN_TEXT = "Please look at the next part of the code and tell me what to change. " * 3
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proxy.cli import main
+from taplog.proxy.cli.main import main
 
 if __name__ == "__main__":
     out = sys.argv[1]

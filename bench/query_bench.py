@@ -21,8 +21,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench import synth_history  # noqa: E402
-from recorder.compaction import COMPACTED_DIR, compact  # noqa: E402
-from recorder.query import connect, query  # noqa: E402
+from taplog.recorder.query.compaction import COMPACTED_DIR, compact  # noqa: E402
+from taplog.recorder.query.connect import connect, query  # noqa: E402
 
 QUESTIONS = {
     "Which sessions cost most?": "SELECT session, calls, tool_calls, tool_errors, cost_usd "

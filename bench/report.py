@@ -275,7 +275,7 @@ def render(f: dict[str, Any]) -> str:
         "One session of 200 turns through `taplog serve`; each turn resends the whole "
         "transcript plus a ~230-byte user message (and the previous answers). Bytes are the "
         "log lines of each turn's exchange, plus any blob they point at first. The log stores "
-        "each request's history as a delta on the one before (`recorder/transcripts.py`).",
+        "each request's history as a delta on the one before (`recorder/store/deltas.py`).",
         "",
         "```",
         *growth_summary(f["growth"]),

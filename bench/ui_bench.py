@@ -29,11 +29,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench import synth_history  # noqa: E402
-from proxy.app import create_app  # noqa: E402
-from proxy.config import Settings  # noqa: E402
-from proxy.runner import ProxyRunner  # noqa: E402
-from recorder.compaction import COMPACTED_DIR, compact  # noqa: E402
-from recorder.query import connect  # noqa: E402
+from taplog.proxy.app import create_app  # noqa: E402
+from taplog.proxy.config import Settings  # noqa: E402
+from taplog.proxy.runner import ProxyRunner  # noqa: E402
+from taplog.recorder.query.compaction import COMPACTED_DIR, compact  # noqa: E402
+from taplog.recorder.query.connect import connect  # noqa: E402
 from tests.fake_vendor import FakeVendor  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
 

@@ -8,7 +8,7 @@ taplog's own endpoints, beside the proxied API paths:
     GET /readyz    200 when it can record; 503 with the reason when it cannot
                    (writer failing, queue over its high-water mark, data dir
                    not writable, shutting down)
-    GET /metrics   Prometheus text format (proxy.metrics); with inbound tokens
+    GET /metrics   Prometheus text format (proxy.observe.metrics); with inbound tokens
                    configured it needs one (X-Taplog-Token, Authorization:
                    Bearer, or GET /t/<token>/metrics), see proxy.auth
 
@@ -26,18 +26,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from proxy import auth, errors
-from proxy.auth import Tokens
-from proxy.breaker import Breakers
-from proxy.config import Settings
-from proxy.fallbacks import Fallbacks, load_fallbacks
-from proxy.handler import proxy_call
-from proxy.labels import Bounded
-from proxy.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
-from proxy.observe import Observer
-from proxy.replay import REPLAYER, Replayer
-from proxy.responses_history import ResponsesHistory
-from proxy.state import (
+from taplog.proxy import auth, errors
+from taplog.proxy.auth import Tokens
+from taplog.proxy.config import Settings
+from taplog.proxy.failover.breaker import Breakers
+from taplog.proxy.failover.responses_history import ResponsesHistory
+from taplog.proxy.failover.rules import Fallbacks, load_fallbacks
+from taplog.proxy.handler import proxy_call
+from taplog.proxy.keys import (
     BREAKERS,
     FALLBACKS,
     LIFECYCLE,
@@ -51,11 +47,15 @@ from proxy.state import (
     Lifecycle,
     services_of,
 )
-from proxy.upstream import open_pool
-from recorder.lock import DataDirLock
-from recorder.replay_index import load_index
-from recorder.sessions import SessionResolver
-from recorder.writer import Recorder
+from taplog.proxy.observe.labels import Bounded
+from taplog.proxy.observe.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
+from taplog.proxy.observe.observer import Observer
+from taplog.proxy.replay import REPLAYER, Replayer
+from taplog.proxy.upstream import open_pool
+from taplog.recorder.sessions import SessionResolver
+from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.writer import Recorder
+from taplog.recorder.tools.recorded_answers import load_index
 
 log = logging.getLogger("taplog")
 
@@ -103,7 +103,7 @@ async def _compactor(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _compact_forever(data_dir: Path, idle_seconds: float) -> None:
-    from recorder.compaction import compact  # DuckDB loads only when needed
+    from taplog.recorder.query.compaction import compact  # DuckDB loads only when needed
 
     while True:
         await asyncio.sleep(min(60.0, idle_seconds))
@@ -222,7 +222,7 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     app.router.add_get("/metrics", metrics)
     app.router.add_get(auth.PREFIX + "{token}/metrics", metrics)
     if settings.ui:
-        from proxy.ui import add_ui
+        from taplog.proxy.ui import add_ui
 
         add_ui(app, settings.data_dir, app[TOKENS], auth.is_loopback(settings.host))
     app.router.add_route("*", "/{tail:.*}", proxy_call)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from proxy.config import MAKE_TOKEN, Settings
+from taplog.proxy.config import MAKE_TOKEN, Settings
 
 TOKEN_HEADER = "x-taplog-token"
 PREFIX = "/t/"

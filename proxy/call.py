@@ -14,7 +14,7 @@ cut, timeout, the client gone, shutdown), `finish` records its answer once,
 with the first outcome that applies. The call ends with what the client got:
 the served try's answer, or taplog's own (`refused`), the targets `skipped`,
 the time the client waited. The proxy hands over raw material (bytes, arrival
-times); everything else is built on the writer thread (`recorder.exchange`).
+times); everything else is built on the writer thread (`recorder.calls`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from urllib.parse import urlsplit
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from proxy.attempts import Attempt
-from proxy.fallbacks import Rule, Target
-from proxy.routing import Route
-from proxy.state import Services
-from recorder import events
-from recorder.exchange import CallAnswer, Chunk, LlmRequest, LlmResponse
-from recorder.secrets import fingerprint, redact_url, safe_headers
-from recorder.writer import EventRecord, Recorder
+from taplog.proxy.failover.attempts import Attempt
+from taplog.proxy.failover.rules import Rule, Target
+from taplog.proxy.keys import Services
+from taplog.proxy.routing import Route
+from taplog.recorder import events
+from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
+from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
+from taplog.recorder.store.writer import EventRecord, Recorder
 
 
 @dataclass(slots=True, eq=False)

@@ -1,7 +1,7 @@
 """Every call goes along its chain: the client's own target first, then its rule's.
 
 A call whose model has no fallback rule is a chain of one: its own vendor,
-no retries, the `--*-timeout` settings (`proxy.fallbacks.plain_rule`). A rule
+no retries, the `--*-timeout` settings (`proxy.failover.rules.plain_rule`). A rule
 adds targets (minus those whose circuit breaker is open; when all are open,
 the likeliest of them), `retries` more tries each for retryable failures
 (`retry-after` honoured when it fits, else a short jittered backoff; a
@@ -16,7 +16,7 @@ catalogue) is larger, the others skipped.
       (the last try, the call as the client made      through as it comes, whatever its
       it, no earlier error to fall back on)           status (proxy.relay)
     otherwise an error status                       read whole and judged
-                                                     (proxy.attempts.verdict)
+                                                     (proxy.failover.attempts.verdict)
               a stream                              read to its first event
               a body                                read whole (to --max-answer-mb)
     judged good                                     relayed (proxy.relay)
@@ -40,8 +40,9 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy import errors
-from proxy.attempts import (
+from taplog.proxy import errors
+from taplog.proxy.call import Call, Try
+from taplog.proxy.failover.attempts import (
     FINAL,
     OK,
     RETRY,
@@ -53,14 +54,19 @@ from proxy.attempts import (
     retry_after,
     verdict,
 )
-from proxy.call import Call, Try
-from proxy.fallbacks import Target
-from proxy.relay import MIB, can_continue, relay, watch_for
-from proxy.upstream import BrokenStream, UpstreamFailure, classify, open_upstream, response_headers
-from recorder.bodies import parse_json
-from recorder.translate.requests import Untranslatable
-from recorder.wire.sse import SseTooLarge
-from recorder.wire.watch import BodyWatch, Passed, StreamWatch
+from taplog.proxy.failover.rules import Target
+from taplog.proxy.relay import MIB, can_continue, relay, watch_for
+from taplog.proxy.upstream import (
+    BrokenStream,
+    UpstreamFailure,
+    classify,
+    open_upstream,
+    response_headers,
+)
+from taplog.recorder.bodies import parse_json
+from taplog.recorder.vendors.sse import SseTooLarge
+from taplog.recorder.vendors.translation import Untranslatable
+from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch
 
 MAX_WAIT = 5.0  # never sleep longer than this for a retry
 

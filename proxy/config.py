@@ -28,7 +28,7 @@ FSYNC_CHOICES = ("always", "interval", "never")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 REPLAY_MODES = ("strict", "passthrough", "record-missing")
-FAILOVER_TABLES = frozenset({"providers", "fallback"})  # read by proxy.fallbacks
+FAILOVER_TABLES = frozenset({"providers", "fallback"})  # read by proxy.failover.rules
 
 
 class ConfigError(ValueError):

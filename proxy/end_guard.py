@@ -8,7 +8,7 @@
                           ▼
                      held chunk(s) and the end of the body go to the client
 
-What "completes the answer" for the client (`recorder.wire.watch`): in a
+What "completes the answer" for the client (`recorder.vendors.watch`): in a
 stream of a known API, the chunk that finishes its end-marker event
 (`[DONE]`, `message_stop`, `response.completed`; SDKs stop reading there),
 or the end marker taplog adds to an answer that is whole without it; in a
@@ -29,8 +29,8 @@ import asyncio
 
 from aiohttp import web
 
-from proxy.call import Call
-from recorder.writer import Recorder
+from taplog.proxy.call import Call
+from taplog.recorder.store.writer import Recorder
 
 LOGGED_WAIT = 10.0
 

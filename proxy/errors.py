@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.routing import provider_for
+from taplog.proxy.routing import provider_for
 
 _OPENAI_TYPES = {
     400: "invalid_request_error",

@@ -23,18 +23,18 @@ import time
 
 from aiohttp import web
 
-from proxy import auth, chain, errors, routing
-from proxy.call import Call
-from proxy.fallbacks import Rule
-from proxy.replay import REPLAYER
-from proxy.routing import PASSTHROUGH, RouteError
-from proxy.state import SERVICES, Services
-from recorder import __version__
-from recorder.bodies import parse_json
-from recorder.events import new_id, session_started
-from recorder.secrets import api_key, fingerprint, secret_values
-from recorder.sessions import CallClues, InvalidSessionId, Resolution
-from recorder.writer import EventRecord
+from taplog.proxy import auth, chain, errors, routing
+from taplog.proxy.call import Call
+from taplog.proxy.failover.rules import Rule
+from taplog.proxy.keys import SERVICES, Services
+from taplog.proxy.replay import REPLAYER
+from taplog.proxy.routing import PASSTHROUGH, RouteError
+from taplog.recorder import __version__
+from taplog.recorder.bodies import parse_json
+from taplog.recorder.events import new_id, session_started
+from taplog.recorder.secrets import api_key, fingerprint, secret_values
+from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
+from taplog.recorder.store.writer import EventRecord
 
 
 def _is_json(request: web.Request) -> bool:

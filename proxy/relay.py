@@ -1,11 +1,11 @@
 """Send an answer to the client, as it came or translated into its API: the stream contract.
 
-    vendor chunks ──▶ watch (recorder.wire.watch) ──▶ whole events ──▶ [translated] ──▶ client
+    vendor chunks ──▶ watch (recorder.vendors.watch) ──▶ whole events ──▶ [translated] ──▶ client
                           │
                           ├─ ended            the record first, then the held end (proxy.end_guard)
                           ├─ finished, but    the answer is whole: taplog adds the end marker,
                           │  no end marker    recorded `ok` with `end_marker_added`
-                          └─ broken           continued on another target (proxy.continuation)
+                          └─ broken           continued on another target (failover.continuation)
                                               where the rule says `midstream = "continue"`,
                                               else an error event in the client's format
 
@@ -34,11 +34,12 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy import errors
-from proxy.attempts import Attempt, plan
-from proxy.call import Call, Try
-from proxy.config import Settings
-from proxy.continuation import (
+from taplog.proxy import errors
+from taplog.proxy.call import Call, Try
+from taplog.proxy.config import Settings
+from taplog.proxy.end_guard import ClientGone, cut_off, deliver_end, send
+from taplog.proxy.failover.attempts import Attempt, plan
+from taplog.proxy.failover.continuation import (
     CONTINUABLE_APIS,
     ClientView,
     Restarted,
@@ -46,14 +47,13 @@ from proxy.continuation import (
     client_view,
     continuation_request,
 )
-from proxy.end_guard import ClientGone, cut_off, deliver_end, send
-from proxy.fallbacks import Target
-from proxy.translations import context, route_for
-from proxy.upstream import BrokenStream, classify, open_upstream, response_headers
-from recorder.bodies import parse_json
-from recorder.translate.requests import Untranslatable
-from recorder.wire.sse import SseTooLarge, parse_block
-from recorder.wire.watch import BodyWatch, Passed, StreamWatch
+from taplog.proxy.failover.rules import Target
+from taplog.proxy.upstream import BrokenStream, classify, open_upstream, response_headers
+from taplog.recorder.bodies import parse_json
+from taplog.recorder.vendors.routes import context, route_for
+from taplog.recorder.vendors.sse import SseTooLarge, parse_block
+from taplog.recorder.vendors.translation import Untranslatable
+from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch
 
 MIB = 1024 * 1024
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
@@ -69,7 +69,7 @@ def watch_for(
     settings: Settings, attempt: Attempt, upstream: aiohttp.ClientResponse, every: bool
 ) -> StreamWatch | BodyWatch:
     """The watch that tells how this answer ends: by its events, or as a body. `every`:
-    each event is checked whole (see `recorder.wire.watch`)."""
+    each event is checked whole (see `recorder.vendors.watch`)."""
     api = attempt.api
     if upstream.content_type == "text/event-stream":
         parsed = attempt.parsed if isinstance(attempt.parsed, dict) else {}
@@ -397,7 +397,7 @@ async def _splice(
     upstream: aiohttp.ClientResponse,
 ) -> None:
     """Stream the continuation into the client's open stream, its opening held until it
-    is told apart from a restart (proxy.continuation); never a passage twice."""
+    is told apart from a restart (proxy.failover.continuation); never a passage twice."""
     settings = call.services.settings
     watch = watch_for(settings, attempt_try.attempt, upstream, every=False)  # the last resort
     stream = Translated(call, attempt_try) if attempt_try.attempt.translation else RELAYED

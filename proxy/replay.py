@@ -1,7 +1,7 @@
 """Answer model calls from a recording: `taplog replay` and `taplog serve --replay`.
 
 Each POST to a model API is matched to a recorded call by
-`recorder.replay_index.signature`; the recorded answer goes back byte for byte
+`recorder.tools.recorded_answers.signature`; the recorded answer goes back byte for byte
 (status, the vendor's headers, the body), a stream event by event with its
 original pacing divided by `speed` (0: no waiting). What a call the recording
 lacks (a miss) gets depends on the mode:
@@ -28,15 +28,16 @@ from pathlib import Path
 
 from aiohttp import web
 
-from proxy import auth
-from proxy.auth import Tokens
-from proxy.config import Settings
-from proxy.errors import error_response
-from proxy.routing import PASSTHROUGH, provider_for
-from proxy.runner import ServeError, listening, until_stopped
-from recorder.bodies import parse_json
-from recorder.events import LLM_RESPONSE, Event
-from recorder.replay_index import (
+from taplog.proxy import auth
+from taplog.proxy.auth import Tokens
+from taplog.proxy.config import Settings
+from taplog.proxy.errors import error_response
+from taplog.proxy.routing import PASSTHROUGH, provider_for
+from taplog.proxy.runner import ServeError, listening, until_stopped
+from taplog.recorder.bodies import parse_json
+from taplog.recorder.events import LLM_RESPONSE, Event
+from taplog.recorder.store.writer import Recorder
+from taplog.recorder.tools.recorded_answers import (
     REPLAYED_APIS,
     Recorded,
     ReplayIndex,
@@ -44,7 +45,6 @@ from recorder.replay_index import (
     load_index,
     recorded_calls,
 )
-from recorder.writer import Recorder
 
 STRICT, PASSTHROUGH_MODE, RECORD_MISSING = "strict", "passthrough", "record-missing"
 MAX_BODY = 64 * 2**20

@@ -2,9 +2,9 @@
 
 The session's conversation, exported in the target provider's API (its
 `type`, and for OpenAI-type providers its `api`), with the continuation note
-of `recorder.resumption` on top, goes to the provider through the proxy's own
+of `recorder.tools.resume_request` on top, goes to the provider through the proxy's own
 upstream client and header hygiene, keyed from the provider's environment
-variable (`proxy.attempts.plan`, as for a failover target). Request and
+variable (`proxy.failover.attempts.plan`, as for a failover target). Request and
 answer are recorded like a proxied call, in a NEW session whose
 `session.started` event links back: `source: "resumed"`, `resumed_from`, `at`
 (the origin's last seq) and `origin_hash` (its line hash, as `session.forked`
@@ -26,22 +26,22 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from proxy.attempts import Attempt, plan, target_api
-from proxy.call import Try
-from proxy.config import Settings
-from proxy.fallbacks import Target, plain_rule
-from proxy.upstream import classify, open_pool, response_headers
-from recorder import __version__
-from recorder.bodies import parse_json
-from recorder.events import Event, new_id, session_started
-from recorder.export import API_FORMATS, ExportError, session_path
-from recorder.lock import DataDirBusy, DataDirLock
-from recorder.reader import read_events
-from recorder.resumption import answer_text, resume_body
-from recorder.secrets import is_secret_header
-from recorder.sessions import InvalidSessionId, check_session_id, new_session_id
-from recorder.translate import Untranslatable
-from recorder.writer import EventRecord, Recorder
+from taplog.proxy.call import Try
+from taplog.proxy.config import Settings
+from taplog.proxy.failover.attempts import Attempt, plan, target_api
+from taplog.proxy.failover.rules import Target, plain_rule
+from taplog.proxy.upstream import classify, open_pool, response_headers
+from taplog.recorder import __version__
+from taplog.recorder.bodies import parse_json
+from taplog.recorder.events import Event, new_id, session_started
+from taplog.recorder.reader import read_events
+from taplog.recorder.secrets import is_secret_header
+from taplog.recorder.sessions import InvalidSessionId, check_session_id, new_session_id
+from taplog.recorder.store.lock import DataDirBusy, DataDirLock
+from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
+from taplog.recorder.tools.resume_request import answer_text, resume_body
+from taplog.recorder.vendors.translation import Untranslatable
 
 USER_AGENT = "taplog-resume"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from proxy.config import Settings
+from taplog.proxy.config import Settings
 
 _APIS = {
     ("openai", "/chat/completions"): "openai.chat",

@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from proxy import errors
+from taplog.proxy import errors
 
 log = logging.getLogger("taplog")
 

@@ -8,14 +8,14 @@ import gc
 import logging
 import sys
 
-from proxy import auth
-from proxy.app import create_app
-from proxy.config import Settings
-from proxy.fallbacks import Fallbacks
-from proxy.replay import REPLAYER
-from proxy.runner import ProxyRunner, ServeError, listening, until_stopped
-from proxy.state import LIFECYCLE
-from recorder import __version__
+from taplog.proxy import auth
+from taplog.proxy.app import create_app
+from taplog.proxy.config import Settings
+from taplog.proxy.failover.rules import Fallbacks
+from taplog.proxy.keys import LIFECYCLE
+from taplog.proxy.replay import REPLAYER
+from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
+from taplog.recorder import __version__
 
 log = logging.getLogger("taplog")
 

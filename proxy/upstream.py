@@ -30,11 +30,11 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from proxy.config import Settings
-from proxy.fallbacks import Rule
+from taplog.proxy.config import Settings
+from taplog.proxy.failover.rules import Rule
 
 if TYPE_CHECKING:
-    from proxy.attempts import Attempt
+    from taplog.proxy.failover.attempts import Attempt
 
 HOP_BY_HOP = frozenset(
     {

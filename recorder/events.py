@@ -26,9 +26,9 @@ from typing import Any
 
 import orjson
 
-from recorder.secrets import redact_text
+from taplog.recorder.secrets import redact_text
 
-FORMAT_VERSION = 2  # 2: blobs (recorder.blobs), transcript deltas (recorder.transcripts)
+FORMAT_VERSION = 2  # 2: blobs (recorder.store.blobs), transcript deltas (recorder.store.deltas)
 
 SESSION_STARTED = "session.started"
 LLM_REQUEST = "llm.request"
@@ -144,12 +144,12 @@ def session_forked(session: str, *, origin: str, at: int, origin_hash: str) -> E
 
 
 def llm_request(session: str, exchange: str, **fields: Any) -> Event:
-    """The envelope of a request as sent upstream (`recorder.exchange.LlmRequest` fills it)."""
+    """The envelope of a request as sent upstream (`recorder.calls.LlmRequest` fills it)."""
     return make_event(LLM_REQUEST, session, exchange, **fields)
 
 
 def llm_response(session: str, exchange: str, **fields: Any) -> Event:
-    """The envelope of what came back (`recorder.exchange.LlmResponse` fills it)."""
+    """The envelope of what came back (`recorder.calls.LlmResponse` fills it)."""
     return make_event(LLM_RESPONSE, session, exchange, **fields)
 
 
@@ -196,7 +196,7 @@ def failover_event(
 
 def call_answered(session: str, exchange: str, **fields: Any) -> Event:
     """What the client got for its call, once, whatever its tries came to
-    (`recorder.exchange.CallAnswer` fills it). Ignorable: a reader that predates it falls
+    (`recorder.calls.CallAnswer` fills it). Ignorable: a reader that predates it falls
     back on the last `llm.response`."""
     return make_event(CALL_ANSWERED, session, exchange, ignorable=True, **fields)
 

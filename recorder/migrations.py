@@ -4,8 +4,8 @@ Writers write only `FORMAT_VERSION`. A format change adds one function to
 `MIGRATIONS`, keyed by the version it upgrades *from*, that turns an event of
 that version into one of the next (and bumps `FORMAT_VERSION`); `upgrade`
 applies them in order, so readers see current events whatever the file holds.
-Version 2 added blob references (`recorder.blobs`) and transcript deltas
-(`recorder.transcripts`): a version-1 event is a valid version-2 event as it
+Version 2 added blob references (`recorder.store.blobs`) and transcript deltas
+(`recorder.store.deltas`): a version-1 event is a valid version-2 event as it
 is, so its migration only renumbers it, while a taplog that knows only
 version 1 refuses the newer lines instead of reading them without their
 bodies or with only a turn's worth of history.
@@ -22,11 +22,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from recorder import events as format_
-from recorder.events import Event, seal
-from recorder.lock import DataDirLock
-from recorder.logfile import quarantine_name, write_aside
-from recorder.reader import read_events, session_files
+from taplog.recorder import events as format_
+from taplog.recorder.events import Event, seal
+from taplog.recorder.reader import read_events, session_files
+from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.logfile import quarantine_name, write_aside
 
 Migration = Callable[[Event], Event]
 

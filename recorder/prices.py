@@ -23,7 +23,7 @@ CATALOGUE_FILE = "model_prices_and_context_window_backup.json"
 
 class ModelFacts(NamedTuple):
     """What taplog reads of a model in the catalogue: its prices per token, whether it
-    takes an assistant prefill (proxy.continuation), its context window (a rejection
+    takes an assistant prefill (proxy.failover.continuation), its context window (a rejection
     for length moves to a larger one, proxy.chain). Kept whole, the catalogue's
     entries held about 5 MB for as long as taplog ran."""
 

@@ -4,8 +4,8 @@ A last line without its newline is a write cut short by a crash: it is
 skipped (the writer repairs it when it opens the file again). Anything else
 that does not parse or verify is damage and raises `DamagedLine`, naming the
 file and byte offset; it is never skipped silently. Bodies stored beside the
-log (`recorder.blobs`) are put back into their events, checked against their
-hash, and so is history a request resent (`recorder.transcripts`); a blob
+log (`recorder.store.blobs`) are put back into their events, checked against their
+hash, and so is history a request resent (`recorder.store.deltas`); a blob
 that is missing or changed is damage too.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import orjson
 
-from recorder.blobs import BlobError, blobs_folder, resolve
-from recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
-from recorder.transcripts import Rebuilder, TranscriptError
+from taplog.recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
+from taplog.recorder.store.blobs import BlobError, blobs_folder, resolve
+from taplog.recorder.store.deltas import Rebuilder, TranscriptError
 
 
 class DamagedLine(ValueError):

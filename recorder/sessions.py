@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from recorder.secrets import redact_text
-from recorder.transcript import conversation_prefixes
+from taplog.recorder.secrets import redact_text
+from taplog.recorder.stitching import conversation_prefixes
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_HEADER = "x-taplog-session"

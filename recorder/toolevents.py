@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from recorder.events import TOOL_POST, TOOL_PRE, Event, now_ts, tool_post, tool_pre
-from recorder.wire.tools import ToolCall, ToolResult
+from taplog.recorder.events import TOOL_POST, TOOL_PRE, Event, now_ts, tool_post, tool_pre
+from taplog.recorder.vendors.tools import ToolCall, ToolResult
 
 ORPHAN_RESULT = "orphan_result"
 UNANSWERED = "unanswered"

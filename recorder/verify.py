@@ -4,8 +4,8 @@ A session log is whole when every line ends in a newline and verifies
 against its own checksum `h`, its `seq` runs 1, 2, 3… without gaps, each
 line's `prev` is the `h` of the line before (the first line's is null),
 every line belongs to the file's session, every blob a line points at
-(`recorder.blobs`) is there and matches its hash, and every request's resent
-history rebuilds from the requests before it (`recorder.transcripts`). Each
+(`recorder.store.blobs`) is there and matches its hash, and every request's resent
+history rebuilds from the requests before it (`recorder.store.deltas`). Each
 violation is a `Finding` that names the file, the line, its byte offset and
 the reason; checking goes on after one, so a report shows all of them (up to
 `MAX_FINDINGS` per file).
@@ -13,7 +13,7 @@ the reason; checking goes on after one, so a report shows all of them (up to
 A last line without its newline is not damage but a write cut short by a
 crash (a *torn tail*): readers skip it, and it is reported apart. `repair`
 does on demand what the writer does when it opens a file
-(`recorder.logfile.open_session_file`): the torn bytes go to `quarantine/`
+(`recorder.store.logfile.open_session_file`): the torn bytes go to `quarantine/`
 and the file is cut back to its last whole line; a file whose last whole line
 fails its checksum is set aside whole and the session starts anew with an
 `error` event. Damage in the middle of a file is reported and left alone:
@@ -32,12 +32,12 @@ from pathlib import Path
 
 import orjson
 
-from recorder import blobs
-from recorder.events import verify_line
-from recorder.lock import DataDirLock
-from recorder.logfile import open_session_file
-from recorder.sessions import SESSION_ID
-from recorder.transcripts import Rebuilder
+from taplog.recorder.events import verify_line
+from taplog.recorder.sessions import SESSION_ID
+from taplog.recorder.store import blobs
+from taplog.recorder.store.deltas import Rebuilder
+from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.logfile import open_session_file
 
 MAX_FINDINGS = 20
 

@@ -18,13 +18,13 @@ import anthropic
 import openai
 import pytest
 
-from proxy.app import create_app
-from proxy.config import Settings
-from proxy.fallbacks import Fallbacks, load_fallbacks
-from proxy.runner import ProxyRunner
-from proxy.state import RECORDER
-from recorder.events import Event
-from recorder.reader import read_all
+from taplog.proxy.app import create_app
+from taplog.proxy.config import Settings
+from taplog.proxy.failover.rules import Fallbacks, load_fallbacks
+from taplog.proxy.keys import RECORDER
+from taplog.proxy.runner import ProxyRunner
+from taplog.recorder.events import Event
+from taplog.recorder.reader import read_all
 from tests.fake_vendor import FakeVendor
 from tests.servers import ServerThread
 

@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from recorder.bodies import decode_body
+from taplog.recorder.bodies import decode_body
 
 TOOLS_CHAT = [
     {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}

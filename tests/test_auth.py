@@ -9,9 +9,9 @@ import httpx
 import openai
 import pytest
 
-import proxy.auth
-from proxy.auth import Tokens
-from proxy.config import ConfigError, Settings, load, read_config_file
+from taplog.proxy import auth
+from taplog.proxy.auth import Tokens
+from taplog.proxy.config import ConfigError, Settings, load, read_config_file
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
 from tests.test_cli import TAPLOG, Served, _env
 
@@ -89,7 +89,7 @@ def test_a_missing_or_wrong_token_gets_401_in_each_api_shape_and_nothing_is_reco
         )
     assert caught.value.status_code == 401
     assert caught.value.body == {
-        "message": f"taplog: {proxy.auth.REFUSED}",
+        "message": f"taplog: {auth.REFUSED}",
         "type": "invalid_request_error",
         "param": None,
         "code": "unauthorized",
@@ -100,7 +100,7 @@ def test_a_missing_or_wrong_token_gets_401_in_each_api_shape_and_nothing_is_reco
         )
     assert caught.value.body == {
         "type": "error",
-        "error": {"type": "authentication_error", "message": f"taplog: {proxy.auth.REFUSED}"},
+        "error": {"type": "authentication_error", "message": f"taplog: {auth.REFUSED}"},
     }
     assert TOKEN not in caught.value.response.text
     assert fake.requests == []
@@ -140,7 +140,7 @@ def test_every_configured_token_is_compared_in_constant_time(monkeypatch):
         compared.append(b)
         return a == b
 
-    monkeypatch.setattr(proxy.auth.hmac, "compare_digest", spy)
+    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
     tokens = Tokens([TOKEN, OTHER])
     assert tokens.accepts(TOKEN) and compared == [TOKEN.encode(), OTHER.encode()]
     assert not tokens.accepts(None, "", "nope\udcff")

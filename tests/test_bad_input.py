@@ -13,9 +13,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from proxy.config import ConfigError, load
-from proxy.state import RECORDER
-from recorder.bodies import decode_body
+from taplog.proxy.config import ConfigError, load
+from taplog.proxy.keys import RECORDER
+from taplog.recorder.bodies import decode_body
 from tests.conftest import OPENAI_KEY
 
 HELLO = [{"role": "user", "content": "hello"}]

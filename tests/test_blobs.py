@@ -20,14 +20,14 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from proxy.state import RECORDER
-from recorder.bodies import decode_body
-from recorder.compaction import compact
-from recorder.export import export_body
-from recorder.fork import fork_session
-from recorder.reader import DamagedLine, read_events, read_session
-from recorder.verify import verify
+from taplog.proxy.cli.main import main
+from taplog.proxy.keys import RECORDER
+from taplog.recorder.bodies import decode_body
+from taplog.recorder.query.compaction import compact
+from taplog.recorder.reader import DamagedLine, read_events, read_session
+from taplog.recorder.tools.export import export_body
+from taplog.recorder.tools.fork import fork_session
+from taplog.recorder.verify import verify
 from tests.conftest import OPENAI_KEY, Taplog, start_on_fake
 from tests.test_replay import Capture, client, serve_replay
 from tests.test_tool_events import AGENTS

@@ -12,8 +12,8 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.query import connect, query
+from taplog.proxy.cli.main import main
+from taplog.recorder.query.connect import connect, query
 from tests.conftest import OPENAI_KEY, model_requests
 
 WEATHER = [{"role": "user", "content": "weather? !plan=get_weather"}]

@@ -20,7 +20,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from recorder.compaction import compact
+from taplog.recorder.query.compaction import compact
 from tests.test_cli import Served, _env
 
 TOKEN = "canary-token-7f3a9c1e5b2d4f6a8c0e"

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from recorder.reader import read_all
+from taplog.recorder.reader import read_all
 from tests.conftest import OPENAI_KEY
 
 TAPLOG = str(Path(sys.executable).with_name("taplog"))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from proxy.cli import main
-from proxy.config import SETTINGS, flag_name
+from taplog.proxy.cli.main import main
+from taplog.proxy.config import SETTINGS, flag_name
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -29,13 +29,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import recorder.logfile
-from proxy.cli import main
-from recorder.events import ERROR, make_event, seal
-from recorder.logfile import SessionFile, open_session_file
-from recorder.reader import DamagedLine, read_all, read_events, read_session
-from recorder.verify import verify, verify_file
-from recorder.writer import EventRecord, Recorder
+from taplog.proxy.cli.main import main
+from taplog.recorder.events import ERROR, make_event, seal
+from taplog.recorder.reader import DamagedLine, read_all, read_events, read_session
+from taplog.recorder.store import logfile
+from taplog.recorder.store.logfile import SessionFile, open_session_file
+from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.verify import verify, verify_file
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
 from tests.test_cli import TAPLOG, Served, _env
 
@@ -184,7 +184,7 @@ class FailingWrites:
                 raise OSError(errno.ENOSPC if self.short else errno.EIO, "injected")
             return real(fd, data)
 
-        monkeypatch.setattr(recorder.logfile.os, "write", write)
+        monkeypatch.setattr(logfile.os, "write", write)
 
 
 @pytest.mark.parametrize("nth", [1, 2, 4])
@@ -203,7 +203,7 @@ def test_a_write_failing_at_the_nth_call_leaves_no_partial_line_and_recording_re
                 raise OSError(errno.EIO, "injected")
             real(fd, length)
 
-        monkeypatch.setattr(recorder.logfile.os, "ftruncate", ftruncate)
+        monkeypatch.setattr(logfile.os, "ftruncate", ftruncate)
     rec = Recorder(tmp_path, fsync="always", retry_seconds=0.05)
     rec.start()
     told: list[bool] = []
@@ -580,7 +580,7 @@ def _failing_fsync(monkeypatch, fail_from: int, fail_until: int, damage=None) ->
                 raise OSError(errno.EIO, "injected")
         real(fd)
 
-    monkeypatch.setattr(recorder.logfile.os, "fsync", fsync)
+    monkeypatch.setattr(logfile.os, "fsync", fsync)
     return synced
 
 

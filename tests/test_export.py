@@ -12,8 +12,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.export import export_body
+from taplog.proxy.cli.main import main
+from taplog.recorder.tools.export import export_body
 from tests.fake_vendor import Anthropic, Chat, Responses
 from tests.test_tool_events import AGENTS
 

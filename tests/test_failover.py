@@ -8,8 +8,8 @@ import anthropic
 import openai
 import pytest
 
-from proxy.state import BREAKERS
-from recorder.bodies import decode_body
+from taplog.proxy.keys import BREAKERS
+from taplog.recorder.bodies import decode_body
 from tests.conftest import (
     ANTHROPIC_FALLBACK_KEY,
     ANTHROPIC_KEY,
@@ -204,7 +204,7 @@ def test_the_answer_names_the_model_that_served_it_and_is_priced_as_such(
     assert answer.model == "claude-sonnet-4-6"
     assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
 
-    from recorder.query import connect, query
+    from taplog.recorder.query.connect import connect, query
 
     proxy.wait_responses(4)
     (call,) = query(
@@ -251,15 +251,15 @@ def _rule(**fields):
     ],
 )
 def test_bad_failover_config_names_the_key(table, named):
-    from proxy.config import ConfigError
-    from proxy.fallbacks import load_fallbacks
+    from taplog.proxy.config import ConfigError
+    from taplog.proxy.failover.rules import load_fallbacks
 
     with pytest.raises(ConfigError, match=re.escape(named)):
         load_fallbacks("https://api.openai.com/v1", "https://api.anthropic.com", table, ())
 
 
 def test_prefill_is_as_declared_on_the_target_then_its_provider_then_litellm():
-    from proxy.fallbacks import load_fallbacks
+    from taplog.proxy.failover.rules import load_fallbacks
 
     table = {
         **_provider(prefill=True),

@@ -20,7 +20,7 @@ from openai.types.responses import (
     ResponseFunctionWebSearch,
 )
 
-from proxy.state import BREAKERS
+from taplog.proxy.keys import BREAKERS
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
 from tests.test_tool_events import anthropic_agent, responses_agent
 

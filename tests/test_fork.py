@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.reader import read_session
-from recorder.verify import verify
+from taplog.proxy.cli.main import main
+from taplog.recorder.reader import read_session
+from taplog.recorder.verify import verify
 from tests.test_tool_events import OUTCOMES, chat_agent
 
 ENVELOPE = ("session", "prev", "h")

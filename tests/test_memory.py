@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recorder.reader import read_all
+from taplog.recorder.reader import read_all
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 from tests.test_cli import Served
 

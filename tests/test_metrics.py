@@ -12,9 +12,9 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.labels import MAX_TOOLS, OTHER, Bounded
-from proxy.observe import failover_reason
-from proxy.state import BREAKERS
+from taplog.proxy.keys import BREAKERS
+from taplog.proxy.observe.labels import MAX_TOOLS, OTHER, Bounded
+from taplog.proxy.observe.observer import failover_reason
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 from tests.test_failover import proxy  # noqa: F401  (a fixture)
 from tests.test_tool_events import anthropic_agent

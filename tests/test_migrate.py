@@ -6,13 +6,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder import events as format_
-from recorder import migrations, reader
-from recorder.events import ERROR, make_event, seal
-from recorder.lock import DataDirLock
-from recorder.reader import UnsupportedEvent, read_events
-from recorder.verify import verify_file
+from taplog.proxy.cli.main import main
+from taplog.recorder import events as format_
+from taplog.recorder import migrations, reader
+from taplog.recorder.events import ERROR, make_event, seal
+from taplog.recorder.reader import UnsupportedEvent, read_events
+from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.verify import verify_file
 
 NOW = format_.FORMAT_VERSION
 NEXT = NOW + 1

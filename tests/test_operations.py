@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from recorder.reader import read_all, read_session
+from taplog.recorder.reader import read_all, read_session
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 from tests.test_cli import Served, _env
 from tests.test_metrics import Scrape, scrape

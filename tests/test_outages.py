@@ -13,8 +13,8 @@ import openai
 import orjson
 import pytest
 
-from proxy.breaker import COOL_DOWN
-from proxy.state import BREAKERS
+from taplog.proxy.failover.breaker import COOL_DOWN
+from taplog.proxy.keys import BREAKERS
 from tests.conftest import OPENAI_KEY, model_requests
 
 HELLO = [{"role": "user", "content": "hello"}]

@@ -11,11 +11,11 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.compaction import compact
-from recorder.events import ERROR, make_event
-from recorder.query import connect, query
-from recorder.writer import EventRecord, Recorder
+from taplog.proxy.cli.main import main
+from taplog.recorder.events import ERROR, make_event
+from taplog.recorder.query.compaction import compact
+from taplog.recorder.query.connect import connect, query
+from taplog.recorder.store.writer import EventRecord, Recorder
 from tests.conftest import OPENAI_KEY, start_taplog
 from tests.test_tool_events import anthropic_agent, chat_agent
 
@@ -250,9 +250,9 @@ def test_compaction_twice_gives_the_same_answers_and_never_double_counts(recorde
 
 
 def test_many_segments_are_merged_into_one(recorded, monkeypatch):
-    import recorder.compaction
+    from taplog.recorder.query import compaction
 
-    monkeypatch.setattr(recorder.compaction, "MAX_SEGMENTS", 2)
+    monkeypatch.setattr(compaction, "MAX_SEGMENTS", 2)
     data_dir = recorded.data_dir
     before = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
     sessions = sorted(p.stem for p in (data_dir / "sessions").glob("*.jsonl"))

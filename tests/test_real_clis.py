@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.fallbacks import load_fallbacks
-from recorder.toolevents import epoch
+from taplog.proxy.failover.rules import load_fallbacks
+from taplog.recorder.toolevents import epoch
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
 
 BIN = Path(

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recorder.wire import anthropic_messages, openai_chat, openai_responses
-from recorder.wire.sse import Reassembled, SseEvent, SseSplitter, Summary, parse_block
+from taplog.recorder.vendors.anthropic import wire as anthropic_messages
+from taplog.recorder.vendors.openai_chat import wire as openai_chat
+from taplog.recorder.vendors.openai_responses import wire as openai_responses
+from taplog.recorder.vendors.sse import Reassembled, SseEvent, SseSplitter, Summary, parse_block
 
 
 def data_stream(objs: list[Any], done: bool = True) -> bytes:

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recorder.bodies import decode_body, encode_body
-from recorder.events import ERROR, FORMAT_VERSION, LLM_REQUEST, make_event, verify_line
-from recorder.reader import DamagedLine, UnsupportedEvent, read_events, read_session
-from recorder.writer import EventRecord, Recorder
+from taplog.recorder.bodies import decode_body, encode_body
+from taplog.recorder.events import ERROR, FORMAT_VERSION, LLM_REQUEST, make_event, verify_line
+from taplog.recorder.reader import DamagedLine, UnsupportedEvent, read_events, read_session
+from taplog.recorder.store.writer import EventRecord, Recorder
 
 
 def _record(recorder, session, count, **payload):
@@ -122,7 +122,7 @@ def test_readers_refuse_newer_formats_and_unknown_types(tmp_path):
 
 
 def test_unknown_event_type_is_refused_unless_ignorable(tmp_path):
-    from recorder.events import seal
+    from taplog.recorder.events import seal
 
     path = tmp_path / "x.jsonl"
     unknown = {

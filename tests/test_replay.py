@@ -22,10 +22,10 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-from proxy.auth import Tokens
-from proxy.cli import main
-from proxy.replay import create_replay_app
-from recorder.replay_index import canonical, signature
+from taplog.proxy.auth import Tokens
+from taplog.proxy.cli.main import main
+from taplog.proxy.replay import create_replay_app
+from taplog.recorder.tools.recorded_answers import canonical, signature
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 from tests.test_tool_events import AGENTS
 

@@ -16,7 +16,7 @@ import anthropic
 import openai
 import pytest
 
-from recorder.reader import read_all
+from taplog.recorder.reader import read_all
 from tests.conftest import start_on_fake
 from tests.servers import ServerThread
 from tests.test_replay import TAPLOG, Capture, client

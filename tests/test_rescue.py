@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.continuation import INSTRUCTION, Restarted, opening
+from taplog.proxy.failover.continuation import INSTRUCTION, Restarted, opening
 from tests.conftest import model_requests
 from tests.test_stream_contract import ANSWER, OTHER, OWN, ask
 

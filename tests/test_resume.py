@@ -13,10 +13,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.export import export_body
-from recorder.reader import read_all
-from recorder.resumption import NOTE
+from taplog.proxy.cli.main import main
+from taplog.recorder.reader import read_all
+from taplog.recorder.tools.export import export_body
+from taplog.recorder.tools.resume_request import NOTE
 from tests.conftest import ANTHROPIC_FALLBACK_KEY, OPENAI_FALLBACK_KEY, model_requests
 from tests.servers import ServerThread
 from tests.test_replay import client

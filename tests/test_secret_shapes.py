@@ -21,9 +21,9 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recorder.compaction import compact
-from recorder.events import make_event, seal
-from recorder.secrets import redact_text, redact_url, safe_headers, scrub
+from taplog.recorder.events import make_event, seal
+from taplog.recorder.query.compaction import compact
+from taplog.recorder.secrets import redact_text, redact_url, safe_headers, scrub
 from tests.test_cli import Served, _env
 
 ALNUM = string.ascii_letters + string.digits
@@ -210,7 +210,7 @@ def test_log_lines_escape_every_line_separator():
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
 def test_json_printed_for_a_terminal_escapes_c1_controls_and_line_separators(fmt):
-    from recorder.tables import render
+    from taplog.recorder.query.tables import render
 
     text = "csi \x9b2J, nel \x85, del \x7f, ls \u2028, esc \x1b"
     printed = render(["reason"], ["VARCHAR"], [[text]], fmt)
@@ -221,8 +221,8 @@ def test_json_printed_for_a_terminal_escapes_c1_controls_and_line_separators(fmt
 
 
 def test_a_key_streamed_back_in_pieces_is_redacted_in_the_reassembled_answer():
-    from recorder.stream_fields import stream_fields
-    from recorder.wire import api_module
+    from taplog.recorder.store.stream_fields import stream_fields
+    from taplog.recorder.vendors.apis import api_module
 
     key = "sk-proj-" + "AbCdEf0123456789" * 3
     pieces = [key[:10], key[10:30], key[30:]]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import openai
 
-import recorder.writer
-from proxy.state import RECORDER
+from taplog.proxy.keys import RECORDER
+from taplog.recorder.store import writer
 from tests.conftest import OPENAI_KEY
 
 
 def test_a_forgotten_session_resumes_with_its_tool_calls_paired_exactly_once(taplog, monkeypatch):
-    monkeypatch.setattr(recorder.writer, "MAX_SESSION_STATES", 4)
+    monkeypatch.setattr(writer, "MAX_SESSION_STATES", 4)
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
 
     def client(session: str) -> openai.OpenAI:

@@ -11,7 +11,7 @@ import anthropic
 import openai
 import pytest
 
-from recorder.sessions import CallClues, Resolution, SessionResolver
+from taplog.recorder.sessions import CallClues, Resolution, SessionResolver
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 
 TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]

@@ -7,7 +7,7 @@ import subprocess
 import orjson
 from click.testing import CliRunner
 
-from proxy.cli import main
+from taplog.proxy.cli.main import main
 from tests.test_tool_events import chat_agent
 
 

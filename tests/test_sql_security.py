@@ -23,9 +23,9 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from proxy.cli import main
-from recorder.compaction import compact
-from recorder.query import connect
+from taplog.proxy.cli.main import main
+from taplog.recorder.query.compaction import compact
+from taplog.recorder.query.connect import connect
 from tests.conftest import OPENAI_KEY, start_on_fake
 from tests.fake_vendor import FakeVendor
 from tests.servers import ServerThread

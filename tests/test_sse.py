@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recorder.wire.sse import SseEvent, SseSplitter, SseTooLarge, parse_block
+from taplog.recorder.vendors.sse import SseEvent, SseSplitter, SseTooLarge, parse_block
 
 NEWLINES = [b"\n", b"\r\n", b"\r"]
 

@@ -9,8 +9,8 @@ import os
 
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.reader import read_session
+from taplog.proxy.cli.main import main
+from taplog.recorder.reader import read_session
 from tests.conftest import start_on_fake
 from tests.ui_traffic import ask
 
@@ -40,7 +40,7 @@ def test_a_symlink_planted_as_a_session_log_is_never_followed(servers, fake, tmp
 
 
 def test_a_symlink_planted_where_compaction_writes_is_not_written_through(servers, fake, tmp_path):
-    from recorder.compaction import compact
+    from taplog.recorder.query.compaction import compact
 
     proxy = start_on_fake(servers, fake, tmp_path / "data")
     assert ask(proxy, "compacted", "hello") == "Echo: hello"

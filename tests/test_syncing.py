@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import recorder.logfile
-import recorder.syncing
-import recorder.writer
-from recorder.events import ERROR, make_event
-from recorder.reader import read_session
-from recorder.verify import verify
-from recorder.writer import EventRecord, Recorder
+from taplog.recorder.events import ERROR, make_event
+from taplog.recorder.reader import read_session
+from taplog.recorder.store import logfile, syncing, writer
+from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.verify import verify
 from tests.test_durability import _told
 
 
@@ -31,7 +29,7 @@ class Syncs:
         self.files: list[int] = []
         self.directories = 0
         self.syncfs = 0
-        real_fsync, real_syncfs = os.fsync, recorder.syncing.syncfs
+        real_fsync, real_syncfs = os.fsync, syncing.syncfs
 
         def fsync(fd: int) -> None:
             status = os.fstat(fd)
@@ -47,9 +45,9 @@ class Syncs:
                 raise OSError(errno.EIO, "injected")
             real_syncfs(fd)
 
-        monkeypatch.setattr(recorder.logfile.os, "fsync", fsync)
+        monkeypatch.setattr(logfile.os, "fsync", fsync)
         if real_syncfs is not None:
-            monkeypatch.setattr(recorder.syncing, "syncfs", syncfs)
+            monkeypatch.setattr(syncing, "syncfs", syncfs)
 
 
 def _one_batch(rec: Recorder, sessions: list[str], reason: str = "hello") -> None:
@@ -77,7 +75,7 @@ def test_new_sessions_written_together_cost_one_directory_fsync(tmp_path, monkey
     syncs = Syncs(monkeypatch)
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
-    sessions = [f"s{n}" for n in range(recorder.syncing.MANY - 4)]  # few: a fsync per file
+    sessions = [f"s{n}" for n in range(syncing.MANY - 4)]  # few: a fsync per file
     _one_batch(rec, sessions)
     assert _told(rec) is True
     assert syncs.directories == 1  # not one per new file
@@ -86,12 +84,12 @@ def test_new_sessions_written_together_cost_one_directory_fsync(tmp_path, monkey
     rec.close()
 
 
-@pytest.mark.skipif(recorder.syncing.syncfs is None, reason="no syncfs(2) here (not Linux)")
+@pytest.mark.skipif(syncing.syncfs is None, reason="no syncfs(2) here (not Linux)")
 def test_many_dirty_sessions_are_synced_by_one_syncfs(tmp_path, monkeypatch):
     syncs = Syncs(monkeypatch)
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
-    sessions = [f"s{n}" for n in range(recorder.syncing.MANY * 3)]
+    sessions = [f"s{n}" for n in range(syncing.MANY * 3)]
     _one_batch(rec, sessions)
     assert _told(rec) is True
     assert syncs.syncfs == 1 and syncs.files == [] and syncs.directories == 0
@@ -102,12 +100,12 @@ def test_many_dirty_sessions_are_synced_by_one_syncfs(tmp_path, monkeypatch):
     assert all(len(read_session(tmp_path, s)) == (2 if s in sessions[:2] else 1) for s in sessions)
 
 
-@pytest.mark.skipif(recorder.syncing.syncfs is None, reason="no syncfs(2) here (not Linux)")
+@pytest.mark.skipif(syncing.syncfs is None, reason="no syncfs(2) here (not Linux)")
 def test_a_failed_syncfs_seals_every_file_it_covered(tmp_path, monkeypatch):
     Syncs(monkeypatch, syncfs_fails=True)
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
-    sessions = [f"s{n}" for n in range(recorder.syncing.MANY)]
+    sessions = [f"s{n}" for n in range(syncing.MANY)]
     _one_batch(rec, sessions)
     assert _told(rec) is True  # every line read back whole and went on in a synced file
     assert rec.accepting
@@ -124,7 +122,7 @@ def test_a_failed_syncfs_seals_every_file_it_covered(tmp_path, monkeypatch):
 
 
 def test_an_evicted_file_is_synced_before_it_closes_and_never_opened_twice(tmp_path, monkeypatch):
-    monkeypatch.setattr(recorder.writer, "FSYNC_INTERVAL", 30.0)  # no pass until close
+    monkeypatch.setattr(writer, "FSYNC_INTERVAL", 30.0)  # no pass until close
     syncs = Syncs(monkeypatch)
     rec = Recorder(tmp_path, fsync="interval", max_open_files=3)
     rec.start()

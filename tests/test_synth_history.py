@@ -15,11 +15,11 @@ import duckdb
 import orjson
 import pytest
 
-from recorder import prices
-from recorder.events import EVENT_TYPES
-from recorder.reader import read_events, session_files
-from recorder.wire import api_module
-from recorder.wire.sse import parse_block
+from taplog.recorder import prices
+from taplog.recorder.events import EVENT_TYPES
+from taplog.recorder.reader import read_events, session_files
+from taplog.recorder.vendors.apis import api_module
+from taplog.recorder.vendors.sse import parse_block
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = 2_000

@@ -6,12 +6,15 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recorder.events import LLM_REQUEST, LLM_RESPONSE, make_event
-from recorder.exchange import LlmRequest, LlmResponse
-from recorder.reader import read_session
-from recorder.toolevents import ToolLedger
-from recorder.wire import API_MODULES, anthropic_messages, openai_chat, openai_responses
-from recorder.writer import Recorder
+from taplog.recorder.calls import LlmRequest, LlmResponse
+from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, make_event
+from taplog.recorder.reader import read_session
+from taplog.recorder.store.writer import Recorder
+from taplog.recorder.toolevents import ToolLedger
+from taplog.recorder.vendors.anthropic import wire as anthropic_messages
+from taplog.recorder.vendors.apis import API_MODULES
+from taplog.recorder.vendors.openai_chat import wire as openai_chat
+from taplog.recorder.vendors.openai_responses import wire as openai_responses
 
 
 def _answer(**fields):

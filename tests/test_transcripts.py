@@ -16,13 +16,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.bodies import decode_body
-from recorder.compaction import compact
-from recorder.events import LLM_REQUEST, make_event
-from recorder.reader import DamagedLine, read_events, read_session
-from recorder.verify import verify
-from recorder.writer import EventRecord, Recorder
+from taplog.proxy.cli.main import main
+from taplog.recorder.bodies import decode_body
+from taplog.recorder.events import LLM_REQUEST, make_event
+from taplog.recorder.query.compaction import compact
+from taplog.recorder.reader import DamagedLine, read_events, read_session
+from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.verify import verify
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, Taplog, start_on_fake, start_taplog
 
 TURNS = 40

@@ -6,8 +6,11 @@ import anthropic
 import openai
 import pytest
 
-from recorder.translate import chat_answer_to_messages, messages_answer_to_chat
-from recorder.translate.naming import ClientTool, fit
+from taplog.recorder.vendors.naming import ClientTool, fit
+from taplog.recorder.vendors.openai_chat.answers import (
+    chat_answer_to_messages,
+    messages_answer_to_chat,
+)
 
 CREATED = 1_790_000_000
 

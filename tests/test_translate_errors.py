@@ -6,8 +6,13 @@ import anthropic
 import openai
 import pytest
 
-from recorder.translate import ErrorKind, anthropic_error_to_openai, openai_error_to_anthropic
-from recorder.translate.errors import anthropic_error_kind, openai_error_kind
+from taplog.recorder.vendors.errors import (
+    ErrorKind,
+    anthropic_error_kind,
+    anthropic_error_to_openai,
+    openai_error_kind,
+    openai_error_to_anthropic,
+)
 
 
 def anthropic_body(kind: str, message: str = "the message", **error: object) -> dict:

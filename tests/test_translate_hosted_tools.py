@@ -25,15 +25,13 @@ from openai.types.responses import (
     ResponseFunctionWebSearch,
 )
 
-from recorder.translate import (
-    AnthropicToResponsesStream,
-    Untranslatable,
-    messages_answer_to_responses,
-    messages_to_chat,
-    responses_to_messages,
-)
-from recorder.translate.naming import ClientTool, fit
-from recorder.wire import openai_responses
+from taplog.recorder.vendors.naming import ClientTool, fit
+from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
+from taplog.recorder.vendors.openai_responses import wire as openai_responses
+from taplog.recorder.vendors.openai_responses.answers import messages_answer_to_responses
+from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
+from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
+from taplog.recorder.vendors.translation import Untranslatable
 from tests.test_translate_answers import claude_answer
 from tests.test_translate_responses import (
     CLAUDE_WEATHER,

@@ -14,13 +14,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recorder.translate.naming import ClientTool
-from recorder.translate.requests import (
-    Untranslatable,
-    messages_to_chat,
-    messages_to_responses,
-    responses_to_messages,
-)
+from taplog.recorder.vendors.naming import ClientTool
+from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
+from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
+from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
+from taplog.recorder.vendors.translation import Untranslatable
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLAUDE_CODE = orjson.loads((FIXTURES / "claude_code_2.1.197_messages.json").read_bytes())["body"]

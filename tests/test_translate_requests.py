@@ -13,15 +13,11 @@ import openai.types.chat.completion_create_params as openai_params
 import pytest
 from pydantic import TypeAdapter
 
-from recorder.translate import (
-    Translated,
-    Untranslatable,
-    chat_to_messages,
-    disable_thinking,
-    messages_to_chat,
-    thinking_conflict,
-)
-from recorder.translate.naming import ClientTool, fit
+from taplog.recorder.vendors.anthropic.thinking import disable_thinking, thinking_conflict
+from taplog.recorder.vendors.naming import ClientTool, fit
+from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
+from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
+from taplog.recorder.vendors.translation import Translated, Untranslatable
 
 # The newest anthropic SDK no longer lists sampling parameters; the API still takes them.
 _SAMPLING = {"temperature", "top_p"}

@@ -16,16 +16,15 @@ import openai.types.responses.response_create_params as responses_params
 import pytest
 from pydantic import TypeAdapter
 
-from recorder.translate import (
-    Translated,
-    Untranslatable,
-    anthropic_error_to_openai,
+from taplog.recorder.vendors.errors import anthropic_error_to_openai
+from taplog.recorder.vendors.naming import ClientTool, fit
+from taplog.recorder.vendors.openai_responses.answers import (
     messages_answer_to_responses,
-    messages_to_responses,
     responses_answer_to_messages,
-    responses_to_messages,
 )
-from recorder.translate.naming import ClientTool, fit
+from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
+from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
+from taplog.recorder.vendors.translation import Translated, Untranslatable
 from tests.test_translate_answers import claude_answer
 
 CREATED = 1_790_000_000

@@ -23,15 +23,16 @@ from openai.lib.streaming.responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from recorder.translate import (
-    AnthropicToResponsesStream,
-    ResponsesToAnthropicStream,
+from taplog.recorder.vendors.anthropic import wire as anthropic_messages
+from taplog.recorder.vendors.naming import ClientTool
+from taplog.recorder.vendors.openai_responses import wire as openai_responses
+from taplog.recorder.vendors.openai_responses.answers import (
     messages_answer_to_responses,
     responses_answer_to_messages,
 )
-from recorder.translate.naming import ClientTool
-from recorder.wire import anthropic_messages, openai_responses
-from recorder.wire.sse import SseEvent
+from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
+from taplog.recorder.vendors.openai_responses.stream_to_neutral import ResponsesToAnthropicStream
+from taplog.recorder.vendors.sse import SseEvent
 from tests.test_translate_streams import (
     COUNTS,
     INPUTS,

@@ -21,15 +21,16 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from pydantic import TypeAdapter
 
-from recorder.translate import (
-    AnthropicToChatStream,
-    ChatToAnthropicStream,
+from taplog.recorder.vendors.anthropic import wire as anthropic_messages
+from taplog.recorder.vendors.naming import ClientTool
+from taplog.recorder.vendors.openai_chat import wire as openai_chat
+from taplog.recorder.vendors.openai_chat.answers import (
     chat_answer_to_messages,
     messages_answer_to_chat,
 )
-from recorder.translate.naming import ClientTool
-from recorder.wire import anthropic_messages, openai_chat
-from recorder.wire.sse import SseEvent, SseSplitter, parse_block
+from taplog.recorder.vendors.openai_chat.stream_from_neutral import AnthropicToChatStream
+from taplog.recorder.vendors.openai_chat.stream_to_neutral import ChatToAnthropicStream
+from taplog.recorder.vendors.sse import SseEvent, SseSplitter, parse_block
 
 CREATED = 1_790_000_000
 ANTHROPIC_EVENT = TypeAdapter(anthropic.types.RawMessageStreamEvent)

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.cli import main
-from recorder.query import connect
-from recorder.reader import read_session
+from taplog.proxy.cli.main import main
+from taplog.recorder.query.connect import connect
+from taplog.recorder.reader import read_session
 from tests.conftest import OPENAI_KEY, start_on_fake
 from tests.test_cli import TAPLOG, Served, _env
 from tests.ui_traffic import SESSIONS, ask, openai_client, recorded  # noqa: F401  (a fixture)

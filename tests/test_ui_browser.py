@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from recorder.reader import read_session
+from taplog.recorder.reader import read_session
 from tests.test_cli import TAPLOG, _env
 from tests.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask, recorded  # noqa: F401  (a fixture)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from proxy.cli import main
-from recorder.events import ERROR, make_event
-from recorder.lock import DataDirLock
-from recorder.reader import DamagedLine, read_events, read_session
-from recorder.verify import verify, verify_file
-from recorder.writer import EventRecord, Recorder
+from taplog.proxy.cli.main import main
+from taplog.recorder.events import ERROR, make_event
+from taplog.recorder.reader import DamagedLine, read_events, read_session
+from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.verify import verify, verify_file
 
 BROKEN = "prev is not the hash of the line before: the chain is broken"
 

@@ -13,7 +13,7 @@ import random
 import httpx
 import pytest
 
-from recorder.wire.watch import StreamWatch
+from taplog.recorder.vendors.watch import StreamWatch
 from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
 
 STREAMS = {

@@ -19,7 +19,7 @@ Responses (some chained by `previous_response_id`) and Messages, and OpenAI-comp
 servers whose models have no price. Sprinkled in: vendor errors (429/500/503/529) and
 timeouts, retried by the SDK (a new exchange) or, for sessions under a fallback rule, by
 taplog itself and then failed over as proxy/chain.py records it (every try in one
-exchange, a `failover` event, the rewritten call translated by `recorder.translate`; with
+exchange, a `failover` event, the rewritten call translated by `recorder.vendors`; with
 the breaker open, the client's call logged unsent as attempt 0); unreachable local
 servers, client disconnects mid-stream, server-side tools, tool errors, and the flagged
 anomalies `orphan_result`, `unanswered` and `finish_mismatch`. Bodies keep the API shapes

@@ -19,9 +19,9 @@ from bench.synth.shapes import SHAPES
 from bench.synth.tool_events import announce_calls
 from bench.synth.tools import make_call, tool_result, tool_time_us
 from bench.synth.transcript import Call, Entry, Reply, Result
-from recorder import prices
-from recorder.wire import api_module
-from recorder.wire.sse import Summary, parse_block
+from taplog.recorder import prices
+from taplog.recorder.vendors.apis import api_module
+from taplog.recorder.vendors.sse import Summary, parse_block
 
 if TYPE_CHECKING:
     from bench.synth.session import Session

@@ -4,7 +4,7 @@ A failover keeps every try in one exchange. "error": the primary fails, taplog r
 a few times, then logs a `failover` event and the rewritten call (attempt numbers run on).
 "open": the breaker is open, so the client's request is logged unsent as attempt 0 and
 the rewrite is attempt 1, with no failover event. A rewrite to the other vendor is
-translated by `recorder.translate`, as taplog translates it.
+translated by `recorder.vendors`, as taplog translates it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from bench.synth.calls import emit_request, request_payload
 from bench.synth.catalog import CHAT, FALLBACK, MODELS, NATIVE_API, TAPLOG_VERSION
 from bench.synth.failures import backoff_us, failed_answer
 from bench.synth.headers import PATHS, TAPLOG_KEYS, vendor_url
-from recorder.translate import chat_to_messages, messages_to_chat
+from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
+from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 
 if TYPE_CHECKING:
     from bench.synth.session import Session

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from bench.synth.catalog import AGENTS, FALLBACK, RESPONSES
 from bench.synth.common import DAY, HOUR, SECOND, Draw
-from recorder.sessions import safe_session_id
+from taplog.recorder.sessions import safe_session_id
 
 
 @dataclass

@@ -27,7 +27,7 @@ from bench.synth.tool_events import expire
 from bench.synth.tools import make_call, tool_result
 from bench.synth.transcript import Call, Entry, Result
 from bench.synth.vocabulary import pools
-from recorder.events import FORMAT_VERSION, seal
+from taplog.recorder.events import FORMAT_VERSION, seal
 
 TRANSCRIPT_CHARS = 900  # compact a resent transcript beyond this many characters
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bench.synth.catalog import MESSAGES
 from bench.synth.common import MINUTE, SECOND
 from bench.synth.transcript import Result
-from recorder.wire.tools import ToolCall
+from taplog.recorder.vendors.tools import ToolCall
 
 if TYPE_CHECKING:
     from bench.synth.session import Session

@@ -24,11 +24,11 @@ from pathlib import Path
 
 from aiohttp import web
 
-from proxy import auth
-from proxy.auth import Tokens
-from proxy.metrics import OWN_ROUTES
-from proxy.ui import api, live
-from proxy.ui.common import UI, UiState, guarded
+from taplog.proxy import auth
+from taplog.proxy.auth import Tokens
+from taplog.proxy.observe.metrics import OWN_ROUTES
+from taplog.proxy.ui import api, live
+from taplog.proxy.ui.common import UI, UiState, guarded
 
 STATIC_DIR = Path(__file__).parent / "static"
 _TYPES = {

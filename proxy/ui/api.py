@@ -1,4 +1,4 @@
-"""The UI's JSON endpoints: `recorder.browse` over a fresh read-only connection each.
+"""The UI's JSON endpoints: `recorder.query.browse` over a fresh read-only connection each.
 
 DuckDB runs in a worker thread, never on the event loop (the proxy may be
 serving calls on it). Bad query parameters get a 400 that says which and why.
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from proxy.ui.common import UI, guarded, json_error, json_response, session_file
-from recorder import browse
+from taplog.proxy.ui.common import UI, guarded, json_error, json_response, session_file
+from taplog.recorder.query import browse
 
 if TYPE_CHECKING:
     import duckdb
@@ -32,7 +32,9 @@ async def _query(
     session: str | None = None,
 ) -> T:
     """`work` on a fresh connection, in a thread; over one session's log alone if named."""
-    from recorder.query import connect  # DuckDB loads on the first query, not at start-up
+    from taplog.recorder.query.connect import (
+        connect,  # DuckDB loads on the first query, not at start-up
+    )
 
     data_dir = request.app[UI].data_dir
 

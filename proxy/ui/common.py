@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy import auth
-from proxy.auth import Tokens
-from recorder.sessions import SESSION_ID
+from taplog.proxy import auth
+from taplog.proxy.auth import Tokens
+from taplog.recorder.sessions import SESSION_ID
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

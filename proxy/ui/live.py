@@ -19,8 +19,8 @@ import time
 import orjson
 from aiohttp import web
 
-from proxy.ui.common import UI, guarded, json_error, session_file
-from recorder.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
+from taplog.proxy.ui.common import UI, guarded, json_error, session_file
+from taplog.recorder.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0

@@ -6,11 +6,11 @@ import sys
 
 from aiohttp import web
 
-from proxy import auth
-from proxy.auth import Tokens
-from proxy.config import Settings
-from proxy.runner import ProxyRunner, ServeError, listening, until_stopped
-from proxy.ui import add_ui
+from taplog.proxy import auth
+from taplog.proxy.auth import Tokens
+from taplog.proxy.config import Settings
+from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
+from taplog.proxy.ui import add_ui
 
 UI_EXPOSURE = auth.Exposure(
     "read every recorded session",

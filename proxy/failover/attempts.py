@@ -1,0 +1,213 @@
+"""One try of a client call against one target: what is sent, and what came back means.
+
+A target speaks the client's own wire format (the original provider, or another
+model or provider of the same kind) or the other one, in which case the body is
+translated (recorder.vendors). Whatever came back is judged once, here:
+
+    answer                                   verdict
+    ───────────────────────────────────────  ────────────────────────────────
+    2xx (a stream whose first event is fine)  ok: relay it to the client
+    connection error, timeout                 retry, then fail over
+    408, 409, 5xx, 529                        retry, then fail over
+    429 rate limit                            retry after `retry-after` if it fits, else fail over
+    429 spend limit / insufficient_quota      final
+    400/413 the prompt is over the context    final for this target; the next one whose
+      window (context_overflow)                 context window is larger takes the call
+    400, 401, 403, 404, 413, 422, other 4xx   final: never tried again on any target
+    2xx stream whose first event is an error  retry, then fail over (recorder.vendors.watch)
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from taplog.proxy.failover.rules import Target
+from taplog.proxy.upstream import request_headers
+from taplog.recorder import __version__
+from taplog.recorder.vendors.routes import Options, is_taplog_answer, route_for
+from taplog.recorder.vendors.translation import Translated, Untranslatable
+
+OK, RETRY, FINAL = "ok", "retry", "final"
+ANTHROPIC_VERSION = "2023-06-01"
+_RETRYABLE = frozenset({408, 409, 429, 529})
+_PATHS = {
+    "openai.chat": "/chat/completions",
+    "openai.responses": "/responses",
+    "anthropic.messages": "/v1/messages",
+}
+OPENAI_APIS = ("openai.chat", "openai.responses")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one try sends, where, and in which API (made once per try, never changed)."""
+
+    target: Target
+    api: str  # the upstream API (or passthrough)
+    url: str
+    headers: CIMultiDict[str]
+    body: bytes
+    parsed: Any
+    translation: Translated | None  # None: the client's own format
+    method: str = "POST"
+    own_key: bool = False  # keyed with the target provider's key (not the client's)
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.parsed, dict) and self.parsed.get("stream") is True
+
+
+def as_sent(
+    target: Target,
+    api: str,
+    method: str,
+    url: str,
+    headers: CIMultiDictProxy[str],
+    body: bytes,
+    parsed: Any,
+) -> Attempt:
+    """The call exactly as the client made it, to its own vendor (any method, any path)."""
+    return Attempt(target, api, url, request_headers(headers), body, parsed, None, method)
+
+
+def target_api(target: Target, client_api: str) -> str:
+    """The API a target is called with: an OpenAI-type target speaks the client's own OpenAI
+    API, and serves Anthropic clients through the API its provider names."""
+    if target.provider.type == "anthropic":
+        return "anthropic.messages"
+    return client_api if client_api in OPENAI_APIS else f"openai.{target.provider.api}"
+
+
+def _url(target: Target, api: str) -> str:
+    return target.provider.base_url.rstrip("/") + _PATHS[api]
+
+
+def _own_headers(target: Target, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """Headers for a provider other than the client's: its own key, from the environment."""
+    key = target.provider.api_key() or ""
+    headers = CIMultiDict(
+        {"content-type": "application/json", "accept": client.get("accept", "application/json")}
+    )
+    headers["user-agent"] = f"{client.get('user-agent', 'unknown')} taplog/{__version__}"
+    if target.provider.type == "anthropic":
+        headers["x-api-key"] = key
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+    else:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+def plan(
+    target: Target,
+    client_provider: str,
+    client_api: str,
+    parsed: dict[str, Any],
+    raw: bytes,
+    client_headers: CIMultiDictProxy[str],
+    client_url: str,
+    allow_prefill: bool = False,
+    history: list[Any] | None = None,
+    leave_out: bool = False,
+) -> Attempt:
+    """The request for `target`; raises Untranslatable when it cannot take the call.
+
+    `history` is the conversation a Responses call chains to with
+    `previous_response_id`, for targets that do not hold it themselves.
+    """
+    api = target_api(target, client_api)
+    same_provider = target.provider.name == client_provider
+    if api != client_api:
+        route = route_for(client_api, api)
+        if route is None:
+            raise Untranslatable(f"taplog cannot serve {client_api} calls from {api}")
+        options = Options(target.model, allow_prefill, history, leave_out)
+        translation = route.request(parsed, options)
+        body = orjson.dumps(translation.body)
+        headers = _own_headers(target, client_headers)
+        url = _url(target, api)
+        return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
+    headers = (
+        request_headers(client_headers) if same_provider else _own_headers(target, client_headers)
+    )
+    changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
+    if same_provider and changed is parsed and parsed.get("model") == target.model:
+        return Attempt(target, api, client_url, headers, raw, parsed, None)  # the call as sent
+    changed = {**changed, "model": target.model}
+    url = client_url if same_provider else _url(target, api)
+    body = orjson.dumps(changed)
+    return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
+
+
+def needs_unchaining(parsed: dict[str, Any], same_provider: bool) -> bool:
+    """A Responses call chained to an answer this vendor never gave (taplog made it, or
+    another provider did) must carry its history itself."""
+    previous = parsed.get("previous_response_id")
+    return isinstance(previous, str) and (not same_provider or is_taplog_answer(previous))
+
+
+def unchained(parsed: dict[str, Any], history: list[Any] | None) -> dict[str, Any]:
+    """The call with its chain spelled out as input items, for a vendor without it."""
+    if history is None:
+        raise Untranslatable("the answer named by previous_response_id is not in taplog's log")
+    items = parsed.get("input")
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+    body = {k: v for k, v in parsed.items() if k != "previous_response_id"}
+    return {**body, "input": [*history, *items], "store": False}
+
+
+def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | None:
+    """Seconds the vendor asked to wait (`retry-after-ms`, `retry-after` seconds or date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _spend_limit(body: Any) -> bool:
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return (
+        error.get("code") == "insufficient_quota"
+        or error.get("type") == "insufficient_quota"
+        or (isinstance(error.get("details"), dict) and bool(error["details"].get("error_code")))
+    )
+
+
+def context_overflow(status: int, body: Any) -> bool:
+    """A refusal because the prompt does not fit the model's context window."""
+    if status not in (400, 413):
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    if error.get("code") == "context_length_exceeded" or error.get("type") == "request_too_large":
+        return True
+    message = str(error.get("message", "")).lower()
+    return "prompt is too long" in message or "context window" in message
+
+
+def verdict(status: int, body: Any) -> str:
+    """What an HTTP answer means for this call (see the module table)."""
+    if status < 400:
+        return OK
+    if status == 429 and _spend_limit(body):
+        return FINAL
+    if status in _RETRYABLE or status >= 500:
+        return RETRY
+    return FINAL

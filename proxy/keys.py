@@ -1,0 +1,73 @@
+"""Typed keys for what the aiohttp app holds, the process lifecycle flag, and the services
+every call is handed.
+
+Kept apart from the modules that use them so that the app, the handler and the
+request path can all name the keys without importing one another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+
+from taplog.proxy.auth import Tokens
+from taplog.proxy.config import Settings
+from taplog.proxy.failover.breaker import Breakers
+from taplog.proxy.failover.responses_history import ResponsesHistory
+from taplog.proxy.failover.rules import Fallbacks, Rule, plain_rule
+from taplog.recorder.sessions import SessionResolver
+from taplog.recorder.store.writer import Recorder
+
+
+@dataclass
+class Lifecycle:
+    """Set once shutdown starts, so calls cut by it are not blamed on clients."""
+
+    stopping: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the request path uses of the process, looked up once at start-up and carried
+    by every call (`proxy.call.Call`) instead of lookups in `request.app`."""
+
+    settings: Settings
+    recorder: Recorder
+    pool: aiohttp.ClientSession
+    resolver: SessionResolver
+    fallbacks: Fallbacks
+    breakers: Breakers
+    history: ResponsesHistory
+    lifecycle: Lifecycle
+    tokens: Tokens
+    plain_rule: Rule  # the chain of a call whose model has no fallback rule
+
+
+SETTINGS = web.AppKey("settings", Settings)
+RECORDER = web.AppKey("recorder", Recorder)
+RESOLVER = web.AppKey("resolver", SessionResolver)
+POOL = web.AppKey("pool", aiohttp.ClientSession)
+LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
+FALLBACKS = web.AppKey("fallbacks", Fallbacks)
+BREAKERS = web.AppKey("breakers", Breakers)
+TOKENS = web.AppKey("tokens", Tokens)
+RESPONSES_HISTORY = web.AppKey("responses_history", ResponsesHistory)
+SERVICES = web.AppKey("services", Services)
+
+
+def services_of(app: web.Application) -> Services:
+    """The services, once the recorder and the pool are up (`on_startup`)."""
+    return Services(
+        settings=app[SETTINGS],
+        recorder=app[RECORDER],
+        pool=app[POOL],
+        resolver=app[RESOLVER],
+        fallbacks=app[FALLBACKS],
+        breakers=app[BREAKERS],
+        history=app[RESPONSES_HISTORY],
+        lifecycle=app[LIFECYCLE],
+        tokens=app[TOKENS],
+        plain_rule=plain_rule(app[SETTINGS]),
+    )

@@ -1,0 +1,140 @@
+"""Compaction: idle sessions copied into Parquet segments for fast queries.
+
+The JSONL logs stay the source of truth. Each compaction run writes the
+sessions it takes into one new segment file, `compacted/segment-….parquet`,
+and `compacted/manifest.json` records, per session, its segment and the size
+of its log at that moment. A session is read from its segment only while its
+log still has that size: one that grows again is read from its log until it
+is compacted anew, and no event is ever counted twice. Segments are few and
+large (queries open a handful of files, not one per session): once there are
+more than `MAX_SEGMENTS`, the live rows of all of them are merged into one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from taplog.recorder.query.views import typed_events
+from taplog.recorder.store.logfile import write_aside
+
+COMPACTED_DIR = "compacted"
+MANIFEST = "manifest.json"
+MAX_SEGMENTS = 16
+# The columns of a segment (recorder.query.views); segments of another layout are not read,
+# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`.
+SEGMENT_LAYOUT = 2
+
+Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": name, "layout"}
+
+
+def sql_list(paths: list[str]) -> str:
+    """A SQL list literal of taplog's own file paths (never user input)."""
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+def _read_manifest(folder: Path) -> Manifest:
+    try:
+        return orjson.loads((folder / MANIFEST).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+
+
+def _write_manifest(folder: Path, manifest: Manifest) -> None:
+    partial = folder / (MANIFEST + ".partial")
+    partial.unlink(missing_ok=True)  # whatever was there (a planted link): never written through
+    write_aside(partial, orjson.dumps(manifest), exclusive=True)
+    os.replace(partial, folder / MANIFEST)
+
+
+def compacted_sessions(data_dir: Path, logs: dict[str, Path]) -> dict[str, Path]:
+    """Sessions whose segment matches their log: session -> segment path."""
+    folder = data_dir / COMPACTED_DIR
+    found = {}
+    for session, entry in _read_manifest(folder).items():
+        log = logs.get(session)
+        if log is None or entry.get("layout") != SEGMENT_LAYOUT:
+            continue
+        segment = folder / str(entry.get("segment"))
+        if entry.get("size") == log.stat().st_size and segment.exists():
+            found[session] = segment
+    return found
+
+
+def _new_segment(folder: Path) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return folder / f"segment-{stamp}-{os.urandom(3).hex()}.parquet"
+
+
+def _copy(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
+    partial = target.with_suffix(".partial")
+    partial.unlink(missing_ok=True)  # DuckDB would write through a link planted there
+    con.execute(f"COPY ({source}) TO {sql_list([str(partial)])[1:-1]} (FORMAT parquet)")
+    os.chmod(partial, 0o600)  # as private as the logs it copies
+    os.replace(partial, target)
+
+
+def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
+    """Compact every session whose log changed since and is idle this long."""
+    folder = data_dir / COMPACTED_DIR
+    folder.mkdir(exist_ok=True, mode=0o700)
+    manifest = _read_manifest(folder)
+    due: dict[str, tuple[Path, int]] = {}
+    for log in sorted((data_dir / "sessions").glob("*.jsonl")):
+        stat = log.stat()
+        idle = time.time() - stat.st_mtime >= idle_seconds
+        entry = manifest.get(log.stem, {})
+        if idle and (entry.get("size"), entry.get("layout")) != (stat.st_size, SEGMENT_LAYOUT):
+            due[log.stem] = (log, stat.st_size)
+    if not due:
+        return []
+    con = duckdb.connect()
+    try:
+        segment = _new_segment(folder)
+        logs = sql_list([str(log) for log, _ in due.values()])
+        _copy(con, typed_events(f"read_ndjson_objects({logs}, ignore_errors = true)"), segment)
+        manifest.update(
+            {
+                s: {"size": size, "segment": segment.name, "layout": SEGMENT_LAYOUT}
+                for s, (_, size) in due.items()
+            }
+        )
+        if len({entry["segment"] for entry in manifest.values()}) > MAX_SEGMENTS:
+            _merge(con, folder, manifest)
+    finally:
+        con.close()
+    _write_manifest(folder, manifest)
+    _drop_unused(folder, manifest)
+    return sorted(due)
+
+
+def _merge(con: duckdb.DuckDBPyConnection, folder: Path, manifest: Manifest) -> None:
+    """Rewrite the live rows of every segment into one (older layouts' rows had no blobs)."""
+    pairs = [(str(folder / str(e["segment"])), s) for s, e in manifest.items()]
+    con.execute(
+        "CREATE TEMP TABLE live AS SELECT unnest(?) AS filename, unnest(?) AS session",
+        [[p[0] for p in pairs], [p[1] for p in pairs]],
+    )
+    segments = sql_list(sorted({p[0] for p in pairs}))
+    merged = _new_segment(folder)
+    _copy(
+        con,
+        f"SELECT * EXCLUDE (filename) FROM read_parquet({segments}, filename = true, "
+        "union_by_name = true) "
+        "SEMI JOIN live USING (filename, session)",
+        merged,
+    )
+    for entry in manifest.values():
+        entry.update(segment=merged.name, layout=SEGMENT_LAYOUT)
+
+
+def _drop_unused(folder: Path, manifest: Manifest) -> None:
+    used = {entry["segment"] for entry in manifest.values()}
+    for segment in folder.glob("segment-*.parquet"):
+        if segment.name not in used:
+            segment.unlink(missing_ok=True)

@@ -1,0 +1,205 @@
+"""SQL over the session logs: DuckDB views that hide the file layout.
+
+    events     every event: envelope, typed columns for what queries filter and
+               sum on, and `data`, the whole event as JSON
+    llm_calls  one row per client call (exchange)
+    tool_calls one row per tool call (session, call_id)
+    sessions   one row per session
+
+`events` reads each session from one place: its compacted Parquet file when
+that file matches the log (same size), else the JSONL itself, which stays the
+source of truth; a row is never counted twice. A torn last line of a file
+being written is skipped. Bodies stored beside the log (`recorder.store.blobs`)
+are spliced back into `data` from `blobs/`, so `data -> 'body'` and the
+views' `request_body` / `response_body` read as if they were inline; a
+missing blob makes the query fail with a message that names it.
+
+The SQL surface only reads (`recorder.query.read_only`): only queries run, and DuckDB
+may open the files the views read and the one file a result is written to,
+nothing else. Values go in as parameters, never pasted.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from taplog.recorder.query.compaction import compacted_sessions, sql_list
+from taplog.recorder.query.read_only import QueryError, check_read_only, lock_down
+from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, typed_events
+from taplog.recorder.store.blobs import BLOBS_DIR
+
+log = logging.getLogger("taplog.query")
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """Where each session is read from: its log, or its compacted segment."""
+
+    jsonl: list[str]
+    compacted: dict[str, str]  # session -> segment path
+    blobs: list[str]  # every blob file
+    links: list[str]  # session logs that are symbolic links: never read
+
+
+def sources(data_dir: Path, only: str | None = None) -> Sources:
+    """Where each session is read from; just session `only` when given."""
+    pattern = "*.jsonl" if only is None else f"{glob.escape(only)}.jsonl"
+    found = list((data_dir / "sessions").glob(pattern))
+    logs = {p.stem: p for p in found if not p.is_symlink()}
+    compacted = compacted_sessions(data_dir, logs)
+    blobs = data_dir / BLOBS_DIR
+    return Sources(
+        jsonl=[str(p) for s, p in sorted(logs.items()) if s not in compacted],
+        compacted={s: str(p) for s, p in compacted.items()},
+        blobs=sorted(str(p) for p in blobs.glob("*/*.json")),
+        links=sorted(str(p) for p in found if p.is_symlink()),
+    )
+
+
+_MISSING_BLOB = (
+    "error('blob ' || e.blob_sha256 || ' of session ' || e.session || ' seq ' || e.seq || "
+    "' is missing from blobs/; run taplog verify')"
+)
+
+
+# A request's whole transcript from the deltas before it (recorder.store.deltas): within a
+# run of its API's requests (a run starts where `keep` is 0, and `keep` never falls inside
+# a run), each earlier request gives its first `next keep - keep` items.
+_TRANSCRIPTS = """
+SELECT * EXCLUDE (t_items, t_next, t_run, t_before) REPLACE (
+    CASE WHEN transcript_keep IS NULL THEN data ELSE json_merge_patch(data, json_object('body',
+        json_object(CASE api WHEN 'openai.responses' THEN 'input' ELSE 'messages' END,
+        ('[' || array_to_string(list_concat(flatten(coalesce(t_before, [])), t_items), ',')
+            || ']')::JSON)))
+    END AS data)
+FROM (
+    SELECT *, list(list_slice(t_items, 1, t_next - transcript_keep)) OVER (
+        PARTITION BY session, api, transcript_keep IS NULL, t_run ORDER BY seq
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS t_before
+    FROM (
+        SELECT *,
+            sum((transcript_keep = 0)::INTEGER) OVER stream AS t_run,
+            lead(transcript_keep) OVER stream AS t_next
+        FROM (
+            SELECT *, CASE WHEN transcript_keep IS NULL THEN NULL
+                WHEN api = 'openai.responses' THEN json_extract(data, '$.body.input[*]')
+                ELSE json_extract(data, '$.body.messages[*]') END AS t_items
+            FROM ({rows})
+        )
+        WINDOW stream AS (PARTITION BY session, api, transcript_keep IS NULL ORDER BY seq)
+    )
+)
+"""
+
+
+def _events_sql(found: Sources) -> str:
+    """Every event once, as recorded: blobs and resent history put back into `data`.
+
+    Compacted rows that need neither stay a plain scan, so filters (a session, a
+    type) still reach the Parquet reader; only the others go through the blob join
+    and the transcript windows.
+    """
+    blobs = _blob_files(found)
+    parts = []
+    if found.compacted:
+        columns = EVENT_COLUMNS.replace("data", "data::JSON AS data")
+        segments = sql_list(sorted(set(found.compacted.values())))
+        rows = (
+            f"SELECT {columns} FROM read_parquet({segments}, filename = true) "
+            "SEMI JOIN compacted_sessions USING (filename, session)"
+        )
+        # each part filtered by a plain conjunction, which the Parquet reader takes
+        parts.append(
+            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL AND transcript_keep IS NULL"
+        )
+        others = (
+            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NOT NULL UNION ALL "
+            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL AND transcript_keep IS NOT NULL"
+        )
+        parts.append(_as_recorded(others, blobs))
+    if found.jsonl:
+        rows = typed_events(f"read_ndjson_objects({sql_list(found.jsonl)}, ignore_errors = true)")
+        parts.append(_as_recorded(rows, blobs))
+    if not parts:  # an empty data dir still answers queries, with no rows
+        parts.append(typed_events("(SELECT NULL::JSON AS json WHERE false)"))
+    return " UNION ALL ".join(parts)
+
+
+def _as_recorded(rows: str, blobs: str | None) -> str:
+    """`rows` with their blobs' fields and their requests' whole transcripts put back."""
+    return _TRANSCRIPTS.format(rows=rows if blobs is None else _with_blobs(rows, blobs))
+
+
+def _blob_files(found: Sources) -> str | None:
+    """The blobs as (sha256, fields as JSON text), or None when there are none.
+
+    Their paths are in the variable `taplog_blobs`, not pasted into each view
+    that reads them: there may be thousands.
+    """
+    if not found.blobs:
+        return None
+    return (
+        "(SELECT parse_filename(filename, true) AS sha256, content AS fields "
+        "FROM read_text(getvariable('taplog_blobs')))"
+    )
+
+
+def _with_blobs(rows: str, blobs: str) -> str:
+    """`rows` with each blob's fields spliced into `data` as text: `{…}` + `{"body":…}`."""
+    return (
+        "SELECT e.* REPLACE (CASE WHEN e.blob_sha256 IS NULL THEN e.data "
+        f"WHEN b.fields IS NULL THEN {_MISSING_BLOB} "
+        "ELSE (left(rtrim(e.data::VARCHAR), -1) || ',' || substr(b.fields, 2))::JSON END AS data) "
+        f"FROM ({rows}) e LEFT JOIN {blobs} b ON b.sha256 = e.blob_sha256"
+    )
+
+
+def connect(
+    data_dir: Path,
+    output: Path | None = None,
+    only: str | None = None,
+    warn: Callable[[str], None] = log.warning,
+) -> duckdb.DuckDBPyConnection:
+    """A locked-down connection with the views; `output` is a file taplog may write to.
+
+    With `only`, the views hold that one session alone: a query about it reads its
+    own log, not the whole history. A session log that is a symbolic link is left
+    unread (it could point anywhere) and named through `warn`.
+    """
+    data_dir = data_dir.resolve()
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
+    found = sources(data_dir, only)
+    for link in found.links:
+        warn(f"taplog: {link} is a symbolic link; it is not read")
+    readable = [*found.jsonl, *set(found.compacted.values()), *found.blobs]
+    lock_down(con, readable, output.resolve() if output else None)
+    con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [found.blobs])  # for _blob_files
+    con.execute(
+        "CREATE TEMP TABLE compacted_sessions AS "
+        "SELECT unnest(?::VARCHAR[]) AS session, unnest(?::VARCHAR[]) AS filename",
+        [list(found.compacted), list(found.compacted.values())],
+    )
+    con.execute("CREATE VIEW events AS " + _events_sql(found))
+    for name, sql in VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS {sql}")
+    return con
+
+
+def query(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Run one read-only query; its result as a relation."""
+    check_read_only(sql)
+    try:
+        return con.sql(sql, params=params)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).strip()) from None

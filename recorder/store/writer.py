@@ -1,0 +1,511 @@
+"""The recorder: a bounded hand-off from the event loop to one writer thread.
+
+    event loop ── record(rec) ──▶ Inbox ──▶ writer thread ──▶ sessions/<id>.jsonl
+                  (never blocks,             builds events,      group commit,
+                   never drops)              seals, appends      fsync per policy
+
+Group commit per session (`recorder.store.inbox`): a built line waits in memory
+(at most `WRITE_DELAY`) for its session's next lines, so a call's request and
+answer reach the file in one write; a caller waiting on a session
+(`when_written(..., session)`, the answer's end held for the log) has that
+session written at once.
+
+Record or refuse: `record` always accepts, so calls already in flight finish
+and are logged; `accepting` turns False when the queue is over its high-water
+mark or the disk fails, and the proxy then refuses *new* calls with a 503
+before any vendor is called. A failed write leaves no partial line, keeps its
+events and is retried until it succeeds, so recording resumes by itself when
+space returns. Bodies over the inline limit go to blobs (`recorder.store.blobs`)
+just before the lines that point at them, and a blob that cannot be written
+fails the write the same way. A failed fsync is different: the kernel may
+already have dropped the data it could not write, and a second fsync would
+report success over the loss. So it is never retried: the file is sealed as
+suspect and its whole lines go on in a new, synced file
+(`recorder.store.logfile.reseal`). Should that fail too, `accepting` turns False
+until taplog is restarted, with a reason that says so. The same holds should
+the writer thread itself ever fail: a proxy that cannot record refuses rather
+than forwards.
+
+Observers see what was recorded: `Recorder(..., observers=[fn])` (or
+`observe(fn)`) calls each `fn(event)` on the writer thread with every event
+once it is written, in log order, so metrics and call logs agree with the
+log and cost the event loop nothing. An observer must be quick and must not
+block; one that raises is logged and skipped, never allowed to stop the log.
+The writer's own counters (`stats`) are plain numbers, read at scrape time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from taplog.recorder.events import Event, error_event
+from taplog.recorder.reader import tool_events
+from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
+from taplog.recorder.store.inbox import WRITE_DELAY, Inbox, PendingLines
+from taplog.recorder.store.logfile import SessionFile, open_session_file, reseal
+from taplog.recorder.store.memory import give_back_memory
+from taplog.recorder.store.syncing import SyncPlan
+from taplog.recorder.toolevents import ToolLedger
+
+log = logging.getLogger("taplog.recorder")
+
+FSYNC_POLICIES = ("always", "interval", "never")
+FSYNC_INTERVAL = 0.1
+MAX_SESSION_STATES = 4096  # remembered sessions; a forgotten one is restored from its log
+SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+Observer = Callable[[Event], None]
+LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory goes back
+
+
+@dataclass
+class WriterStats:
+    """Counters of the writer thread: written there, read anywhere (single ints, no lock)."""
+
+    events_written: int = 0
+    bytes_written: int = 0
+    write_errors: int = 0  # failed appends (each is retried) and syncs (never retried)
+    observer_errors: int = 0
+    sync_seconds: float = 0.0  # total time in fsync passes
+    # fsync passes by duration: one count per SYNC_BUCKETS bound, then one for longer
+    sync_counts: list[int] = field(default_factory=lambda: [0] * (len(SYNC_BUCKETS) + 1))
+
+    def synced(self, seconds: float) -> None:
+        slot = next((i for i, bound in enumerate(SYNC_BUCKETS) if seconds <= bound), -1)
+        self.sync_counts[slot] += 1
+        self.sync_seconds += seconds
+
+
+@dataclass
+class SessionState:
+    """What the writer remembers about a session between records."""
+
+    tools: ToolLedger = field(default_factory=ToolLedger)
+    last_seen: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def restored(cls, path: Path) -> SessionState:
+        """The state an earlier process left in the session's log, if any."""
+        state = cls()
+        if path.exists():
+            state.tools.restore(tool_events(path))
+        return state
+
+
+class Record(Protocol):
+    """Something that becomes events, built on the writer thread (off the loop)."""
+
+    session: str
+    size: int
+
+    def events(self, state: SessionState, blobs: BlobStore) -> Iterable[Event]:
+        """Built on the writer thread; `blobs` for a record too large to build in memory."""
+        ...
+
+
+@dataclass
+class EventRecord:
+    """A ready-made event."""
+
+    event: Event
+    size: int = 512
+
+    @property
+    def session(self) -> str:
+        return self.event["session"]
+
+    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+        return (self.event,)
+
+
+class _Barrier:
+    """Released once every record queued before it is written (and synced, per policy)."""
+
+    size = 0
+
+    def __init__(
+        self, callback: Callable[[bool], None] | None = None, session: str | None = None
+    ) -> None:
+        self.callback = callback
+        self.session = session  # None: every session
+        self.done = threading.Event() if callback is None else None  # for `flush` only
+
+    def tell(self, ok: bool) -> None:
+        """Tell the callback, once: written (True), or a write failed first (False)."""
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            try:
+                callback(ok)
+            except Exception:  # e.g. its event loop is gone: nobody waits any more
+                log.debug("recorder: a barrier's callback failed", exc_info=True)
+
+    def release(self, ok: bool) -> None:
+        if self.done is not None:
+            self.done.set()
+        self.tell(ok)
+
+
+_CLOSE = object()
+
+
+class Recorder:
+    def __init__(
+        self,
+        data_dir: Path,
+        fsync: str = "interval",
+        high_water_bytes: int = 256 * 1024 * 1024,
+        max_open_files: int = 256,
+        retry_seconds: float = 1.0,
+        session_idle_seconds: float = 3600.0,
+        observers: Iterable[Observer] = (),
+        body_inline_max: int = 1024 * 1024,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
+        self.sessions_dir = data_dir / "sessions"
+        self.quarantine_dir = data_dir / "quarantine"
+        self.blobs = BlobStore(data_dir / BLOBS_DIR, body_inline_max, sync=fsync != "never")
+        self.fsync = fsync
+        self.high_water_bytes = high_water_bytes
+        self._max_open = max_open_files
+        self._retry_seconds = retry_seconds
+        self._idle_seconds = session_idle_seconds
+        self._inbox = Inbox()
+        # Queue size as counts in and out: the loop side adds under a lock of its own
+        # (callers may be several threads), the writer side alone counts out, without
+        # it, so the loop never waits for a lock the writer holds.
+        self._lock = threading.Lock()
+        self._records_in = self._bytes_in = 0  # ever queued
+        self._records_out = self._bytes_out = 0  # ever built (writer thread only)
+        self._error: str | None = None  # cleared by the next good write
+        self._fatal: str | None = None  # cleared only by a restart
+        self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
+        self._closed = False
+        self._files: OrderedDict[str, SessionFile] = OrderedDict()
+        self._unsynced = SyncPlan(self.sessions_dir)
+        self._states: dict[str, SessionState] = {}
+        self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
+        self._last_sync = time.monotonic()
+        self._observers: list[Observer] = list(observers)
+        self.stats = WriterStats()
+        self._thread = threading.Thread(target=self._run, name="taplog-writer", daemon=True)
+
+    # -- event-loop side ---------------------------------------------------
+
+    def start(self) -> None:
+        for folder in (self.sessions_dir, self.quarantine_dir, self.blobs.folder):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._thread.start()
+
+    def observe(self, observer: Observer) -> None:
+        """Call `observer(event)` on the writer thread for every event written from now on."""
+        self._observers.append(observer)
+
+    def record(self, record: Record) -> None:
+        """Queue a record for writing. Never blocks, never drops."""
+        if self._closed:
+            raise RuntimeError("recorder is closed")
+        with self._lock:
+            self._records_in += 1
+            self._bytes_in += record.size
+        self._inbox.put(record)
+
+    @property
+    def _queued_records(self) -> int:
+        done = self._records_out  # read first: out never passes in
+        return self._records_in - done
+
+    @property
+    def _queued_bytes(self) -> int:
+        done = self._bytes_out
+        return self._bytes_in - done
+
+    @property
+    def accepting(self) -> bool:
+        """Whether new calls may start: the disk works and the queue has room."""
+        return self._refusal() is None
+
+    def health(self) -> dict[str, Any]:
+        reason = self._refusal()
+        return {
+            "accepting": reason is None,
+            "reason": reason,
+            "queued_records": self._queued_records,
+            "queued_bytes": self._queued_bytes,
+        }
+
+    def _refusal(self) -> str | None:
+        """Why new calls are refused now, or None (asked on every call: builds nothing)."""
+        reason = self._fatal or self._error
+        if reason is None and self._closed is False and not self._writer_alive():
+            reason = "the log writer is not running"
+        if reason is None and self._queued_bytes >= self.high_water_bytes:
+            reason = "recorder queue is over its high-water mark"
+        return reason
+
+    def _writer_alive(self) -> bool:
+        return self._thread.is_alive() or self._thread.ident is None  # not started yet
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until everything recorded so far is written; for tests and shutdown."""
+        barrier = _Barrier()
+        self._inbox.put(barrier, urgent=True)
+        return barrier.done.wait(timeout)
+
+    def when_written(self, callback: Callable[[bool], None], session: str | None = None) -> None:
+        """Call `callback(ok)` on the writer thread once everything recorded so far (for
+        `session`, when given) is written, and synced when the policy is `always` (ok
+        True); or as soon as a write or sync fails before that (ok False). Never blocks."""
+        self._inbox.put(_Barrier(callback, session), urgent=True)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything queued, sync and close every file, stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(_CLOSE, urgent=True)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("recorder: %d records could not be written before exit", self._queued_records)
+
+    # -- writer thread -----------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:
+            self._fatal = f"the log writer stopped: {exc!r}"
+            log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
+
+    def _loop(self) -> None:
+        pending = PendingLines()
+        barriers: list[_Barrier] = []
+        closing = False
+        while True:
+            touched: set[str] = set()
+            for item in self._inbox.take(self._wait_time(pending, closing)):
+                if item is _CLOSE:
+                    closing = True
+                elif isinstance(item, _Barrier):
+                    barriers.append(item)
+                else:
+                    pending.add(self._build(item))
+                    touched.add(item.session)
+            self._track_waiting(touched)
+            pending.add(self._expire_idle())
+            everything = closing or self._sync_due() or any(b.session is None for b in barriers)
+            due = pending.due({b.session for b in barriers}, everything)
+            if due:
+                pending.put_back(self._write(due))
+            if len(self._states) > MAX_SESSION_STATES:
+                self._forget_states(pending.sessions)  # a forgotten state reads back whole
+            self._sync(force=closing or self.fsync == "always")
+            barriers = self._release(barriers, pending)
+            if closing and not pending:
+                break
+        for session_file in list(self._files.values()):
+            self._close(session_file)
+        self._files.clear()
+
+    def _release(self, barriers: list[_Barrier], pending: PendingLines) -> list[_Barrier]:
+        """Release the barriers whose lines are all written; returns those still waiting.
+
+        Those still waiting hear of a write failure at once (they are released later)."""
+        failing = self._error is not None or self._fatal is not None
+        written = not failing and not self._lost_unsynced
+        waiting = []
+        for barrier in barriers:
+            if not pending.holds(barrier.session):
+                barrier.release(written)
+            else:
+                waiting.append(barrier)
+                if failing:
+                    barrier.tell(False)
+        if not waiting:
+            self._lost_unsynced = False
+        return waiting
+
+    def _wait_time(self, pending: PendingLines, closing: bool) -> float | None:
+        if closing:
+            return 0.0
+        if pending and (self._error is not None or self._fatal is not None):
+            return self._retry_seconds
+        deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+        if pending:
+            deadlines.append(pending.oldest + WRITE_DELAY)
+            if self.fsync == "interval":
+                deadlines.append(self._last_sync + FSYNC_INTERVAL)
+        # Most recently written last: a dirty file, if any, is found in a few steps.
+        if self.fsync == "interval" and self._unsynced.due(reversed(self._files.values())):
+            deadlines.append(self._last_sync + FSYNC_INTERVAL)
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _track_waiting(self, sessions: set[str]) -> None:
+        """Keep `_waiting` current, so the idle checks never scan every session seen."""
+        for session in sessions:
+            if self._states[session].tools.pending:
+                self._waiting.add(session)
+            else:
+                self._waiting.discard(session)
+
+    def _expire_idle(self) -> list[Event]:
+        """Close the tool calls of sessions idle for longer than the idle timeout."""
+        now = time.monotonic()
+        idle = [s for s in self._waiting if now - self._states[s].last_seen >= self._idle_seconds]
+        self._waiting.difference_update(idle)
+        return [event for session in idle for event in self._states[session].tools.expire(session)]
+
+    def _forget_states(self, unwritten: Iterable[str]) -> None:
+        """Forget the longest-idle half of the sessions without tool calls pending or
+        lines still to write.
+
+        Without this a long-running proxy kept one state per session ever seen; a
+        forgotten session that comes back is restored from its log, as after a restart.
+        """
+        keep = self._waiting | set(unwritten)
+        by_age = sorted(self._states, key=lambda session: self._states[session].last_seen)
+        for session in by_age[: len(by_age) - MAX_SESSION_STATES // 2]:
+            if session not in keep:
+                del self._states[session]
+
+    def _build(self, record: Record) -> list[Event]:
+        state = self._states.get(record.session)
+        if state is None:
+            state = SessionState.restored(self.sessions_dir / f"{record.session}.jsonl")
+            self._states[record.session] = state
+        state.last_seen = time.monotonic()
+        try:
+            events = list(record.events(state, self.blobs))
+        except Exception as exc:  # a bug in one record must not stop the log
+            log.exception("recorder: could not build events for session %s", record.session)
+            events = [error_event(record.session, None, f"record failed: {exc!r}")]
+        self._records_out += 1
+        self._bytes_out += record.size
+        if record.size > LARGE_RECORD:
+            give_back_memory()
+        return events
+
+    def _write(self, by_session: dict[str, list[Event]]) -> dict[str, list[Event]]:
+        """Append each session's events; returns those not written (a write failed)."""
+        for session, events in list(by_session.items()):
+            try:
+                session_file = self._file(session)
+                before = session_file.size
+                session_file.append(events)
+            except OSError as exc:
+                self.stats.write_errors += 1
+                self._error = f"cannot write session logs: {exc.strerror or exc}"
+                log.error("recorder: %s (will retry)", self._error)
+                broken = self._files.get(session)
+                if broken is not None and broken.broken:
+                    del self._files[session]
+                    broken.close(sync=False)
+                return by_session
+            del by_session[session]
+            self.stats.events_written += len(events)
+            self.stats.bytes_written += session_file.size - before
+            self._notify(events)
+        if self._error is not None:
+            log.warning("recorder: writing again after: %s", self._error)
+            self._error = None
+        return by_session
+
+    def _notify(self, events: list[Event]) -> None:
+        for observer in self._observers:
+            for event in events:
+                try:
+                    observer(event)
+                except Exception:
+                    self.stats.observer_errors += 1
+                    if self.stats.observer_errors == 1:  # once: an observer bug must not flood
+                        log.exception("recorder: an observer failed on a %s event", event["type"])
+
+    def _file(self, session: str) -> SessionFile:
+        session_file = self._files.get(session)
+        if session_file is not None:
+            self._files.move_to_end(session)
+            return session_file
+        if len(self._files) >= self._max_open:
+            self._evict(*self._files.popitem(last=False))
+        session_file = self._unsynced.reclaim(session) or self._open(session)
+        self._files[session] = session_file
+        return session_file
+
+    def _open(self, session: str) -> SessionFile:
+        path = self.sessions_dir / f"{session}.jsonl"
+        session_file, damage = open_session_file(
+            path, self.quarantine_dir, sync_dir=False, blobs=self.blobs
+        )
+        if damage is not None:
+            log.error("recorder: %s; moved to %s, starting a new file", damage, self.quarantine_dir)
+        if session_file.created and self.fsync != "never":
+            self._unsynced.created(session_file)  # its name is synced with the next pass
+        return session_file
+
+    def _evict(self, session: str, session_file: SessionFile) -> None:
+        """Out of the open-file cache; an unsynced file stays open until the next sync."""
+        if not session_file.dirty or self.fsync == "never":
+            self._close(session_file)
+            return
+        self._unsynced.retire(session, session_file)
+        if self._unsynced.retired >= self._max_open:  # bound the open files
+            self._sync(force=True)
+
+    def _sync_failed(self, session_file: SessionFile, exc: OSError) -> None:
+        """Never fsync the same data twice: seal the file as suspect and go on in a new one.
+
+        Should that fail too, the disk is failing: new calls are refused until restart.
+        """
+        self.stats.write_errors += 1
+        session = session_file.path.stem
+        if self._files.get(session) is session_file:
+            del self._files[session]
+        with contextlib.suppress(OSError):
+            session_file.close(sync=False)
+        log.error("recorder: an fsync of %s failed: %s", session_file.path.name, exc)
+        try:
+            fresh, event, lost = reseal(session_file, self.quarantine_dir, exc)
+        except OSError as again:
+            self._fatal = (
+                f"an fsync of {session_file.path.name} failed ({exc.strerror or exc}) and so "
+                f"did sealing it ({again.strerror or again}): what was written since its last "
+                "sync may be lost; check the disk, run `taplog verify`, restart taplog"
+            )
+            log.critical("recorder: %s", self._fatal)
+            return
+        self._files[session] = fresh
+        self._lost_unsynced = self._lost_unsynced or lost > 0
+        self.stats.events_written += 1
+        self._notify([event])
+
+    def _close(self, session_file: SessionFile) -> None:
+        try:
+            session_file.close(sync=self.fsync != "never")
+        except OSError as exc:
+            self._sync_failed(session_file, exc)
+
+    def _sync_due(self) -> bool:
+        """An `interval` sync pass is due: lines waiting in memory are written first, so
+        none takes longer than FSYNC_INTERVAL to reach the disk."""
+        return self.fsync == "interval" and time.monotonic() - self._last_sync >= FSYNC_INTERVAL
+
+    def _sync(self, force: bool) -> None:
+        if self.fsync == "never":
+            return
+        now = time.monotonic()
+        if not force and self.fsync == "interval" and now - self._last_sync < FSYNC_INTERVAL:
+            return
+        synced, failures = self._unsynced.run(list(self._files.values()))
+        for session_file, exc in failures:
+            self._sync_failed(session_file, exc)
+        if synced:
+            self.stats.synced(time.monotonic() - now)
+        self._last_sync = now

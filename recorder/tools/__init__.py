@@ -1,0 +1,2 @@
+"""Session tools on recorded logs: export, fork, snapshot, what `resume` sends, and the index
+`replay` answers from."""

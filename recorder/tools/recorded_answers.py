@@ -1,0 +1,211 @@
+"""Recorded answers by request signature: what `taplog replay` serves from.
+
+The signature of a request is its API plus its JSON body in canonical form:
+keys sorted at every level, no whitespace, so key order and formatting never
+matter. Every field counts except the per-run ones in `IGNORED_FIELDS` (top
+level only). Two requests with the same signature get the same answer; when
+the recording holds several answers for one signature (an agent that asked
+the same thing twice), they are served in recorded order, the last one again
+once they run out.
+
+Indexed: each client call (exchange) of a known API whose first request body
+is JSON and whose answer came back whole from the vendor it was sent to. Calls
+that failed over are left out: the client got a translated answer that the log
+does not hold byte for byte.
+
+Pure: reads the files through `recorder.reader`, no I/O beyond that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from taplog.recorder.bodies import decode_body
+from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
+from taplog.recorder.reader import read_all, read_events
+
+IGNORED_FIELDS = frozenset({"user", "metadata", "safety_identifier", "prompt_cache_key"})
+REPLAYED_APIS = ("openai.chat", "openai.responses", "anthropic.messages")
+# Answer headers that describe the original connection, not the answer.
+_HOP_HEADERS = frozenset(
+    {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "date"}
+)
+
+
+def api_of_path(path: str) -> str | None:
+    """The API a request path calls (with or without /v1 or a /s/<id>/ prefix)."""
+    path = path.partition("?")[0].rstrip("/")
+    for suffix, api in (
+        ("/chat/completions", "openai.chat"),
+        ("/responses", "openai.responses"),
+        ("/messages", "anthropic.messages"),
+    ):
+        if path.endswith(suffix):
+            return api
+    return None
+
+
+def canonical(body: Any) -> bytes:
+    """The body as the signature sees it: ignored fields gone, keys sorted, compact."""
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in IGNORED_FIELDS}
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+
+
+def signature(api: str, body: Any) -> str:
+    return hashlib.sha256(api.encode() + b"\n" + canonical(body)).hexdigest()
+
+
+@dataclass(slots=True)
+class Recorded:
+    """One recorded call: where it is in the log, what was asked, what came back."""
+
+    session: str
+    seq: int
+    exchange: str
+    api: str
+    request: Any
+    status: int
+    headers: dict[str, str]
+    body: bytes  # the whole answer; for a stream, its events joined
+    sse: list[tuple[float, bytes]] | None  # (t_ms, raw event) for a stream
+
+    def where(self) -> str:
+        return f"session {self.session} seq {self.seq} (exchange {self.exchange})"
+
+
+@dataclass
+class ReplayIndex:
+    calls: dict[str, list[Recorded]] = field(default_factory=dict)
+    served: dict[str, int] = field(default_factory=dict)
+
+    def add(self, call: Recorded) -> None:
+        self.calls.setdefault(signature(call.api, call.request), []).append(call)
+
+    def __len__(self) -> int:
+        return sum(len(calls) for calls in self.calls.values())
+
+    def take(self, api: str, body: Any) -> Recorded | None:
+        """The next recorded answer to this request, or None on a miss."""
+        key = signature(api, body)
+        calls = self.calls.get(key)
+        if not calls:
+            return None
+        turn = self.served.get(key, 0)
+        self.served[key] = turn + 1
+        return calls[min(turn, len(calls) - 1)]
+
+    def closest(self, api: str, body: Any) -> tuple[Recorded, str] | None:
+        """The recorded request of this API most like `body`, and where they first differ."""
+        candidates = [c for calls in self.calls.values() for c in calls if c.api == api]
+        if not candidates:
+            return None
+        best = max(candidates, key=lambda c: _likeness(c.request, body))
+        return best, first_difference(best.request, body) or "(identical)"
+
+
+def load_index(source: Path) -> ReplayIndex:
+    """Every replayable call in a data dir, or in one session file."""
+    one_file = source.is_file()
+    sessions = {source.stem: list(read_events(source))} if one_file else read_all(source)
+    index = ReplayIndex()
+    for session, events in sessions.items():
+        for call in recorded_calls(session, events):
+            index.add(call)
+    return index
+
+
+def recorded_calls(session: str, events: list[Event]) -> list[Recorded]:
+    requests: dict[str, Event] = {}
+    answers: dict[str, Event] = {}
+    failed_over: set[str] = set()
+    for event in events:
+        exchange = event.get("exchange")
+        if event["type"] == LLM_REQUEST and event.get("api") in REPLAYED_APIS:
+            requests.setdefault(exchange, event)
+        elif event["type"] == LLM_RESPONSE:
+            answers[exchange] = event
+        elif event["type"] == FAILOVER:
+            failed_over.add(exchange)
+    calls = []
+    for exchange, request in requests.items():
+        answer = answers.get(exchange)
+        if answer is None or exchange in failed_over or not _whole(answer):
+            continue
+        if request.get("body") is None:
+            continue
+        calls.append(_recorded(session, request, answer))
+    return calls
+
+
+def _whole(answer: Event) -> bool:
+    if answer.get("status") is None:
+        return False
+    if answer.get("stream"):
+        return answer.get("stream_complete") is not False and bool(answer.get("sse"))
+    return answer.get("outcome") in ("ok", "upstream_error")
+
+
+def _recorded(session: str, request: Event, answer: Event) -> Recorded:
+    headers = {k: v for k, v in (answer.get("headers") or {}).items() if k not in _HOP_HEADERS}
+    sse = None
+    if answer.get("stream"):
+        sse = [(entry["t_ms"], _raw(entry)) for entry in answer["sse"]]
+        body = b"".join(raw for _, raw in sse)
+    else:
+        body = decode_body(answer)
+    return Recorded(
+        session=session,
+        seq=request["seq"],
+        exchange=request["exchange"],
+        api=request["api"],
+        request=request["body"],
+        status=answer["status"],
+        headers=headers,
+        body=body,
+        sse=sse,
+    )
+
+
+def _raw(entry: dict[str, Any]) -> bytes:
+    if entry.get("raw_b64") is not None:
+        return decode_body({"body_b64": entry["raw_b64"]})
+    return entry["raw"].encode("utf-8")
+
+
+def _likeness(recorded: Any, body: Any) -> float:
+    """How alike two requests are: shared top-level fields, then shared prefix length."""
+    a, b = canonical(recorded), canonical(body)
+    prefix = next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    return prefix / max(len(a), len(b), 1)
+
+
+def first_difference(recorded: Any, body: Any, path: str = "") -> str | None:
+    """The first field (as a path such as `messages[3].content`) where two bodies differ."""
+    if isinstance(recorded, dict) and isinstance(body, dict):
+        for key in sorted(set(recorded) | set(body)):
+            if key in IGNORED_FIELDS and not path:
+                continue
+            where = f"{path}.{key}" if path else key
+            if key not in recorded or key not in body:
+                return f"{where} ({'only in this request' if key in body else 'missing'})"
+            found = first_difference(recorded[key], body[key], where)
+            if found:
+                return found
+        return None
+    if isinstance(recorded, list) and isinstance(body, list):
+        for i, (x, y) in enumerate(zip(recorded, body, strict=False)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(recorded) != len(body):
+            return f"{path} ({len(body)} items, recorded {len(recorded)})"
+        return None
+    return None if recorded == body else (path or "(body)")

@@ -1,0 +1,1 @@
+"""Anthropic Messages: its wire format, and the neutral shape every translation goes through."""

@@ -1,0 +1,1 @@
+"""OpenAI Chat Completions: its wire format, and its translation to and from the neutral shape."""

@@ -1,0 +1,199 @@
+"""Which translation serves a client API from an upstream API, behind one interface.
+
+    client API           upstream API
+    openai.chat        → anthropic.messages   (Chat clients served by Claude)
+    anthropic.messages → openai.chat          (Claude clients served by an OpenAI Chat model)
+    openai.responses   → anthropic.messages   (Codex, Agents SDK served by Claude)
+    anthropic.messages → openai.responses     (Claude clients served through Responses)
+
+Each pair translates the request, a whole answer, and a stream event by event.
+
+A new pair is one more `Route` in `ROUTES`; the failover code asks only
+`route_for(client_api, upstream_api)` and uses the three uniform calls.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from taplog.recorder.vendors.naming import ClientTools
+from taplog.recorder.vendors.openai_chat.answers import (
+    chat_answer_to_messages,
+    messages_answer_to_chat,
+    messages_answer_to_responses,
+    responses_answer_to_messages,
+)
+from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
+from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
+from taplog.recorder.vendors.openai_chat.stream_from_neutral import AnthropicToChatStream
+from taplog.recorder.vendors.openai_chat.stream_to_neutral import ChatToAnthropicStream
+from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
+from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
+from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
+from taplog.recorder.vendors.openai_responses.stream_to_neutral import ResponsesToAnthropicStream
+from taplog.recorder.vendors.sse import SseEvent
+from taplog.recorder.vendors.translation import Translated
+
+TAPLOG_ANSWER_PREFIX = "resp_tl"
+
+
+def is_taplog_answer(response_id: str) -> bool:
+    """A Responses answer id that taplog made (the vendor never saw it)."""
+    return response_id.startswith(TAPLOG_ANSWER_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What answer and stream translations need to know about the call."""
+
+    request: Mapping[str, Any]  # the client's request
+    model: str  # the target model
+    tools: ClientTools  # wire name -> the client's own tool
+    created: int
+    response_id: str  # for Responses clients: the id of the answer taplog makes
+
+
+class StreamTranslator(Protocol):
+    finished: bool
+
+    def feed(self, event: SseEvent) -> list[bytes]:
+        """One upstream event in; the client's events out. Raises ValueError on garbage."""
+        ...
+
+    @property
+    def failed(self) -> bool:
+        """An in-band error arrived (the stream is over, broken)."""
+        ...
+
+
+def _data(event: SseEvent) -> dict:
+    data = orjson.loads(event.data)
+    if not isinstance(data, dict):
+        raise ValueError("the event's data is not a JSON object")
+    return data
+
+
+class _FromAnthropic:
+    """Translators fed (event name, data): Anthropic or Responses events."""
+
+    def __init__(self, translator: Any) -> None:
+        self.translator = translator
+
+    @property
+    def finished(self) -> bool:
+        return self.translator.finished
+
+    @property
+    def failed(self) -> bool:
+        return self.translator.error is not None
+
+    def feed(self, event: SseEvent) -> list[bytes]:
+        return self.translator.feed(event.event, _data(event))
+
+    @property
+    def answer(self) -> dict | None:
+        """The whole answer in the client's API, once known (Responses clients)."""
+        return getattr(self.translator, "response", None)
+
+
+class _FromChat(_FromAnthropic):
+    def feed(self, event: SseEvent) -> list[bytes]:
+        if event.data.startswith("[DONE]"):
+            return self.translator.feed(None)
+        return self.translator.feed(_data(event))
+
+
+def _include_usage(request: Mapping[str, Any]) -> bool:
+    options = request.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How to translate a request."""
+
+    model: str  # the target model
+    allow_prefill: bool = False  # a trailing assistant message is a prefill, not a finished turn
+    history: list[Any] | None = None  # Responses: the items a previous_response_id names
+    leave_out: bool = False  # drop (and record) what cannot be translated instead of refusing
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    request: Callable[[dict, Options], Translated]
+    answer: Callable[[dict, Context], dict]
+    stream: Callable[[Context], StreamTranslator]
+
+
+ROUTES: dict[tuple[str, str], Route] = {
+    ("openai.chat", "anthropic.messages"): Route(
+        request=lambda body, o: chat_to_messages(
+            body, model=o.model, allow_prefill=o.allow_prefill
+        ),
+        answer=lambda answer, ctx: messages_answer_to_chat(
+            answer, created=ctx.created, tools=ctx.tools
+        ),
+        stream=lambda ctx: _FromAnthropic(
+            AnthropicToChatStream(
+                include_usage=_include_usage(ctx.request),
+                created=ctx.created,
+                tools=ctx.tools,
+            )
+        ),
+    ),
+    ("anthropic.messages", "openai.chat"): Route(
+        request=lambda body, o: messages_to_chat(
+            body, model=o.model, allow_prefill=o.allow_prefill
+        ),
+        answer=lambda answer, ctx: chat_answer_to_messages(answer, tools=ctx.tools),
+        stream=lambda ctx: _FromChat(ChatToAnthropicStream(model=ctx.model, tools=ctx.tools)),
+    ),
+    ("openai.responses", "anthropic.messages"): Route(
+        request=lambda body, o: responses_to_messages(
+            body,
+            model=o.model,
+            allow_prefill=o.allow_prefill,
+            history=o.history,
+            drop_untranslatable=o.leave_out,
+        ),
+        answer=lambda answer, ctx: messages_answer_to_responses(
+            answer,
+            response_id=ctx.response_id,
+            created_at=ctx.created,
+            request=dict(ctx.request),
+            tools=ctx.tools,
+        ),
+        stream=lambda ctx: _FromAnthropic(
+            AnthropicToResponsesStream(
+                response_id=ctx.response_id,
+                created_at=ctx.created,
+                request=dict(ctx.request),
+                tools=ctx.tools,
+            )
+        ),
+    ),
+    ("anthropic.messages", "openai.responses"): Route(
+        request=lambda body, o: messages_to_responses(
+            body, model=o.model, allow_prefill=o.allow_prefill
+        ),
+        answer=lambda answer, ctx: responses_answer_to_messages(answer, tools=ctx.tools),
+        stream=lambda ctx: _FromAnthropic(
+            ResponsesToAnthropicStream(model=ctx.model, tools=ctx.tools)
+        ),
+    ),
+}
+
+
+def route_for(client_api: str, upstream_api: str) -> Route | None:
+    return ROUTES.get((client_api, upstream_api))
+
+
+def context(request: Mapping[str, Any], model: str, translation: Translated) -> Context:
+    answer_id = f"{TAPLOG_ANSWER_PREFIX}{os.urandom(20).hex()}"
+    return Context(request, model, translation.tools, int(time.time()), answer_id)
