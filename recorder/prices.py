@@ -1,6 +1,6 @@
 """Cost of a call in USD, from litellm's model catalogue read as data.
 
-litellm is never imported (PROTOCOLS.md §6): its bundled price file is found
+litellm is never imported (docs/protocols.md §6): its bundled price file is found
 with `importlib.util.find_spec`, which does not execute the package, and is
 parsed once, on first use, on the writer thread. An unknown model costs None,
 never a guess.

@@ -2,7 +2,7 @@
 
 1. the `X-Taplog-Session` header;
 2. the path prefix `/s/<id>/` (found by the router, passed in);
-3. what the client already sends (PROTOCOLS.md §7): Claude Code's session
+3. what the client already sends (docs/protocols.md §7): Claude Code's session
    header and `metadata.user_id`, Codex's and opencode's session headers, a
    Responses `previous_response_id` recorded earlier, `conversation`,
    `prompt_cache_key`, `metadata.session_id`;

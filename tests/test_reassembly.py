@@ -1,6 +1,6 @@
 """Streams folded back into the non-streaming body, for each API, whatever the chunking.
 
-Fixtures are hand-written in the vendors' exact wire formats (docs/PROTOCOLS.md sections 1-3);
+Fixtures are hand-written in the vendors' exact wire formats (docs/protocols.md sections 1-3);
 where the installed SDK has an offline accumulator, the result is cross-checked against it.
 """
 

@@ -1,4 +1,4 @@
-"""Non-streaming answers (PROTOCOLS 5.4, 5.8.11, 5.8.15, 5.8.17), parsed by the official SDKs."""
+"""Non-streaming answers (protocols.md 5.4, 5.8.11, 5.8.15, 5.8.17), parsed by the official SDKs."""
 
 from __future__ import annotations
 

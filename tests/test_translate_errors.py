@@ -1,4 +1,4 @@
-"""Error mapping (PROTOCOLS 5.7), each table row both ways, shapes checked with the SDKs."""
+"""Error mapping (docs/protocols.md 5.7), each table row both ways, shapes checked with the SDKs."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_openai_errors_for_anthropic_clients(status, body, expected_status, expe
     assert out["type"] == "error" and out["error"]["type"] == expected_type
     expected = "the message" if body else f"upstream error (HTTP {status})"
     assert out["error"]["message"] == expected
-    if expected_type != "request_too_large":  # PROTOCOLS 3 names it; the SDK union lacks it
+    if expected_type != "request_too_large":  # docs/protocols.md 3 names it; the SDK union lacks it
         anthropic.types.ErrorResponse.model_validate(out)
 
 

@@ -1,4 +1,4 @@
-"""Request translation: PROTOCOLS 5.2 and 5.3 row by row, and the 5.8 edge cases.
+"""Request translation: docs/protocols.md 5.2 and 5.3 row by row, and the 5.8 edge cases.
 
 Every translated body is checked against the official SDKs' request types (deep pydantic
 validation of the TypedDicts, and top-level keys limited to the ones each SDK declares).

@@ -1,4 +1,4 @@
-"""OpenAI Responses <-> Anthropic Messages: requests, answers and refusals (PROTOCOLS 2, 3, 5).
+"""OpenAI Responses <-> Anthropic Messages: requests, answers and refusals (protocols.md 2, 3, 5).
 
 Every translated request is checked against the official SDKs' request types (deep pydantic
 validation, top-level keys limited to the declared ones); every translated answer is parsed

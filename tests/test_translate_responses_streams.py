@@ -1,11 +1,11 @@
-"""Stream translation between Anthropic Messages and OpenAI Responses (PROTOCOLS 2, 3, 5.5, 5.6).
+"""Stream translation between Anthropic Messages and OpenAI Responses (protocols.md 2, 3, 5.5, 5.6).
 
 Golden tests pin the event sequences. The property tests build a vendor's stream for a
 random answer (text in random deltas, 0-3 tool calls with arguments split anywhere, some
 with none, thinking or reasoning), translate it, cut the output bytes at random, reassemble
 them with taplog's own reassemblers and the official SDK accumulators, and require the
 non-streaming translation of the same answer. Every Responses stream must also number its
-events 0, 1, 2, ... and follow the event grammar of PROTOCOLS 2.
+events 0, 1, 2, ... and follow the event grammar of docs/protocols.md 2.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ REQUEST = {"model": "gpt-test", "input": "hi", "store": False, "tool_choice": "a
 RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)
 ANTHROPIC_EVENT = TypeAdapter(anthropic.types.RawMessageStreamEvent)
 
-# PROTOCOLS 2: the order of a translated Responses stream, one letter per event type.
+# docs/protocols.md 2: the order of a translated Responses stream, one letter per event type.
 _LETTERS = {
     "response.created": "C",
     "response.in_progress": "P",
@@ -614,7 +614,7 @@ _ANTHROPIC_LETTERS = {
 
 
 def check_anthropic_order(events: list[dict]) -> None:
-    """PROTOCOLS 3: one block at a time, indexes 0, 1, 2, ..., each event a valid one."""
+    """docs/protocols.md 3: one block at a time, indexes 0, 1, 2, ..., each event a valid one."""
     for event in events:
         ANTHROPIC_EVENT.validate_python(event)
     letters = "".join(_ANTHROPIC_LETTERS[e["type"]] for e in events)

@@ -1,4 +1,4 @@
-"""Stream translation (PROTOCOLS 5.5, 5.6; edge cases 9, 10, 11, 16).
+"""Stream translation (docs/protocols.md 5.5, 5.6; edge cases 9, 10, 11, 16).
 
 Golden tests pin the event sequences. The property tests build a vendor's stream for a
 random answer (text in random deltas, 0-3 tool calls with arguments split anywhere, some

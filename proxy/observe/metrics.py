@@ -13,7 +13,7 @@ and off the event loop. Every app has its own `CollectorRegistry`, so several
 apps in one process (the tests) never share a series. Label values come only
 from bounded sets (`proxy.observe.labels`). Names follow Prometheus rules (`taplog_`
 prefix, base units, `_total` counters); the OpenTelemetry GenAI client
-metrics are there too, under their names with `_` for `.` (PROTOCOLS.md §8).
+metrics are there too, under their names with `_` for `.` (docs/protocols.md §8).
 
 A call is counted once per upstream try: a retried or failed-over call adds
 one `taplog_calls_total` per try, and `taplog_retries_total` /

@@ -1,7 +1,7 @@
 """The SQL of the query views, over a typed `events` relation.
 
 Column names follow the OpenTelemetry GenAI conventions where one exists
-(PROTOCOLS.md §8), without the `gen_ai.` prefix and with `_` for `.`:
+(docs/protocols.md §8), without the `gen_ai.` prefix and with `_` for `.`:
 `provider_name`, `request_model`, `response_model`, `response_id`,
 `input_tokens`, `output_tokens`, `cache_read_input_tokens`,
 `cache_creation_input_tokens`, `reasoning_output_tokens`, `tool_name`,

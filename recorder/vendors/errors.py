@@ -1,4 +1,4 @@
-"""Vendor errors through one small taxonomy, and out in the other vendor's shape (PROTOCOLS 5.7).
+"""Vendor errors through one small taxonomy, and out in the other vendor's shape (protocols.md 5.7).
 
 Each vendor's error (HTTP status plus body, or an in-band stream error) is classified once
 into an `ErrorKind`; the kind decides the client-facing status and body in the other API.

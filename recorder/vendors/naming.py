@@ -1,6 +1,6 @@
 """Tool-call ids and tool names that both vendors accept, mapped without any state.
 
-The vendors' rules (PROTOCOLS 5.8.17):
+The vendors' rules (docs/protocols.md 5.8.17):
 
 =================  ==============================  ==============================
                    Anthropic                       OpenAI Chat

@@ -10,7 +10,7 @@ Contracts:
   `SseTooLarge`; the splitter is then unusable and the caller should stop recording.
 * `parse_block` applies the WHATWG field rules to one block and never raises.
 * `Reassembled` and `Summary` are the neutral results of the per-API modules
-  (`openai_chat`, `openai_responses`, `anthropic_messages`), which all expose
+  (the `wire` module of `openai_chat`, `openai_responses`, `anthropic`), which all expose
   ``reassemble(events) -> Reassembled``, ``summarize(body) -> Summary``, and a
   ``Progress`` that judges a stream event by event (`recorder.vendors.watch`).
 * Reassembly is linear however many deltas an answer has: strings grow through `Pieces`.

@@ -1,4 +1,4 @@
-"""Anthropic's thinking-replay rule, for requests taplog builds or forwards (PROTOCOLS 5.8.8).
+"""Anthropic's thinking-replay rule, for requests taplog builds or forwards (protocols.md 5.8.8).
 
 With thinking on, Anthropic wants the assistant turn of an unfinished tool loop to start
 with the thinking block it produced, replayed unchanged (signature included, same model

@@ -1,4 +1,4 @@
-"""Non-streaming answers translated back into the client's API (PROTOCOLS 5.4).
+"""Non-streaming answers translated back into the client's API (docs/protocols.md 5.4).
 
 Anthropic message -> ``chat.completion``: text blocks joined into ``content`` (null when
 there is none), ``tool_use`` -> ``tool_calls`` with the input as compact JSON, stop reason and
@@ -7,7 +7,7 @@ and are left out (the upstream answer is in the log).
 
 ``chat.completion`` -> Anthropic message: ``content`` -> one text block, a ``refusal`` ->
 a text block and stop reason ``refusal``, each tool call -> ``tool_use`` with ``input``
-parsed from ``arguments``. Choices where PROTOCOLS leaves room:
+parsed from ``arguments``. Choices where docs/protocols.md leaves room:
 
 * Arguments that are not a JSON object - typically cut short by the length limit (5.8.11)
   - cannot become an ``input``. That call is left out: the client then sees a truncated
@@ -21,7 +21,7 @@ there next turn) and give tools back the client's names (``tools`` is `Translate
 of the translated request).
 
 The same for the OpenAI Responses API (`messages_answer_to_responses`,
-`responses_answer_to_messages`) lives in `responses_answer` and is exported from here too.
+`responses_answer_to_messages`) lives in `openai_responses.answers` and is exported from here too.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Anthropic Messages request -> OpenAI Chat Completions request (PROTOCOLS 5.3).
+"""Anthropic Messages request -> OpenAI Chat Completions request (docs/protocols.md 5.3).
 
 Contracts: pure; only Chat Completions keys leave, every Anthropic key without an OpenAI
 meaning (``top_k``, ``container``, ``service_tier``, ``cache_control``, ``mcp_servers``, ...)
 is named in `Translated.dropped`; `Untranslatable` for what OpenAI cannot take. The
-messages themselves are converted by `messages_conversation`.
+messages themselves are converted by `turns_from_neutral`.
 
-Choices where PROTOCOLS leaves room (``reasoning_model`` says whether the OpenAI target is
+Choices where docs/protocols.md leaves room (``reasoning_model`` says whether the OpenAI target is
 a reasoning model, which decides three things OpenAI checks):
 
 * system role ``developer`` for reasoning models, ``system`` otherwise;

@@ -1,12 +1,12 @@
-"""OpenAI Chat Completions request -> Anthropic Messages request (PROTOCOLS 5.2).
+"""OpenAI Chat Completions request -> Anthropic Messages request (docs/protocols.md 5.2).
 
 Contracts: pure (the client's body is never changed); only keys Anthropic accepts leave
 (5.8.7), every other key is named in `Translated.dropped`; `Untranslatable` when the
 request needs what Anthropic cannot do: several choices, log probabilities, audio, legacy
 ``functions``, custom tools, files held by OpenAI, a trailing assistant turn (5.8.5). The
-messages themselves are converted by `chat_conversation`.
+messages themselves are converted by `turns_to_neutral`.
 
-Choices where PROTOCOLS leaves room:
+Choices where docs/protocols.md leaves room:
 
 * ``reasoning_effort`` (minimal..max): with ``thinking_style="adaptive"`` (Claude 4.6+,
   required from Opus 4.7) ``thinking: adaptive`` plus ``output_config.effort`` (minimal ->

@@ -1,4 +1,4 @@
-"""Anthropic Messages stream -> OpenAI Chat chunk stream (PROTOCOLS 5.5).
+"""Anthropic Messages stream -> OpenAI Chat chunk stream (docs/protocols.md 5.5).
 
 `AnthropicToChatStream` is an incremental state machine with no I/O: feed it each parsed
 Anthropic event in order, send the client the bytes it returns. Per event:

@@ -1,4 +1,4 @@
-"""OpenAI Chat chunk stream -> Anthropic Messages event stream (PROTOCOLS 5.6).
+"""OpenAI Chat chunk stream -> Anthropic Messages event stream (docs/protocols.md 5.6).
 
 `ChatToAnthropicStream` is an incremental state machine with no I/O: feed it each parsed
 chunk (``None`` for the ``[DONE]`` marker), send the client the bytes it returns:

@@ -1,4 +1,4 @@
-"""Anthropic ``system`` and ``messages`` -> OpenAI Chat messages (PROTOCOLS 5.3, 5.8).
+"""Anthropic ``system`` and ``messages`` -> OpenAI Chat messages (docs/protocols.md 5.3, 5.8).
 
 * ``system`` becomes the first message (role ``system``, or ``developer`` for reasoning
   models); several text blocks stay separate text parts. A system message in the middle of

@@ -1,4 +1,4 @@
-"""OpenAI Chat messages -> Anthropic ``system`` and ``messages`` (PROTOCOLS 5.2, 5.8).
+"""OpenAI Chat messages -> Anthropic ``system`` and ``messages`` (docs/protocols.md 5.2, 5.8).
 
 * system/developer messages anywhere become ``system`` text blocks, one each, in order
   (5.8.3);

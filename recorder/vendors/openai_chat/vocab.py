@@ -1,11 +1,11 @@
 """Shared answer vocabulary: stop reasons, usage and response ids in both directions.
 
-The answer translators (`answers`) and the stream translators (`stream_to_chat`,
-`stream_to_messages`) use these same functions, so a streamed answer and the same answer
+The answer translators (`answers`) and the stream translators (`stream_from_neutral`,
+`stream_to_neutral`) use these same functions, so a streamed answer and the same answer
 without streaming always translate to the same reasons, usage and ids (the property tests
 hold them to that).
 
-Usage (PROTOCOLS 5.4, 5.8.15): OpenAI's ``prompt_tokens`` INCLUDES cached tokens, Anthropic's
+Usage (protocols.md 5.4, 5.8.15): OpenAI's ``prompt_tokens`` INCLUDES cached tokens, Anthropic's
 ``input_tokens`` EXCLUDES cache reads and writes. So ``prompt_tokens = input + cache_read +
 cache_creation`` one way and ``input_tokens = prompt_tokens - cached - cache_write`` the
 other; cache reads, cache writes and reasoning/thinking tokens map one to one.

@@ -1,4 +1,4 @@
-"""Non-streaming answers between Anthropic Messages and OpenAI Responses (PROTOCOLS 2, 3, 5.4).
+"""Non-streaming answers between Anthropic Messages and OpenAI Responses (protocols.md 2, 3, 5.4).
 
 Anthropic message -> ``response``, one item per block in block order:
 
@@ -20,7 +20,7 @@ thinking, other server     be useless to replay; the upstream answer is in the l
 tools
 =========================  ==================================================================
 
-Status, usage and ids come from `responses_vocab`, which also echoes the request fields a
+Status, usage and ids come from `vocab`, which also echoes the request fields a
 client reads back (``instructions``, ``tools``, ``tool_choice``, ...). ``model`` is the model
 that served the answer.
 

@@ -1,6 +1,6 @@
-"""OpenAI Responses input items -> OpenAI Chat messages, on the way to Anthropic (PROTOCOLS 2, 5.2).
+"""Responses input items -> Chat messages, on the way to Anthropic (docs/protocols.md 2, 5.2).
 
-A Responses request reaches Anthropic in two steps: this module and `responses_request` put
+A Responses request reaches Anthropic in two steps: this module and `request_to_neutral` put
 it in a Chat request's envelope, and `chat_to_messages` does the Anthropic side, so both
 OpenAI APIs follow the same rules (system collection, merged turns with results first, no
 empty text, prefill, id and name fitting, thinking). Every item-level check happens here,
@@ -18,7 +18,7 @@ message assistant           ``assistant`` content: output_text and refusal text 
 ``function_call``           a tool call on the assistant message before it (``call_id`` is
                             the id); arguments that are no JSON object -> ``{}``, recorded;
                             with a ``namespace``, named ``<namespace>__<name>`` as the tool
-                            is (`responses_tools`)
+                            is (`tools`)
 ``custom_tool_call``        the same, with arguments ``{"input": <its input string>}``
 ``function_call_output``,   ``tool`` message; text, image and file outputs become parts
 ``custom_tool_call_output``

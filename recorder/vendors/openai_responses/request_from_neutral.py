@@ -1,7 +1,7 @@
 """Anthropic Messages request -> OpenAI Responses request, for an OpenAI model reached through
-the Responses API (PROTOCOLS 2, 5.3).
+the Responses API (docs/protocols.md 2, 5.3).
 
-The mirror of `responses_request`: `messages_to_chat` applies every 5.3 rule (tool results
+The mirror of `request_to_neutral`: `messages_to_chat` applies every 5.3 rule (tool results
 before the rest of their message, ``is_error`` as a prefix, tool images moved to a user
 message, thinking and server tools dropped, efforts bucketed, prefill), and this module
 moves its Chat request into the Responses envelope:

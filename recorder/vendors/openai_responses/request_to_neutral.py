@@ -1,6 +1,6 @@
-"""OpenAI Responses request -> Anthropic Messages request (PROTOCOLS 2, 5.2).
+"""OpenAI Responses request -> Anthropic Messages request (docs/protocols.md 2, 5.2).
 
-The request is put in a Chat request's envelope (items by `responses_items`, the top-level
+The request is put in a Chat request's envelope (items by `items`, the top-level
 keys here) and handed to `chat_to_messages`, so every Chat rule carries over unchanged:
 max_tokens default, thinking by effort and style, sampling, structured output, user id,
 tool-name and id fitting, prefill. Drops and refusals name the client's own keys.
@@ -8,11 +8,11 @@ tool-name and id fitting, prefill. Drops and refusals name the client's own keys
 =========================  ==================================================================
 Responses                  Chat (then Anthropic as in 5.2)
 =========================  ==================================================================
-``instructions``, input    messages (`responses_items`); ``history`` first
+``instructions``, input    messages (`items`); ``history`` first
 ``tools``                  function, namespace and custom tools -> Chat function tools,
-                           hosted web search -> Claude's web search tool (`responses_tools`)
+                           hosted web search -> Claude's web search tool (`tools`)
 ``tool_choice``            auto / none / required / a named function or custom tool /
-                           ``allowed_tools`` -> the Chat forms (`responses_tools`)
+                           ``allowed_tools`` -> the Chat forms (`tools`)
 ``parallel_tool_calls``    the same
 ``max_output_tokens``      ``max_completion_tokens``
 ``reasoning.effort``       ``reasoning_effort`` (``summary`` dropped: no reasoning items come

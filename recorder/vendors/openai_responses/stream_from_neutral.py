@@ -1,4 +1,4 @@
-"""Anthropic Messages stream -> OpenAI Responses event stream (PROTOCOLS 2, 3, 5.5).
+"""Anthropic Messages stream -> OpenAI Responses event stream (docs/protocols.md 2, 3, 5.5).
 
 `AnthropicToResponsesStream` is an incremental state machine with no I/O: feed it each
 parsed Anthropic event in order, send the client the bytes it returns. Every event carries
@@ -37,13 +37,13 @@ message_delta          nothing yet: keep stop reason and usage
 message_stop           ``response.output_item.done`` (incomplete) for a search whose result
                        never came, then ``response.completed`` or ``response.incomplete``
                        with the whole ``response`` (status, usage and echo as
-                       `responses_vocab` builds them)
+                       `vocab` builds them)
 error                  ``error`` then ``response.failed`` (its ``error`` code: rate_limit_exceeded,
                        invalid_prompt or server_error); nothing after
 =====================  ========================================================================
 
 Output indexes count items, not Anthropic blocks; item ids derive from the response id and
-the output index, so the non-streaming translation (`responses_answer`) gives the same ids
+the output index, so the non-streaming translation (`answers`) gives the same ids
 and items. Function arguments stream through as they come, so ``done`` is exactly the deltas
 joined (the non-streaming translation re-serialises ``input`` compactly: same JSON value). A
 freeform tool's input is JSON on the wire, ``{"input": "<the string>"}``: it is buffered

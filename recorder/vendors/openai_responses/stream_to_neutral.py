@@ -1,4 +1,4 @@
-"""OpenAI Responses event stream -> Anthropic Messages event stream (PROTOCOLS 2, 3, 5.6).
+"""OpenAI Responses event stream -> Anthropic Messages event stream (docs/protocols.md 2, 3, 5.6).
 
 `ResponsesToAnthropicStream` is an incremental state machine with no I/O: feed it each
 parsed Responses event in order, send the client the bytes it returns:
@@ -21,7 +21,7 @@ output_item.done               a ``server_tool_use`` block (input ``{query}`` as
 reasoning, other hosted tools  nothing: a thinking block without a valid signature would be
                                replayed to Anthropic and refused (5.8.8)
 response.completed /           ``content_block_stop`` if one is open, ``message_delta`` with
-response.incomplete            the stop reason and usage (`responses_vocab`), ``message_stop``
+response.incomplete            the stop reason and usage (`vocab`), ``message_stop``
 response.failed, error         ``event: error`` in Anthropic's shape; nothing after
 =============================  ==============================================================
 

@@ -1,5 +1,5 @@
 """OpenAI Responses tools -> Chat tools for `chat_to_messages`, and Claude's web search
-(PROTOCOLS 2, 5.2, 9).
+(docs/protocols.md 2, 5.2, 9).
 
 =========================  ==================================================================
 Responses tool             on Anthropic

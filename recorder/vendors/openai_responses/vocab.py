@@ -1,7 +1,7 @@
 """Shared OpenAI Responses vocabulary: status, usage, item ids and the ``response`` object.
 
-The answer translators (`responses_answer`) and the stream translators
-(`stream_to_responses`, `stream_from_responses`) build everything from these functions, so
+The answer translators (`answers`) and the stream translators
+(`stream_from_neutral`, `stream_to_neutral`) build everything from these functions, so
 a streamed answer and the same answer without streaming translate alike (the property tests
 hold them to that).
 
