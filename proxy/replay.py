@@ -33,7 +33,7 @@ from taplog.proxy.auth import Tokens
 from taplog.proxy.config import Settings
 from taplog.proxy.errors import error_response
 from taplog.proxy.routing import PASSTHROUGH, provider_for
-from taplog.proxy.runner import ServeError, listening, until_stopped
+from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import LLM_RESPONSE, Event
 from taplog.recorder.store.writer import Recorder
@@ -189,7 +189,7 @@ async def run_replay(source: Path, settings: Settings) -> None:
     if problem is not None:
         raise ServeError(problem)
     app = create_replay_app(source, settings.replay_speed, Tokens(settings.auth_tokens))
-    runner = web.AppRunner(app, handler_cancellation=True)
+    runner = ProxyRunner(app, settings.header_timeout, shutdown_timeout=settings.shutdown_grace)
     async with listening(runner, settings.host, settings.port) as (bound_host, port, *_):
         token = "/t/$TAPLOG_AUTH_TOKEN" if settings.auth_tokens else ""
         url = f"http://{bound_host}:{port}{token}"

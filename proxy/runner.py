@@ -20,10 +20,8 @@ import logging
 import re
 import signal
 from collections.abc import AsyncIterator
-from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
 from taplog.proxy import errors
 
@@ -43,7 +41,9 @@ def fault_kind(exc: BaseException | None) -> str:
     return kind[:100] or "malformed HTTP request"
 
 
-class _RequestHandler(RequestHandler):
+class _ParserFaultsAnswered(web.RequestHandler):
+    """aiohttp's protocol for one connection, answering a request its parser refuses as above."""
+
     def handle_error(
         self,
         request: web.BaseRequest,
@@ -67,27 +67,35 @@ class _RequestHandler(RequestHandler):
         return refused
 
 
-class _Server(web.Server):
-    def __call__(self) -> RequestHandler:
-        return _RequestHandler(self, loop=self._loop, **self._kwargs)
-
-
 class ProxyRunner(web.AppRunner):
-    """`web.AppRunner` with taplog's parser limits, header timeout and parser-error answers."""
+    """`web.AppRunner` whose connections have taplog's parser limits, header timeout and
+    parser-fault answers. It listens through `listen`, which makes each connection's protocol
+    itself (aiohttp's own sites would make aiohttp's)."""
 
-    def __init__(self, app: web.Application, header_timeout: float, **options: Any) -> None:
-        super().__init__(
-            app,
-            handler_cancellation=True,
-            keepalive_timeout=header_timeout,
+    def __init__(
+        self,
+        app: web.Application,
+        header_timeout: float,
+        *,
+        shutdown_timeout: float = 60.0,
+        access_log: logging.Logger | None = None,
+    ) -> None:
+        super().__init__(app, handler_cancellation=True, shutdown_timeout=shutdown_timeout)
+        self._connection_options = {
+            "keepalive_timeout": header_timeout,
+            "access_log": access_log,
             **HTTP_LIMITS,
-            **options,
-        )
+        }
 
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        server.__class__ = _Server  # same state; only the per-connection handler differs
-        return server
+    async def listen(self, host: str | None, port: int) -> asyncio.Server:
+        """Accept connections on host:port (the runner set up first); close it to stop."""
+        server, loop = self.server, asyncio.get_running_loop()
+        assert server is not None, "set the runner up first"
+        return await loop.create_server(
+            lambda: _ParserFaultsAnswered(server, loop=loop, **self._connection_options),
+            host,
+            port,
+        )
 
 
 class ServeError(RuntimeError):
@@ -95,17 +103,19 @@ class ServeError(RuntimeError):
 
 
 @contextlib.asynccontextmanager
-async def listening(runner: web.AppRunner, host: str, port: int) -> AsyncIterator[tuple]:
+async def listening(runner: ProxyRunner, host: str, port: int) -> AsyncIterator[tuple]:
     """`runner` set up and listening on host:port, its bound address yielded; cleaned up
     on the way out, letting calls in flight finish within its shutdown timeout."""
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
         try:
-            await site.start()
+            listener = await runner.listen(host, port)
         except OSError as exc:
             raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        yield runner.addresses[0]
+        try:
+            yield listener.sockets[0].getsockname()
+        finally:
+            listener.close()
     finally:
         await runner.cleanup()
 

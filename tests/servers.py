@@ -15,6 +15,8 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from taplog.proxy.runner import ProxyRunner
+
 T = TypeVar("T")
 
 
@@ -24,6 +26,7 @@ class ServerThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._runners: list[web.AppRunner] = []
+        self._listeners: list[asyncio.Server] = []
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
 
@@ -43,16 +46,23 @@ class ServerThread:
         async def start() -> str:
             runner = runner_class(app, **runner_kwargs)
             await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
             self._runners.append(runner)
-            host, port = runner.addresses[0][:2]
+            if isinstance(runner, ProxyRunner):
+                listener = await runner.listen("127.0.0.1", 0)
+                self._listeners.append(listener)
+                host, port = listener.sockets[0].getsockname()[:2]
+            else:
+                site = web.TCPSite(runner, "127.0.0.1", 0)
+                await site.start()
+                host, port = runner.addresses[0][:2]
             return f"http://{host}:{port}"
 
         return self.call(start)
 
     def stop(self) -> None:
         async def cleanup() -> None:
+            for listener in self._listeners:
+                listener.close()
             for runner in reversed(self._runners):
                 await runner.cleanup()
 
