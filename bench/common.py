@@ -18,10 +18,12 @@ from pathlib import Path
 
 import httpx
 
+from bench.tree import environment
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-# `taplog` from this tree (cwd=ROOT), not whichever copy is installed in the venv
-TAPLOG = "import sys; from proxy.cli.main import main; sys.argv[0] = 'taplog'; main()"
+# `taplog` from this tree (bench/tree.py), not whichever copy is installed in the venv
+TAPLOG = "import sys; from taplog.proxy.cli.main import main; sys.argv[0] = 'taplog'; main()"
 BODY = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "How are you today?"}]}
 HEADERS = {"authorization": "Bearer sk-bench-0123456789"}
 KEYS = {"OPENAI_API_KEY": "sk-bench-o", "ANTHROPIC_API_KEY": "sk-bench-a"}
@@ -46,6 +48,7 @@ class Service:
         self, command: list[str], port: int, probe: str, wait: float = 20, **popen: object
     ) -> None:
         started = time.monotonic()
+        popen.setdefault("env", environment())
         self.process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen
         )
@@ -122,7 +125,7 @@ def start_taplog(
     command = taplog_command(port, data_dir, fake_url, *extra)
     if wrapper:
         command = [*wrapper, *command[3:]]
-    return Service(command, port, "/healthz", env={**os.environ, **KEYS})
+    return Service(command, port, "/healthz", env={**environment(), **KEYS})
 
 
 def start_bare(fake_url: str) -> Service:

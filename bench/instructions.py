@@ -29,7 +29,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
+import bench.tree  # noqa: E402  (`import taplog` loads this tree)
 from tests.fake_vendor import FakeVendor  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
 
@@ -71,12 +71,13 @@ def instructions(tree: Path, fake_url: str, kind: str, calls: int) -> int:
     """All instructions of one `taplog serve` run that served `calls` calls."""
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     port = _free_port()
-    serve = [sys.executable, "-c", "from proxy.cli.main import main; main()", "serve"]
+    serve = [sys.executable, "-c", "from taplog.proxy.cli.main import main; main()", "serve"]
     serve += ["--port", str(port), "--data-dir", tempfile.mkdtemp(), "--log-level", "warning"]
     serve += ["--openai-base", f"{fake_url}/v1", "--anthropic-base", fake_url]
     process = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *serve],
         cwd=tree,
+        env=bench.tree.environment(tree),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

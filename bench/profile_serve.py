@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench.tree  # noqa: F401  (`import taplog` loads this tree)
 from taplog.proxy.cli.main import main
 
 if __name__ == "__main__":

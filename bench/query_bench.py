@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-
+import bench.tree  # noqa: E402, F401  (`import taplog` loads this tree)
 from bench import synth_history  # noqa: E402
 from taplog.recorder.query.compaction import COMPACTED_DIR, compact  # noqa: E402
 from taplog.recorder.query.connect import connect, query  # noqa: E402

@@ -27,7 +27,7 @@ import openai
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-
+import bench.tree  # noqa: E402, F401  (`import taplog` loads this tree)
 from bench import synth_history  # noqa: E402
 from taplog.proxy.app import create_app  # noqa: E402
 from taplog.proxy.config import Settings  # noqa: E402

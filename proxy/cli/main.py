@@ -1,42 +1,15 @@
-"""The `taplog` command. Commands are thin: parse options, call one function."""
+"""The `taplog` command: the group, and every command in it, by the module that holds it.
+
+Each command module keeps its heavy imports inside the command, so `taplog --help` and a
+command that reads one file start fast.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
 import click
 
-from taplog.proxy.cli.logs import COMMANDS
-from taplog.proxy.cli.options import config_option, load_settings
-from taplog.proxy.config import SETTINGS, ConfigError, choices, env_name, flag_name
-from taplog.proxy.observe.log_lines import configure_logging
+from taplog.proxy.cli import maintenance, serve, sessions, sql, tools, ui
 from taplog.recorder import __version__
-from taplog.recorder.reader import DamagedLine, UnsupportedEvent
-from taplog.recorder.store.lock import DataDirBusy
-
-_CLICK_TYPES: dict[str, Any] = {
-    "int": click.INT,
-    "float": click.FLOAT,
-    "Path": click.Path(path_type=Path, file_okay=False),
-    "str": click.STRING,
-}
-
-
-def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """A flag for every setting, generated from its one declaration."""
-    for name, declared in reversed(SETTINGS.items()):
-        help_text = f"{declared.metadata['help']} [default: {declared.default}; ${env_name(name)}]"
-        if declared.type == "bool":
-            option = click.option(flag_name(name), name, is_flag=True, default=None, help=help_text)
-        else:
-            allowed = choices(name)
-            kind = click.Choice(allowed) if allowed else _CLICK_TYPES[declared.type]
-            option = click.option(flag_name(name), name, type=kind, help=help_text)
-        command = option(command)
-    return command
 
 
 @click.group()
@@ -45,74 +18,22 @@ def main() -> None:
     """taplog: a transparent recording proxy for LLM agents."""
 
 
-@main.command()
-@settings_options
-@config_option
-@click.option(
-    "--fallback",
-    "fallback_rules",
-    multiple=True,
-    metavar="MODEL=PROVIDER:MODEL[,…]",
-    help="Fail over calls for MODEL (a name or glob) to these targets, in order; repeatable. "
-    "Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY.",
-)
-def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) -> None:
-    """Run the proxy; point OPENAI_BASE_URL / ANTHROPIC_BASE_URL at it.
-
-    Listening beyond loopback (--host 0.0.0.0) needs inbound tokens
-    (TAPLOG_AUTH_TOKEN); clients then use http://HOST:8787/t/<token>/v1.
-    With --replay, calls the recording holds are answered from it.
-
-    Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
-    """
-    from taplog.proxy.server import ServeError, new_event_loop
-    from taplog.proxy.server import serve as run
-
-    try:
-        settings, fallbacks = load_settings(config, flags, fallback_rules)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
-    configure_logging(settings.log_format, settings.log_level)
-    try:
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(run(settings, fallbacks))
-    except (ServeError, DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-@main.command("check-config")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-def check_config(file: Path) -> None:
-    """Check a config file without starting anything; names the first bad key.
-
-    Example: taplog check-config config/taplog.example.toml
-    """
-    try:
-        _, fallbacks = load_settings(file, {}, ())
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"{file}: ok")
-    for rule in fallbacks.rules:
-        click.echo(
-            f"  {rule.model} → {', '.join(str(t) for t in rule.targets)} (retries {rule.retries})"
-        )
-    for provider in fallbacks.providers.values():
-        if provider.api_key() is None and any(
-            t.provider is provider for rule in fallbacks.rules for t in rule.targets
-        ):
-            unset = f"${provider.api_key_env} is not set"
-            click.echo(f"  warning: {unset}; {provider.name} cannot serve fallbacks")
-
-
-for command in COMMANDS:
-    main.add_command(command)
-
-from taplog.proxy.cli.sessions import COMMANDS as SESSION_COMMANDS  # noqa: E402
-
-for command in SESSION_COMMANDS:
-    main.add_command(command)
-
-from taplog.proxy.cli.ui import COMMANDS as WATCH_COMMANDS  # noqa: E402
-
-for command in WATCH_COMMANDS:
+for command in (
+    serve.serve,
+    serve.check_config,
+    sessions.sessions,
+    sessions.show,
+    sessions.tail,
+    sql.sql,
+    tools.export,
+    tools.fork,
+    tools.snapshot,
+    tools.resume,
+    tools.replay,
+    maintenance.verify,
+    maintenance.repair,
+    maintenance.compact,
+    maintenance.migrate,
+    ui.ui,
+):
     main.add_command(command)

@@ -1,15 +1,39 @@
-"""Settings as the commands that run the proxy or call vendors read them."""
+"""Options that several commands share: settings, the config file, the data dir, output
+format, and the inbound-token rule of every command that listens."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from taplog.proxy.config import Settings, config_file, load
+from taplog.proxy.config import SETTINGS, Settings, choices, config_file, env_name, flag_name, load
 from taplog.proxy.failover.rules import Fallbacks, load_fallbacks
+
+_CLICK_TYPES: dict[str, Any] = {
+    "int": click.INT,
+    "float": click.FLOAT,
+    "Path": click.Path(path_type=Path, file_okay=False),
+    "str": click.STRING,
+}
+
+
+def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A flag for every setting, generated from its one declaration."""
+    for name, declared in reversed(SETTINGS.items()):
+        help_text = f"{declared.metadata['help']} [default: {declared.default}; ${env_name(name)}]"
+        if declared.type == "bool":
+            option = click.option(flag_name(name), name, is_flag=True, default=None, help=help_text)
+        else:
+            allowed = choices(name)
+            kind = click.Choice(allowed) if allowed else _CLICK_TYPES[declared.type]
+            option = click.option(flag_name(name), name, type=kind, help=help_text)
+        command = option(command)
+    return command
+
 
 config_option = click.option(
     "--config",
@@ -26,3 +50,41 @@ def load_settings(
     settings = load(flags, os.environ, path)
     fallbacks = load_fallbacks(settings.openai_base, settings.anthropic_base, from_file, rules)
     return settings, fallbacks
+
+
+data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=SETTINGS["data_dir"].default,
+    show_default=True,
+    envvar="TAPLOG_DATA_DIR",
+    help="The data dir `taplog serve` records into. [$TAPLOG_DATA_DIR]",
+)
+
+
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "jsonl"]),
+    default="table",
+    show_default=True,
+    help="How to print the result.",
+)
+
+
+def inbound_auth_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--auth-token and --insecure-no-auth, for every command that listens (`serve` has
+    them from its settings): the same bind and token rule for all of them."""
+    command = click.option(
+        "--insecure-no-auth",
+        is_flag=True,
+        envvar="TAPLOG_INSECURE_NO_AUTH",
+        help="DANGER: listen beyond loopback without tokens; anyone who reaches the port "
+        "can read every session.",
+    )(command)
+    return click.option(
+        "--auth-token",
+        envvar="TAPLOG_AUTH_TOKEN",
+        help="Tokens a caller must present (/t/<token>/… or X-Taplog-Token); required "
+        "beyond loopback. [$TAPLOG_AUTH_TOKEN]",
+    )(command)

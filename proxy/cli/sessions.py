@@ -1,289 +1,125 @@
-"""Commands that own sessions: `export`, `fork`, `resume`, `replay`, `snapshot`, `migrate`.
-
-Thin: each parses its options and calls one function of `recorder` (or, for
-`resume` and `replay`, of `proxy.resume` and `proxy.replay`). `export`,
-`fork`, `snapshot`, `migrate` and strict `replay` work on the files alone.
-"""
+"""Commands that read sessions: `sessions` (the list), `show` (one, whole) and `tail` (one, as
+it grows). No server needed."""
 
 from __future__ import annotations
 
-import sys
+import re
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
 
-from taplog.proxy.cli.logs import data_dir_option
-from taplog.proxy.cli.options import config_option
-from taplog.proxy.cli.ui import inbound_auth_options
-from taplog.proxy.config import REPLAY_MODES
-from taplog.recorder.tools.export import FORMATS
+from taplog.proxy.cli.options import data_dir_option, format_option
+from taplog.proxy.cli.sql import open_logs
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 
 
-@click.command("export")
-@click.argument("session")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="jsonl",
-    show_default=True,
-    help="A ready request body for that API, or the raw event lines (jsonl).",
-)
-@click.option("--at", type=click.IntRange(min=1), help="The state at this seq (default: the end).")
-@click.option("--model", help="The model named in the body (default: the recorded one).")
-@data_dir_option
-def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: Path) -> None:
-    """Print a session's conversation as a ready request body, or its raw events.
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
-    Example: taplog export 20261130T004933Z-1a2b3c4d --format anthropic --at 12
-    """
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent, read_events
-    from taplog.recorder.tools.export import (
-        ExportError,
-        dumps,
-        export_body,
-        export_lines,
-        session_path,
-    )
-    from taplog.recorder.vendors.translation import Untranslatable
 
+FOLLOW_SECONDS = 0.25
+
+
+def _since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    match = _DURATION.fullmatch(value)
+    if match:
+        ago = timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+        return datetime.now(UTC).replace(tzinfo=None) - ago
     try:
-        path = session_path(data_dir, session)
-        if fmt == "jsonl":
-            for line in export_lines(path, at):
-                sys.stdout.buffer.write(line)
-            return
-        click.echo(dumps(export_body(list(read_events(path)), fmt, at, model)))
-    except (ExportError, Untranslatable, DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
+        return datetime.fromisoformat(value).replace(tzinfo=None)
+    except ValueError:
+        raise click.BadParameter(
+            "use a duration such as 30m, 6h, 2d or a date such as 2026-11-30"
+        ) from None
 
 
-@click.command("fork")
-@click.argument("session")
-@click.option("--at", type=click.IntRange(min=1), required=True, help="The last event to keep.")
-@click.option("--as", "new", help="The new session's id (default: SESSION-fork<AT>-<random>).")
+@click.command()
 @data_dir_option
-def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
-    """Start a new session from SESSION's first AT events; the original is untouched.
-
-    Continue it by naming it: header X-Taplog-Session: NEW, or base URL …/s/NEW/v1.
-
-    Example: taplog fork 20261130T004933Z-1a2b3c4d --at 14 --as retry-with-opus
-    """
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
-    from taplog.recorder.tools.fork import ForkError, fork_session
-
-    try:
-        click.echo(fork_session(data_dir, session, at, new))
-    except (ForkError, DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-@click.command("replay")
-@click.argument("source", type=click.Path(path_type=Path, exists=True))
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
+@format_option
 @click.option(
-    "--speed",
-    type=click.FloatRange(min=0),
-    default=1.0,
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
     show_default=True,
-    help="Stream pacing: 2 plays twice as fast as recorded, 0 sends without waiting.",
+    help="At most this many sessions.",
 )
-@click.option(
-    "--mode",
-    type=click.Choice(REPLAY_MODES),
-    default="strict",
-    show_default=True,
-    help="What a call the recording lacks gets: a 404 (strict), the vendor (passthrough), "
-    "the vendor and a place in the recording (record-missing).",
-)
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="passthrough / record-missing: where misses are recorded (as taplog serve's).",
-)
-@inbound_auth_options
-@config_option
-def replay(
-    source: Path,
-    host: str,
-    port: int,
-    speed: float,
-    mode: str,
-    data_dir: Path | None,
-    config: Path | None,
-    auth_token: str | None,
-    insecure_no_auth: bool,
+@click.option("--since", help="Only sessions active since then: 30m, 6h, 2d or a date.")
+@click.option("--model", help="Only sessions that used this model.")
+@click.option("--failing", is_flag=True, help="Only sessions with failed calls or tool errors.")
+def sessions(
+    data_dir: Path, fmt: str, limit: int, since: str | None, model: str | None, failing: bool
 ) -> None:
-    """Answer model calls from a recording (a data dir or a session file).
+    """Recent sessions, newest first, with calls, tokens, cost and errors.
 
-    Strict (the default): offline; a request that matches no recorded one gets
-    a 404 in the client's API shape naming the closest recorded request. The
-    other modes run the full proxy (taplog serve --replay): a miss goes to the
-    vendor and is recorded into --data-dir. Point the SDK's base URL at it.
-
-    Beyond loopback it needs inbound tokens, as `serve` does.
-
-    Example: taplog replay taplog-data/sessions/run-7.jsonl --port 8788 --speed 0
+    Example: taplog sessions --since 2d --model gpt-4.1
     """
-    import asyncio
+    from taplog.recorder.query.tables import render
+    from taplog.recorder.query.timeline import SessionFilter, list_sessions
 
-    from taplog.proxy.cli.options import load_settings
-    from taplog.proxy.config import ConfigError
-    from taplog.proxy.replay import run_replay
-    from taplog.proxy.server import ServeError, serve
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
-    from taplog.recorder.store.lock import DataDirBusy
+    wanted = SessionFilter(limit=limit, since=_since(since), model=model, failing=failing)
+    columns, types, rows = list_sessions(open_logs(data_dir), wanted)
+    click.echo(render(columns, types, rows, fmt))
 
-    flags = {
-        "host": host,
-        "port": port,
-        "data_dir": data_dir,
-        "replay": str(source),
-        "replay_mode": mode,
-        "replay_speed": speed,
-        "auth_token": auth_token,
-        "insecure_no_auth": insecure_no_auth or None,
-    }
+
+@click.command()
+@click.argument("session")
+@data_dir_option
+@click.option("--full", is_flag=True, help="Show arguments and results whole, not clipped.")
+def show(session: str, data_dir: Path, full: bool) -> None:
+    """A session as a timeline: calls, tool runs with arguments and results, failovers.
+
+    Example: taplog show 20261130T004933Z-1a2b3c4d
+    """
+    from taplog.recorder.query.timeline import UnknownSession, show_session
+
     try:
-        settings, fallbacks = load_settings(config, flags, ())
-        if mode == "strict":  # offline: only the recording
-            asyncio.run(run_replay(source, settings))
-        else:  # taplog serve --replay SOURCE --replay-mode MODE
-            asyncio.run(serve(settings, fallbacks))
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
-    except (ServeError, DataDirBusy, DamagedLine, UnsupportedEvent, OSError) as exc:
+        click.echo(show_session(open_logs(data_dir), session, None if full else 100))
+    except UnknownSession as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("tail")
+@click.argument("session")
+@data_dir_option
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are recorded.")
+@click.option(
+    "-n",
+    "--lines",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Start with the last N events.",
+)
+@click.option("--full", is_flag=True, help="Show arguments and results whole, not clipped.")
+def tail(session: str, data_dir: Path, follow: bool, lines: int, full: bool) -> None:
+    """A session's latest events, one line each; -f follows it as it is recorded.
+
+    Recorded text is printed with control characters escaped. Ctrl-C stops.
+
+    Example: taplog tail 20261130T004933Z-1a2b3c4d -f
+    """
+    from taplog.recorder.query.timeline import event_line
+    from taplog.recorder.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
+    from taplog.recorder.sessions import SESSION_ID
+
+    path = data_dir / "sessions" / f"{session}.jsonl"
+    if not SESSION_ID.fullmatch(session) or not path.is_file():
+        raise click.ClickException(f"no session {session!r} in {data_dir} (see --data-dir)")
+    width = None if full else 100
+    follower = LogFollower(path)
+    try:
+        events = follower.poll()
+        for event in events[-lines:] if lines else []:
+            click.echo(event_line(event, width))
+        while follow:
+            time.sleep(FOLLOW_SECONDS)
+            for event in follower.poll():
+                click.echo(event_line(event, width))
+    except (DamagedLine, UnsupportedEvent, LogRewritten) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
-
-
-@click.command("resume")
-@click.argument("session")
-@click.option(
-    "--to",
-    "to",
-    required=True,
-    metavar="PROVIDER:MODEL",
-    help="openai, anthropic or a provider of the config file, and the model to continue with.",
-)
-@click.option("--as", "new", help="The new session's id (default: a fresh one).")
-@click.option("--dry-run", is_flag=True, help="Print the request (no key); send and write nothing.")
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The data dir to read SESSION from and record into (as taplog serve's).",
-)
-@config_option
-def resume(
-    session: str,
-    to: str,
-    new: str | None,
-    dry_run: bool,
-    data_dir: Path | None,
-    config: Path | None,
-) -> None:
-    """Continue SESSION on another model: its conversation, a note on top, sent and recorded.
-
-    The answer is recorded in a new session linked to SESSION; continue it
-    through taplog serve with the base URL …/s/NEW/v1. Keys come from the
-    provider's variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, or api_key_env).
-    Needs the data dir to itself: stop taplog serve first (--dry-run does not).
-
-    Example: taplog resume 20261130T004933Z-1a2b3c4d --to anthropic:claude-sonnet-4-6
-    """
-    import asyncio
-
-    from taplog.proxy.cli.options import load_settings
-    from taplog.proxy.config import ConfigError
-    from taplog.proxy.failover.rules import parse_target
-    from taplog.proxy.resume import ResumeError, dry_run_view, plan_resume
-    from taplog.proxy.resume import resume as send
-    from taplog.proxy.server import client_base
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
-    from taplog.recorder.tools.export import dumps
-
-    try:
-        settings, fallbacks = load_settings(config, {"data_dir": data_dir}, ())
-        target = parse_target("--to", to, fallbacks.providers)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
-    try:
-        resumption = plan_resume(settings.data_dir, session, target, new)
-        if dry_run:
-            click.echo(dumps(dry_run_view(resumption)))
-            return
-        resumed = asyncio.run(send(settings, resumption))
-    except (ResumeError, DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(resumed.text)
-    suffix = "/v1" if resumption.attempt.target.provider.type == "openai" else ""
-    base = f"{client_base(settings, settings.port)}/s/{resumed.new}{suffix}"
-    click.echo(f"\nsession {resumed.new} (resumes {session}); continue it through taplog serve")
-    click.echo(f"  with the base URL {base}")
-    if resumed.status is None or resumed.status >= 400:
-        raise click.ClickException(f"the vendor did not answer ({resumed.status or 'no answer'})")
-
-
-@click.command("snapshot")
-@click.option(
-    "--git",
-    "repo",
-    type=click.Path(path_type=Path, file_okay=False),
-    required=True,
-    help="The git repository to write into (created when missing).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS[:-1]),
-    help="Export every session in this API's shape (default: each session's own).",
-)
-@data_dir_option
-def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
-    """Commit each session's conversation (as export gives it) to git, only what changed.
-
-    Example: taplog snapshot --git ~/agent-history
-    """
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
-    from taplog.recorder.tools.snapshot import SnapshotError, snapshot_git
-
-    if not (data_dir / "sessions").is_dir():
-        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
-    try:
-        done = snapshot_git(data_dir, repo, fmt)
-    except (SnapshotError, DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
-    committed = [s for s in done if s.committed]
-    for shot in committed:
-        click.echo(f"committed {shot.session} (through seq {shot.seq})")
-    click.echo(f"{len(committed)} of {len(done)} sessions changed")
-
-
-@click.command("migrate")
-@data_dir_option
-def migrate(data_dir: Path) -> None:
-    """Upgrade session files written by an older taplog to the current format.
-
-    Needs the data dir to itself (stop taplog serve first); originals go to quarantine/.
-
-    Example: taplog migrate --data-dir taplog-data
-    """
-    from taplog.recorder.migrations import migrate_data_dir
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
-    from taplog.recorder.store.lock import DataDirBusy
-
-    if not (data_dir / "sessions").is_dir():
-        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
-    try:
-        rewritten = migrate_data_dir(data_dir)
-    except (DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
-    for path in rewritten:
-        click.echo(f"upgraded {path}")
-    click.echo(f"{len(rewritten)} session files upgraded")
-
-
-COMMANDS = [export, fork, resume, replay, snapshot, migrate]

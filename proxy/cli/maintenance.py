@@ -1,0 +1,139 @@
+"""Keeping a data dir sound: `verify`, `repair`, `compact` and `migrate`. No server needed
+(`repair` and `migrate` refuse while one owns the data dir)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from taplog.proxy.cli.options import data_dir_option
+
+
+@click.command()
+@click.argument("sessions", nargs=-1, metavar="[SESSION]...")
+@data_dir_option
+def verify(sessions: tuple[str, ...], data_dir: Path) -> None:
+    """Prove session logs whole: line checksums, the hash chain, seq 1, 2, 3… without gaps.
+
+    Checks the named sessions, or all of them. Damage is printed as
+    FILE:LINE (byte OFFSET): REASON and makes the exit status 1. A torn last
+    line (a write cut short by a crash) is reported but is not damage: readers
+    skip it and `taplog repair` (or the next write) moves it to quarantine/.
+    Safe to run while `taplog serve` records.
+
+    Example: taplog verify --data-dir taplog-data 20261130T004933Z-1a2b3c4d
+    """
+    from taplog.recorder.verify import verify as run
+
+    _report(_checked(run, data_dir, sessions))
+
+
+@click.command()
+@click.argument("sessions", nargs=-1, metavar="[SESSION]...")
+@data_dir_option
+def repair(sessions: tuple[str, ...], data_dir: Path) -> None:
+    """Repair torn tails now, as `taplog serve` does when it opens a log.
+
+    A torn last line is moved to quarantine/ (kept, never deleted) and the log
+    cut back to its last whole line; a log whose last whole line is damaged is
+    moved to quarantine/ whole and its session starts anew with an error
+    event. Damage in the middle of a log is reported (exit status 1) and left
+    as it is. Refuses to run while `taplog serve` owns the data dir.
+
+    Example: taplog repair --data-dir taplog-data
+    """
+    from taplog.recorder.verify import repair as run
+
+    _report(_checked(run, data_dir, sessions))
+
+
+def _logs_dir(data_dir: Path) -> None:
+    if not (data_dir / "sessions").is_dir():
+        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
+
+
+def _checked(run: Any, data_dir: Path, names: tuple[str, ...]) -> list[Any]:
+    from taplog.recorder.store.lock import DataDirBusy
+    from taplog.recorder.verify import UnknownSessions
+
+    _logs_dir(data_dir)
+    try:
+        return run(data_dir, names)
+    except UnknownSessions as exc:
+        raise click.BadParameter(str(exc), param_hint="SESSION") from None
+    except DataDirBusy as exc:
+        raise click.ClickException(f"{exc}; it repairs the files it opens itself") from None
+
+
+def _report(reports: list[Any]) -> None:
+    """Print what was found, a summary line, and exit 1 when any file is damaged."""
+    for report in reports:
+        if report.repaired:
+            click.echo(f"repaired: {report.path}: {report.repaired}")
+        if report.torn is not None:
+            click.echo(f"torn tail: {report.torn}")
+        for finding in report.damage:
+            click.echo(f"damaged: {finding}")
+        if report.more_damage:
+            click.echo(f"damaged: {report.path}: {report.more_damage} more damaged lines")
+    damaged = [r for r in reports if not r.ok]
+    counts = {
+        "repaired": sum(r.repaired is not None for r in reports),
+        "with a torn tail": sum(r.torn is not None for r in reports),
+    }
+    summary = f"checked {len(reports)} session log{'' if len(reports) == 1 else 's'}, "
+    summary += f"{sum(r.lines for r in reports)} lines: {len(damaged)} damaged"
+    click.echo(summary + "".join(f", {n} {what}" for what, n in counts.items() if n))
+    if damaged:
+        raise SystemExit(1)
+
+
+@click.command()
+@data_dir_option
+@click.option(
+    "--idle-minutes",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Only sessions whose log has not changed for this long.",
+)
+def compact(data_dir: Path, idle_minutes: float) -> None:
+    """Copy sessions into Parquet so queries over long histories stay fast.
+
+    The JSONL logs stay the source of truth; a session that changes again is
+    read from its log until it is compacted anew.
+
+    Example: taplog compact --idle-minutes 60
+    """
+    from taplog.recorder.query.compaction import compact as run
+
+    if not (data_dir / "sessions").is_dir():
+        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
+    done = run(data_dir, idle_minutes * 60)
+    click.echo(f"compacted {len(done)} session{'' if len(done) == 1 else 's'}")
+
+
+@click.command("migrate")
+@data_dir_option
+def migrate(data_dir: Path) -> None:
+    """Upgrade session files written by an older taplog to the current format.
+
+    Needs the data dir to itself (stop taplog serve first); originals go to quarantine/.
+
+    Example: taplog migrate --data-dir taplog-data
+    """
+    from taplog.recorder.migrations import migrate_data_dir
+    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
+    from taplog.recorder.store.lock import DataDirBusy
+
+    if not (data_dir / "sessions").is_dir():
+        raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
+    try:
+        rewritten = migrate_data_dir(data_dir)
+    except (DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+    for path in rewritten:
+        click.echo(f"upgraded {path}")
+    click.echo(f"{len(rewritten)} session files upgraded")
