@@ -1,4 +1,4 @@
-"""How fast the README's queries run over a large history, before and after compaction.
+"""How fast docs/sql.md's queries run over a large history, before and after compaction.
 
     .venv/bin/python bench/query_bench.py --data-dir /tmp/taplog-1m [--events 1000000]
 

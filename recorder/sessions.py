@@ -1,4 +1,4 @@
-"""Which session a call belongs to, resolved in DESIGN.md's order.
+"""Which session a call belongs to, resolved in the order docs/sessions.md states.
 
 1. the `X-Taplog-Session` header;
 2. the path prefix `/s/<id>/` (found by the router, passed in);

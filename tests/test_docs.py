@@ -1,4 +1,4 @@
-"""The README is documentation users copy from: keep it true."""
+"""The README and docs/ are documentation users copy from: keep them true."""
 
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ from pathlib import Path
 
 import click
 
+from taplog.proxy.cli import reference
 from taplog.proxy.cli.main import main
 from taplog.proxy.config import SETTINGS, flag_name
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+README_MAX_LINES = 150  # the README is the front page; the reference lives in docs/
 
 
 def _marked_commands() -> dict[str, str]:
@@ -33,23 +37,71 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert _marked_commands()["test"] in ci.splitlines()
 
 
-def test_every_command_has_help_with_an_example_and_is_in_the_readme():
+def test_the_readme_stays_short():
+    assert len(README.splitlines()) <= README_MAX_LINES, "move the detail to a page in docs/"
+
+
+def test_every_command_has_help_with_an_example_and_is_documented():
+    cli = (DOCS / "cli.md").read_text()
     assert isinstance(main, click.Group)
     for name, command in main.commands.items():
         assert command.help and "Example:" in command.help, name
-        assert f"taplog {name}" in README, name
+        assert f"## taplog {name}\n" in cli, name
 
 
-def test_every_setting_is_documented_in_the_readme_and_the_example_config():
+def test_every_setting_is_documented_and_in_the_example_config():
+    configuration = (DOCS / "configuration.md").read_text()
     example = tomllib.loads((ROOT / "config" / "taplog.example.toml").read_text())
     for name, declared in SETTINGS.items():
-        assert flag_name(name) in README, name
+        assert f"`{flag_name(name)}`" in configuration, name
         assert name in example, name
         assert example[name] == (str(declared.default) if name == "data_dir" else declared.default)
 
 
+def test_the_generated_references_are_current():
+    for path, text in reference.render().items():
+        assert path.read_text() == text, (
+            f"{path.relative_to(ROOT)} is out of date: run "
+            f"`.venv/bin/{reference.COMMAND}` and commit the result"
+        )
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _outside_code(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+
+
+def _anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6} (.+)$", _outside_code(page.read_text()), re.M)
+    seen: dict[str, int] = {}
+    anchors = set()
+    for slug in map(_slug, headings):
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_every_relative_link_points_at_a_file_and_anchor_that_exist():
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", _outside_code(page.read_text())):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists() or (
+                anchor and linked.suffix == ".md" and anchor not in _anchors(linked)
+            ):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
 def test_every_guarantee_names_a_test_that_exists():
-    section = README.split("\n## Guarantees\n", 1)[1].split("\n## ", 1)[0]
+    section = (DOCS / "guarantees.md").read_text()
     named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", section)
     assert len(named) >= 30
     for file, test in named:

@@ -5,7 +5,7 @@ read from /proc: the peak while one 64 MiB answer streams through it must stay
 within the answer's size plus 64 MiB above idle, and once the answer is in the
 log the process must be back near idle. The log must hold the answer whole all
 the same. (A Responses stream repeats its text in four `done` events after the
-deltas, so its answer is a fifth of its size; see the README's Performance.)
+deltas, so its answer is a fifth of its size; see docs/performance.md.)
 """
 
 from __future__ import annotations

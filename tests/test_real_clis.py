@@ -1,5 +1,5 @@
 """The real coding agents, Claude Code and Codex, through taplog: straight, and through an
-outage of their own vendor with the README's quick failover set-up.
+outage of their own vendor with the quick failover set-up of docs/failover.md.
 
 Each CLI runs non-interactively in a scratch directory against the fake vendors, and works
 through a one-tool loop: the model asks for one harmless shell `echo`, the CLI runs it and

@@ -5,7 +5,7 @@ traffic (tests/ui_traffic.py) while the proxy that recorded it keeps
 recording. CI installs chromium (.ci/run) and these tests fail there without
 it; elsewhere they are skipped with the reason.
 
-Set TAPLOG_UI_SCREENSHOTS=docs to save the README's screenshots of the three
+Set TAPLOG_UI_SCREENSHOTS=docs to save docs/ui.md's screenshots of the three
 pages (docs/ui-*.png) while the tests run.
 """
 
