@@ -25,8 +25,8 @@ from taplog.proxy.keys import RECORDER
 from taplog.proxy.runner import ProxyRunner
 from taplog.recorder.events import Event
 from taplog.recorder.reader import read_all
-from tests.fake_vendor import FakeVendor
-from tests.servers import ServerThread
+from tests.fakes.servers import ServerThread
+from tests.fakes.vendor import FakeVendor
 
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
