@@ -45,7 +45,7 @@ synth = _load_synth()
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("synth")
     result = synth.generate(folder, EVENTS, seed=SEED, sessions=SESSIONS, end=END, workers=2)
     assert result["events"] == EVENTS
@@ -53,19 +53,19 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sessions(data_dir: Path) -> dict[str, list[dict]]:
-    return {path.stem: list(read_events(path)) for path in session_files(data_dir)}
+def sessions(synth_dir: Path) -> dict[str, list[dict]]:
+    return {path.stem: list(read_events(path)) for path in session_files(synth_dir)}
 
 
 def _all(sessions: dict[str, list[dict]]) -> list[dict]:
     return [event for events in sessions.values() for event in events]
 
 
-def test_every_line_verifies_chains_and_counts(data_dir: Path, sessions):
+def test_every_line_verifies_chains_and_counts(synth_dir: Path, sessions):
     assert len(sessions) == SESSIONS
     assert sum(len(events) for events in sessions.values()) == EVENTS
-    assert stat.S_IMODE((data_dir / "sessions").stat().st_mode) == 0o700
-    for path in session_files(data_dir):
+    assert stat.S_IMODE((synth_dir / "sessions").stat().st_mode) == 0o700
+    for path in session_files(synth_dir):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         events = sessions[path.stem]
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
@@ -224,8 +224,8 @@ def test_answers_and_tool_events_are_what_the_recorder_would_derive(sessions):
             answered.update(c.call_id for c in calls if c.server)
 
 
-def test_duckdb_reads_every_event(data_dir: Path, sessions):
-    glob = str(data_dir / "sessions" / "*.jsonl")
+def test_duckdb_reads_every_event(synth_dir: Path, sessions):
+    glob = str(synth_dir / "sessions" / "*.jsonl")
     total = duckdb.sql(f"select count(*) from read_ndjson_objects('{glob}')").fetchall()
     assert total == [(EVENTS,)]
     by_type = dict(
@@ -241,19 +241,19 @@ def test_duckdb_reads_every_event(data_dir: Path, sessions):
     assert inferred == [(EVENTS, SESSIONS)]
 
 
-def test_same_seed_same_bytes(data_dir: Path, tmp_path: Path):
+def test_same_seed_same_bytes(synth_dir: Path, tmp_path: Path):
     synth.generate(tmp_path, EVENTS, seed=SEED, sessions=SESSIONS, end=END, workers=1)
     ours = sorted(p.name for p in (tmp_path / "sessions").iterdir())
-    assert ours == sorted(p.name for p in (data_dir / "sessions").iterdir())
+    assert ours == sorted(p.name for p in (synth_dir / "sessions").iterdir())
     for name in ours:
         assert (tmp_path / "sessions" / name).read_bytes() == (
-            data_dir / "sessions" / name
+            synth_dir / "sessions" / name
         ).read_bytes()
 
 
-def test_refuses_a_data_dir_that_already_has_logs(data_dir: Path):
+def test_refuses_a_data_dir_that_already_has_logs(synth_dir: Path):
     with pytest.raises(SystemExit, match="already holds session logs"):
-        synth.generate(data_dir, 10, seed=SEED, end=END, workers=1)
+        synth.generate(synth_dir, 10, seed=SEED, end=END, workers=1)
 
 
 def test_main_writes_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

@@ -9,7 +9,8 @@ import openai
 import pytest
 from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 
-from tests.conftest import OPENAI_KEY, model_requests
+from tests.fakes.harness import model_requests
+from tests.fakes.keys import OPENAI_KEY
 
 set_tracing_disabled(True)  # the SDK would send its traces to OpenAI
 
@@ -26,7 +27,7 @@ def _agent(proxy) -> Agent:
     return Agent(name="weather", instructions="Use your tools.", tools=[get_weather], model=model)
 
 
-async def _run(agent: Agent, stream: bool) -> str:
+async def _run_agent(agent: Agent, stream: bool) -> str:
     prompt = "What is the weather in Paris? !plan=get_weather"
     if not stream:
         return (await Runner.run(agent, prompt)).final_output
@@ -44,7 +45,7 @@ def test_an_agents_sdk_agent_finishes_its_tool_loop_while_openai_is_down(
     proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
     vendors.openai.down = {"status": "503"}
 
-    answer = asyncio.run(_run(_agent(proxy), stream))
+    answer = asyncio.run(_run_agent(_agent(proxy), stream))
 
     assert answer == "Done: sunny in Paris"
     assert len(model_requests(vendors.anthropic)) == 2  # the tool call, then the answer

@@ -20,7 +20,8 @@ import pytest
 from taplog.proxy.failover.rules import load_fallbacks
 from taplog.recorder.toolevents import epoch
 from tests import ROOT
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_taplog
+from tests.fakes.harness import start_taplog
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 BIN = Path(os.environ.get("TAPLOG_CLIS", ROOT / ".ci/clis/node_modules/.bin"))
 CLAUDE, CODEX = BIN / "claude", BIN / "codex"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from taplog.recorder.reader import read_session
-from tests.fakes.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask, recorded  # noqa: F401  (a fixture)
-from tests.proxy.cli.test_serve import TAPLOG, _env
+from tests.fakes.harness import TAPLOG, taplog_env
+from tests.fakes.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask
 
 try:
     from selenium import webdriver
@@ -66,13 +66,13 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 @pytest.fixture(scope="module")
-def ui_url(recorded) -> Iterator[str]:  # noqa: F811
+def ui_url(ui_recording) -> Iterator[str]:
     """`taplog ui` over the recorded data dir, as a user starts it."""
     process = subprocess.Popen(
-        [TAPLOG, "ui", "--data-dir", str(recorded.data_dir), "--port", "0"],
+        [TAPLOG, "ui", "--data-dir", str(ui_recording.data_dir), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=taplog_env(),
     )
     try:
         banner = [process.stdout.readline() for _ in range(2)]
@@ -134,9 +134,9 @@ def test_sessions_page_lists_filters_and_sorts_the_sessions(browser, ui_url):
 def test_session_timeline_shows_each_call_and_tool_run_and_a_call_in_full(
     browser,
     ui_url,
-    recorded,  # noqa: F811
+    ui_recording,
 ):
-    events = read_session(recorded.data_dir, "anthropic-tools")
+    events = read_session(ui_recording.data_dir, "anthropic-tools")
     calls = len({e["exchange"] for e in events if e["type"] == "llm.request"})
     tools = [e["name"] for e in events if e["type"] == "tool.pre"]
     open_page(browser, ui_url + "#/session/anthropic-tools")
@@ -169,9 +169,9 @@ def test_session_timeline_shows_each_call_and_tool_run_and_a_call_in_full(
 def test_failovers_are_marked_and_the_translated_body_is_shown_exactly(
     browser,
     ui_url,
-    recorded,  # noqa: F811
+    ui_recording,
 ):
-    events = read_session(recorded.data_dir, "failover-chat")
+    events = read_session(ui_recording.data_dir, "failover-chat")
     open_page(browser, ui_url + "#/session/failover-chat")
     wait(browser, lambda d: rows(d, ".tl-row.call"))
     assert len(rows(browser, ".tl-row.call.failover")) == 8
@@ -189,7 +189,7 @@ def test_failovers_are_marked_and_the_translated_body_is_shown_exactly(
     assert "translated from openai.chat" in upstream.text
     upstream.click()
     exact = panel.find_elements(By.CSS_SELECTOR, "details[open] pre.code")
-    sent = [r.body.decode() for r in recorded.vendors.anthropic.requests]
+    sent = [r.body.decode() for r in ui_recording.vendors.anthropic.requests]
     assert any(block.text in sent for block in exact)  # the exact bytes the fallback got
 
 
@@ -222,12 +222,12 @@ def test_overview_draws_its_charts(browser, ui_url):
 def test_an_open_session_page_shows_a_new_call_as_it_is_recorded(
     browser,
     ui_url,
-    recorded,  # noqa: F811
+    ui_recording,
 ):
     open_page(browser, ui_url + "#/session/inert-script")
     wait(browser, lambda d: rows(d, ".live.on"))
     before = len(rows(browser, ".tl-row.call"))
-    ask(recorded.proxy, "inert-script", "And one more question, live.")
+    ask(ui_recording.proxy, "inert-script", "And one more question, live.")
     wait(browser, lambda d: len(rows(d, ".tl-row.call")) == before + 1)
     newest = rows(browser, ".tl-row.call")[-1]
     newest.click()

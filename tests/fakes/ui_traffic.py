@@ -8,32 +8,23 @@ Three sessions over two fake vendors, each with something the pages must show:
     failover-chat    an OpenAI Chat agent loop while OpenAI is down: every call fails
                      over to Anthropic and is translated both ways
 
-`recorded` is a module-scoped fixture (import it into a test module): recording
-takes seconds, and a module's tests only read what it recorded, or add calls of
-their own to it.
+`ui_recording` (tests/conftest.py) is a module-scoped fixture over `record_sessions`:
+recording takes seconds, and a module's tests only read what it recorded, or add calls
+of their own to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anthropic
 import openai
-import pytest
 
-from tests.conftest import (
-    ANTHROPIC_FALLBACK_KEY,
-    ANTHROPIC_KEY,
-    OPENAI_FALLBACK_KEY,
-    OPENAI_KEY,
-    Taplog,
-    Vendors,
-)
+from tests.fakes.agents import anthropic_agent, chat_agent
+from tests.fakes.harness import FAILOVER_RULES, Taplog, Vendors
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 from tests.fakes.servers import ServerThread
-from tests.proxy.failover.test_failover import RULES
-from tests.recorder.test_toolevents import anthropic_agent, chat_agent
 
 SCRIPT_PROMPT = 'Explain this tag: <script>window.__pwned=1</script> and its "quotes", please'
 SESSIONS = ("anthropic-tools", "failover-chat", "inert-script")
@@ -61,7 +52,7 @@ def record_sessions(
     servers: ServerThread, vendors: Vendors, data_dir: Path, **settings: object
 ) -> Taplog:
     """A running taplog (with failover rules) that has recorded the three sessions."""
-    proxy = vendors.proxy(servers, data_dir, RULES, **settings)
+    proxy = vendors.proxy(servers, data_dir, FAILOVER_RULES, **settings)
     ask(proxy, "inert-script", SCRIPT_PROMPT)
     anthropic_agent(anthropic_client(proxy, "anthropic-tools"), stream=True)
     vendors.openai.down = {"status": "503"}
@@ -80,17 +71,3 @@ class Recorded:
     @property
     def data_dir(self) -> Path:
         return self.proxy.data_dir
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
-        env.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
-        servers = ServerThread()
-        try:
-            vendors = Vendors(servers)
-            data_dir = tmp_path_factory.mktemp("ui") / "data"
-            yield Recorded(record_sessions(servers, vendors, data_dir, ui=True), vendors)
-        finally:
-            servers.stop()

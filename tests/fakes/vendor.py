@@ -143,7 +143,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _tokens(text: str) -> int:
+def token_count(text: str) -> int:
     """A stand-in tokenizer: one token per four UTF-8 bytes, rounded up."""
     return (len(text.encode()) + 3) // 4
 
@@ -247,8 +247,8 @@ def build_answer(
     thinking = None
     if thinks and "thinking" in d:
         thinking = f"Step {tr.turns}: the user wrote {len(strip_directives(last))} characters."
-    reasoning = _tokens(thinking or "")
-    output = _tokens(text or "") + sum(_tokens(c.arguments) for c in calls) + reasoning
+    reasoning = token_count(thinking or "")
+    output = token_count(text or "") + sum(token_count(c.arguments) for c in calls) + reasoning
     prompt = max(1, (size + 3) // 4)
     return Answer(
         seed,
@@ -916,6 +916,7 @@ class FakeVendor:
     """The app plus a record of every request and of the body bytes sent back."""
 
     def __init__(self) -> None:
+        self.url = ""  # its base URL, once a server thread serves its app
         self.requests: list[Received] = []
         self.sent: list[bytes] = []
         self.active = 0  # requests still being answered (or hung), to see upstream closes
@@ -1235,7 +1236,7 @@ def _continue(answer: Answer, sent: str, mode: str) -> None:
     else:
         text = full[len(sent) :] if full.startswith(sent) else full
     answer.text = text
-    answer.output = max(1, _tokens(text))
+    answer.output = max(1, token_count(text))
 
 
 def _ends_with_assistant(body: Json) -> bool:
@@ -1291,7 +1292,7 @@ def _embeddings(body: Json, size: int) -> Json:
                 "embedding": packed if body.get("encoding_format") == "base64" else vector,
             }
         )
-    tokens = sum(_tokens(t) for t in texts)
+    tokens = sum(token_count(t) for t in texts)
     return {
         "object": "list",
         "data": data,

@@ -12,12 +12,12 @@ import pytest
 from taplog.proxy import auth
 from taplog.proxy.auth import Tokens
 from taplog.proxy.config import ConfigError, Settings, load, read_config_file
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
-from tests.proxy.cli.test_serve import TAPLOG, Served, _env
+from tests.builders import HELLO
+from tests.fakes.harness import TAPLOG, TaplogProcess, start_on_fake, taplog_env
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 TOKEN = "tok-0123456789abcdef-first"
 OTHER = "tok-fedcba9876543210-second"
-HELLO = [{"role": "user", "content": "hello"}]
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def test_serve_refuses_to_listen_beyond_loopback_without_tokens(tmp_path, host):
         capture_output=True,
         text=True,
         timeout=20,
-        env=_env(),
+        env=taplog_env(),
     )
     assert result.returncode == 1
     assert "refusing to listen on" in result.stderr and "without inbound tokens" in result.stderr
@@ -166,7 +166,7 @@ def test_serve_refuses_to_listen_beyond_loopback_without_tokens(tmp_path, host):
 
 
 def test_the_opt_out_starts_but_says_so_loudly(fake, tmp_path):
-    served = Served(
+    served = TaplogProcess(
         "--host",
         "0.0.0.0",
         "--insecure-no-auth",
@@ -184,12 +184,12 @@ def test_the_opt_out_starts_but_says_so_loudly(fake, tmp_path):
 
 
 def test_loopback_needs_no_token_and_a_token_from_the_environment_is_used(fake, tmp_path):
-    served = Served(
+    served = TaplogProcess(
         "--data-dir",
         str(tmp_path / "d"),
         "--openai-base",
         f"{fake.url}/v1",
-        env=_env(TAPLOG_AUTH_TOKEN=TOKEN),
+        env=taplog_env(TAPLOG_AUTH_TOKEN=TOKEN),
     )
     try:
         assert served.openai_base.endswith("/t/$TAPLOG_AUTH_TOKEN/v1")

@@ -16,9 +16,10 @@ from aiohttp import web
 from taplog.proxy.config import ConfigError, load
 from taplog.proxy.keys import RECORDER
 from taplog.recorder.bodies import decode_body
-from tests.conftest import OPENAI_KEY
+from tests.builders import HELLO
+from tests.fakes.harness import start_taplog
+from tests.fakes.keys import OPENAI_KEY
 
-HELLO = [{"role": "user", "content": "hello"}]
 BODY = orjson.dumps({"model": "gpt-4.1", "messages": HELLO})
 
 
@@ -155,7 +156,6 @@ def test_a_reverse_proxys_forwarding_headers_are_ignored_not_refused(taplog, fak
 
 
 def test_redirects_from_upstream_are_passed_back_never_followed(servers, tmp_path):
-    from tests.conftest import start_taplog
 
     followed: list[str] = []
 
@@ -317,8 +317,6 @@ def test_undecodable_header_bytes_are_forwarded_and_recorded_escaped(taplog, fak
 def test_a_client_too_slow_to_send_its_body_gets_408_and_nothing_reaches_a_vendor(
     servers, fake, tmp_path
 ):
-    from tests.conftest import start_taplog
-
     taplog = start_taplog(
         servers, tmp_path / "data", openai_base=f"{fake.url}/v1", body_timeout=0.3
     )
@@ -349,8 +347,6 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 def test_a_client_trickling_its_headers_is_disconnected_after_the_header_timeout(
     servers, fake, tmp_path
 ):
-    from tests.conftest import start_taplog
-
     taplog = start_taplog(
         servers, tmp_path / "data", openai_base=f"{fake.url}/v1", header_timeout=1.0
     )

@@ -11,9 +11,9 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake, start_taplog
-
-HELLO = [{"role": "user", "content": "hello"}]
+from tests.builders import HELLO
+from tests.fakes.harness import start_on_fake, start_taplog
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 
 def _last_response(taplog, count=1):

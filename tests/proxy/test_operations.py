@@ -20,17 +20,17 @@ import pytest
 
 from taplog.recorder.reader import read_all, read_session
 from tests import ROOT
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
-from tests.proxy.cli.test_serve import Served, _env
-from tests.proxy.observe.test_metrics import Scrape, scrape
+from tests.builders import HELLO
+from tests.fakes.clients import Scrape, scrape
+from tests.fakes.harness import TaplogProcess, taplog_env
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
-HELLO = [{"role": "user", "content": "hello"}]
 PLANTED_KEY = "sk-planted-3f9a7c1e5b2d4f6a8c0e1d2c"
 PROMPT = "the words of a private prompt"
 
 
-def _serve(fake, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Served:
-    return Served(
+def _serve(fake, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> TaplogProcess:
+    return TaplogProcess(
         "--data-dir",
         str(data_dir),
         "--openai-base",
@@ -42,7 +42,9 @@ def _serve(fake, data_dir: Path, *args: str, env: dict[str, str] | None = None) 
     )
 
 
-def _client(served: Served, session: str | None = None, key: str = OPENAI_KEY) -> openai.OpenAI:
+def _client(
+    served: TaplogProcess, session: str | None = None, key: str = OPENAI_KEY
+) -> openai.OpenAI:
     headers = {"x-taplog-session": session} if session else None
     return openai.OpenAI(
         base_url=served.openai_base, api_key=key, max_retries=0, default_headers=headers
@@ -191,7 +193,7 @@ def test_text_call_lines_cannot_be_forged_by_a_model_name(fake, tmp_path):
 
 
 def test_log_level_warning_keeps_only_failed_calls(fake, tmp_path):
-    served = _serve(fake, tmp_path / "data", env=_env(TAPLOG_LOG_LEVEL="warning"))
+    served = _serve(fake, tmp_path / "data", env=taplog_env(TAPLOG_LOG_LEVEL="warning"))
     try:
         client = _client(served)
         client.chat.completions.create(model="gpt-4.1", messages=HELLO)
@@ -319,9 +321,9 @@ def test_the_image_entry_command_serves_and_passes_its_healthcheck(tmp_path):
     data.mkdir()
     argv = [_installed(entry[0]), *(str(data) if a == "/data" else a for a in entry[1:])]
     # Without a token the container refuses to start, and says how to give it one.
-    refused = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=_env())
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=taplog_env())
     assert refused.returncode == 1 and "TAPLOG_AUTH_TOKEN" in refused.stderr
-    env = _env(TAPLOG_PORT="0", TAPLOG_AUTH_TOKEN=IMAGE_TOKEN)  # any free port here
+    env = taplog_env(TAPLOG_PORT="0", TAPLOG_AUTH_TOKEN=IMAGE_TOKEN)  # any free port here
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )

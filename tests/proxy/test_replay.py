@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
-from typing import Any
 
 import anthropic
-import httpx
-import httpx2
 import openai
 import pytest
 from click.testing import CliRunner
@@ -26,51 +21,10 @@ from taplog.proxy.auth import Tokens
 from taplog.proxy.cli.main import main
 from taplog.proxy.replay import create_replay_app
 from taplog.recorder.tools.recorded_answers import canonical, signature
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
-from tests.recorder.test_toolevents import AGENTS
-
-TAPLOG = str(Path(sys.executable).with_name("taplog"))
-_DROP = ("content-encoding", "content-length", "transfer-encoding")
-
-
-class Capture:
-    """Every exchange the SDK made: path, request body, status, answer bytes.
-
-    A transport of the SDK's own HTTP library (the anthropic SDK ships `httpx2`).
-    """
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, bytes, int, bytes]] = []
-
-    def transport(self, http: Any) -> Any:
-        seen = self.seen
-
-        class Transport(http.HTTPTransport):
-            def handle_request(self, request: Any) -> Any:
-                response = super().handle_request(request)
-                content = response.read()
-                seen.append((request.url.path, request.content, response.status_code, content))
-                headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROP]
-                return http.Response(response.status_code, headers=headers, content=content)
-
-        return Transport()
-
-
-def client(api: str, base: str, capture: Capture | None = None):
-    http = httpx2 if api == "anthropic" else httpx
-    transport = capture.transport(http) if capture else http.HTTPTransport()
-    http_client = http.Client(transport=transport)
-    if api == "anthropic":
-        return anthropic.Anthropic(
-            base_url=base, api_key=ANTHROPIC_KEY, max_retries=0, http_client=http_client
-        )
-    return openai.OpenAI(
-        base_url=f"{base}/v1", api_key=OPENAI_KEY, max_retries=0, http_client=http_client
-    )
-
-
-def serve_replay(servers, source, speed: float = 0) -> str:
-    return servers.serve(create_replay_app(source, speed), handler_cancellation=True)
+from tests.fakes.agents import AGENTS
+from tests.fakes.clients import Capture, sdk_client
+from tests.fakes.harness import TAPLOG, serve_replay
+from tests.fakes.keys import OPENAI_KEY
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
@@ -78,13 +32,13 @@ def serve_replay(servers, source, speed: float = 0) -> str:
 def test_a_recorded_agent_run_replays_offline_byte_for_byte(servers, fake, taplog, api, stream):
     agent = AGENTS[api][0]
     recording = Capture()
-    agent(client(api, taplog.url, recording), stream)
+    agent(sdk_client(api, taplog.url, recording), stream)
     ((session, _),) = taplog.wait_responses(8).items()
     asked_vendor = len(fake.requests)
 
     replay_url = serve_replay(servers, taplog.data_dir / "sessions" / f"{session}.jsonl")
     replaying = Capture()
-    agent(client(api, replay_url, replaying), stream)
+    agent(sdk_client(api, replay_url, replaying), stream)
 
     assert len(replaying.seen) == len(recording.seen) == 8
     assert replaying.seen == recording.seen  # same requests, same answers, same stream bytes
@@ -97,7 +51,7 @@ def test_replayed_answers_parse_as_the_vendors_own(servers, taplog, oai, ant_dir
         model="claude-sonnet-4-6", max_tokens=64, messages=[{"role": "user", "content": "Hi"}]
     )
     taplog.wait_responses(1)
-    replay = client("anthropic", serve_replay(servers, taplog.data_dir))
+    replay = sdk_client("anthropic", serve_replay(servers, taplog.data_dir))
     kwargs = dict(
         model="claude-sonnet-4-6", max_tokens=64, messages=[{"role": "user", "content": "Hi"}]
     )
@@ -119,7 +73,7 @@ def test_a_miss_is_an_error_in_the_clients_shape_naming_the_closest(servers, tap
     )
 
     with pytest.raises(openai.NotFoundError) as miss:
-        client("chat", url).chat.completions.create(
+        sdk_client("chat", url).chat.completions.create(
             model="gpt-4.1", messages=[{"role": "user", "content": "Hello"}]
         )
     message = miss.value.body["message"]
@@ -129,14 +83,14 @@ def test_a_miss_is_an_error_in_the_clients_shape_naming_the_closest(servers, tap
     assert miss.value.response.headers["x-taplog-error"] == "replay_miss"
 
     with pytest.raises(anthropic.NotFoundError) as miss:
-        client("anthropic", url).messages.create(
+        sdk_client("anthropic", url).messages.create(
             model="claude-sonnet-4-6", max_tokens=99, messages=[{"role": "user", "content": "Hi"}]
         )
     assert miss.value.body["error"]["type"] == "not_found_error"
     assert miss.value.body["error"]["message"].endswith("differs at max_tokens")
 
     with pytest.raises(openai.NotFoundError) as miss:
-        client("responses", url).responses.create(model="gpt-4.1", input="Hi")
+        sdk_client("responses", url).responses.create(model="gpt-4.1", input="Hi")
     assert "no openai.responses call recorded" in miss.value.body["message"]
 
 
@@ -147,7 +101,7 @@ def test_streams_keep_their_pacing_scaled_by_speed(servers, taplog, oai):
     taplog.wait_responses(1)
     timings = {}
     for speed in (1.0, 0.0):
-        replay = client("chat", serve_replay(servers, taplog.data_dir, speed))
+        replay = sdk_client("chat", serve_replay(servers, taplog.data_dir, speed))
         started = time.monotonic()
         with replay.chat.completions.stream(model="gpt-4.1", messages=prompt) as answer:
             answer.get_final_completion()
@@ -178,7 +132,7 @@ def test_the_readme_pytest_recipe_works(taplog, oai):
         line = server.stdout.readline()
         assert line.startswith("taplog replay: 1 calls on http://127.0.0.1:")
         url = line.split(" on ")[1].strip()
-        replayed = client("chat", url).chat.completions.create(model="gpt-4.1", messages=prompt)
+        replayed = sdk_client("chat", url).chat.completions.create(model="gpt-4.1", messages=prompt)
         assert replayed == recorded
     finally:
         server.terminate()

@@ -17,10 +17,10 @@ import openai
 import pytest
 
 from taplog.recorder.reader import read_all
-from tests.conftest import start_on_fake
+from tests.fakes.agents import AGENTS
+from tests.fakes.clients import Capture, sdk_client
+from tests.fakes.harness import TAPLOG, start_on_fake
 from tests.fakes.servers import ServerThread
-from tests.proxy.test_replay import TAPLOG, Capture, client
-from tests.recorder.test_toolevents import AGENTS
 
 HI = [{"role": "user", "content": "Hi"}]
 
@@ -47,13 +47,13 @@ def test_serve_replay_answers_a_recorded_agent_run_byte_for_byte(
 ):
     agent = AGENTS[api][0]
     recording = Capture()
-    agent(client(api, taplog.url, recording), True)
+    agent(sdk_client(api, taplog.url, recording), True)
     taplog.wait_responses(8)
     asked_vendor = model_calls(fake)
 
     proxy = replaying(servers, fake, tmp_path, taplog.data_dir, mode)
     replayed = Capture()
-    agent(client(api, proxy.url, replayed), True)
+    agent(sdk_client(api, proxy.url, replayed), True)
 
     assert replayed.seen == recording.seen  # same requests, same answers, same stream bytes
     assert model_calls(fake) == asked_vendor  # every call was a hit: the vendor heard nothing
@@ -67,25 +67,25 @@ def test_strict_serve_replay_refuses_a_miss_and_sends_nothing(servers, fake, tap
     asked_vendor = len(fake.requests)
 
     with pytest.raises(openai.NotFoundError) as miss:
-        client("chat", proxy.url).chat.completions.create(
+        sdk_client("chat", proxy.url).chat.completions.create(
             model="gpt-4.1", messages=[{"role": "user", "content": "Hello"}]
         )
     assert miss.value.response.headers["x-taplog-error"] == "replay_miss"
     assert miss.value.body["message"].endswith("differs at messages[0].content")
     with pytest.raises(openai.NotFoundError):
-        client("chat", proxy.url).models.list()  # strict: nothing but recorded model calls
+        sdk_client("chat", proxy.url).models.list()  # strict: nothing but recorded model calls
     assert len(fake.requests) == asked_vendor and proxy.sessions() == {}
 
 
 def test_passthrough_forwards_a_miss_and_records_it_every_time(servers, fake, taplog, tmp_path):
-    client("anthropic", taplog.url).messages.create(
+    sdk_client("anthropic", taplog.url).messages.create(
         model="claude-sonnet-4-6", max_tokens=64, messages=HI
     )
     taplog.wait_responses(1)
     proxy = replaying(servers, fake, tmp_path, taplog.data_dir, "passthrough")
     asked_vendor = model_calls(fake)
     new = [{"role": "user", "content": "Something new"}]
-    replay = client("anthropic", proxy.url)
+    replay = sdk_client("anthropic", proxy.url)
 
     for _ in range(2):
         answer = replay.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=new)
@@ -104,12 +104,12 @@ def test_passthrough_forwards_a_miss_and_records_it_every_time(servers, fake, ta
 def test_record_missing_asks_the_vendor_once_then_answers_from_the_recording(
     servers, fake, taplog, tmp_path, stream
 ):
-    client("chat", taplog.url).chat.completions.create(model="gpt-4.1", messages=HI)
+    sdk_client("chat", taplog.url).chat.completions.create(model="gpt-4.1", messages=HI)
     taplog.wait_responses(1)
     proxy = replaying(servers, fake, tmp_path, taplog.data_dir, "record-missing")
     new = [{"role": "user", "content": "A new question !events=4"}]
     seen = Capture()
-    replay = client("chat", proxy.url, seen)
+    replay = sdk_client("chat", proxy.url, seen)
     asked_vendor = model_calls(fake)
 
     for _ in range(3):
@@ -138,14 +138,14 @@ def test_record_missing_into_its_own_data_dir_keeps_new_episodes_across_runs(
     first_run = ServerThread()
     try:
         first = replaying(first_run, fake, tmp_path, data, "record-missing", name="cassette")
-        client("anthropic", first.url).messages.create(
+        sdk_client("anthropic", first.url).messages.create(
             model="claude-sonnet-4-6", max_tokens=64, messages=HI
         )
     finally:
         first_run.stop()  # the run ends; its data dir holds the new episode
     second = replaying(servers, fake, tmp_path, data, "strict", name="cassette")
     asked_vendor = model_calls(fake)
-    answer = client("anthropic", second.url).messages.with_raw_response.create(
+    answer = sdk_client("anthropic", second.url).messages.with_raw_response.create(
         model="claude-sonnet-4-6", max_tokens=64, messages=HI
     )
     assert answer.parse().content[0].text == "Echo: Hi"
@@ -179,7 +179,7 @@ def test_replay_command_record_missing_runs_the_proxy(fake, taplog, oai, tmp_pat
         assert line.startswith("taplog replay: 1 calls on http://127.0.0.1:")
         assert line.endswith("(misses: record-missing)\n")
         url = line.split(" on ")[1].split()[0]
-        replay = client("chat", url)
+        replay = sdk_client("chat", url)
         assert replay.chat.completions.create(model="gpt-4.1", messages=HI).choices
         new = [{"role": "user", "content": "New"}]
         asked_vendor = model_calls(fake)
@@ -208,7 +208,7 @@ def test_serve_replay_refuses_a_missing_recording(tmp_path):
 def test_anthropic_sdk_misses_are_in_its_own_shape(servers, fake, taplog, tmp_path):
     proxy = replaying(servers, fake, tmp_path, taplog.data_dir, "strict")
     with pytest.raises(anthropic.NotFoundError) as miss:
-        client("anthropic", proxy.url).messages.create(
+        sdk_client("anthropic", proxy.url).messages.create(
             model="claude-sonnet-4-6", max_tokens=64, messages=HI
         )
     assert miss.value.body["error"]["type"] == "not_found_error"

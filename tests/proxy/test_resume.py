@@ -17,14 +17,15 @@ from taplog.proxy.cli.main import main
 from taplog.recorder.reader import read_all
 from taplog.recorder.tools.export import export_body
 from taplog.recorder.tools.resume_request import NOTE
-from tests.conftest import ANTHROPIC_FALLBACK_KEY, OPENAI_FALLBACK_KEY, model_requests
+from tests.fakes.agents import AGENTS
+from tests.fakes.clients import sdk_client
+from tests.fakes.harness import model_requests
+from tests.fakes.keys import ANTHROPIC_FALLBACK_KEY, OPENAI_FALLBACK_KEY
 from tests.fakes.servers import ServerThread
-from tests.proxy.test_replay import client
-from tests.recorder.test_toolevents import AGENTS
 
 
 @pytest.fixture
-def recorded(vendors, tmp_path, monkeypatch):
+def record_run(vendors, tmp_path, monkeypatch):
     """Record one agent run per API (stopped afterwards); returns a function api -> session."""
     data = tmp_path / "data"
     monkeypatch.setenv("TAPLOG_OPENAI_BASE", f"{vendors.openai.url}/v1")
@@ -36,7 +37,7 @@ def recorded(vendors, tmp_path, monkeypatch):
         try:
             proxy = vendors.proxy(thread, data, {})
             before = set(read_all(data)) if data.exists() else set()
-            AGENTS[api][0](client(api, proxy.url), False)
+            AGENTS[api][0](sdk_client(api, proxy.url), False)
             sessions = proxy.wait_responses(8)
         finally:
             thread.stop()
@@ -55,8 +56,8 @@ def new_session(output: str) -> str:
     return line.split()[1]
 
 
-def test_resume_chat_session_on_anthropic(vendors, recorded, tmp_path):
-    session, events = recorded("chat")
+def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
+    session, events = record_run("chat")
     result = resume(session, "--to", "anthropic:claude-opus-4-1")
     assert result.exit_code == 0, result.output
 
@@ -101,8 +102,8 @@ def test_resume_chat_session_on_anthropic(vendors, recorded, tmp_path):
     assert orjson.loads(rows.output) == [{"source": "resumed", "calls": 1}]
 
 
-def test_resume_anthropic_session_on_openai_chat(vendors, recorded):
-    session, events = recorded("anthropic")
+def test_resume_anthropic_session_on_openai_chat(vendors, record_run):
+    session, events = record_run("anthropic")
     result = resume(session, "--to", "openai:gpt-4.1")
     assert result.exit_code == 0, result.output
 
@@ -122,8 +123,8 @@ def test_resume_anthropic_session_on_openai_chat(vendors, recorded):
     assert result.output.startswith(answer["choices"][0]["message"]["content"] + "\n")
 
 
-def test_resume_through_a_configured_responses_provider(vendors, recorded, tmp_path, monkeypatch):
-    session, _ = recorded("chat")
+def test_resume_through_a_configured_responses_provider(vendors, record_run, tmp_path, monkeypatch):
+    session, _ = record_run("chat")
     config = tmp_path / "taplog.toml"
     config.write_text(
         f'[providers.mine]\ntype = "openai"\nbase_url = "{vendors.openai.url}/v1"\n'
@@ -145,9 +146,9 @@ def test_resume_through_a_configured_responses_provider(vendors, recorded, tmp_p
 
 
 def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
-    vendors, recorded, tmp_path, monkeypatch
+    vendors, record_run, tmp_path, monkeypatch
 ):
-    session, _ = recorded("chat")
+    session, _ = record_run("chat")
     files = sorted((tmp_path / "data" / "sessions").iterdir())
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     result = resume(session, "--to", "anthropic:claude-sonnet-4-6", "--dry-run")
@@ -166,8 +167,8 @@ def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
     assert ANTHROPIC_FALLBACK_KEY not in result.output
 
 
-def test_resume_refuses_clearly(vendors, recorded, tmp_path, monkeypatch, servers):
-    session, _ = recorded("chat")
+def test_resume_refuses_clearly(vendors, record_run, tmp_path, monkeypatch, servers):
+    session, _ = record_run("chat")
     unknown = resume(session, "--to", "nope:model")
     assert unknown.exit_code == 2
     assert "--to: unknown provider 'nope' (known: openai, anthropic)" in unknown.output
@@ -187,8 +188,8 @@ def test_resume_refuses_clearly(vendors, recorded, tmp_path, monkeypatch, server
     assert resume(session, "--to", "anthropic:claude-sonnet-4-6", "--dry-run").exit_code == 0
 
 
-def test_a_resumed_session_continues_through_serve(vendors, recorded, tmp_path, servers):
-    session, _ = recorded("chat")
+def test_a_resumed_session_continues_through_serve(vendors, record_run, tmp_path, servers):
+    session, _ = record_run("chat")
     result = resume(session, "--to", "anthropic:claude-sonnet-4-6", "--as", "moved")
     assert result.exit_code == 0, result.output
     body = orjson.loads(model_requests(vendors.anthropic)[0].body)
@@ -199,7 +200,7 @@ def test_a_resumed_session_continues_through_serve(vendors, recorded, tmp_path, 
         {"role": "assistant", "content": answer["content"]},
         {"role": "user", "content": "And now?"},
     ]
-    ant = client("anthropic", f"{proxy.url}/s/moved")
+    ant = sdk_client("anthropic", f"{proxy.url}/s/moved")
     ant.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=messages)
     events = proxy.wait_responses(2)["moved"]
     answers = [e for e in events if e["type"] == "llm.response"]

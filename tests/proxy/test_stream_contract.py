@@ -13,86 +13,17 @@ taplog's flags.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
-import anthropic
 import httpx
-import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
+from tests.fakes.clients import OTHER_VENDOR, OWN_VENDOR, STORY_ANSWER, STORY_PROMPT, ask_sdk
+from tests.fakes.harness import start_on_fake
+from tests.fakes.keys import OPENAI_KEY
 
-PROMPT = "tell me a long story about the sea !events=6"
-ANSWER = "Echo: tell me a long story about the sea"
 SHORT = 0.5  # seconds of silence that count as a stall here
-OWN = {"openai.chat": "openai", "openai.responses": "openai", "anthropic.messages": "anthropic"}
-OTHER = {"openai": "anthropic", "anthropic": "openai"}
-MODEL = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-6"}
-
-
-@dataclass
-class Received:
-    """What the client got: the text it was given, and what its SDK raised (if anything)."""
-
-    text: str
-    error: BaseException | None
-    usage: int | None = None  # output tokens the answer reported
-
-
-def ask(url: str, api: str, stream: bool, prompt: str = PROMPT, **extra) -> Received:
-    """One call with the official SDK, the text collected as the client sees it."""
-    text: list[str] = []
-    usage = None
-    try:
-        if api == "anthropic.messages":
-            client = anthropic.Anthropic(base_url=url, api_key=ANTHROPIC_KEY, max_retries=0)
-            kwargs = dict(model=MODEL["anthropic"], max_tokens=200, **extra)
-            kwargs["messages"] = [{"role": "user", "content": prompt}]
-            if stream:
-                with client.messages.stream(**kwargs) as events:
-                    text.extend(events.text_stream)
-                    usage = events.get_final_message().usage.output_tokens
-            else:
-                message = client.messages.create(**kwargs)
-                text.append(message.content[0].text)
-        else:
-            client = openai.OpenAI(base_url=f"{url}/v1", api_key=OPENAI_KEY, max_retries=0)
-            if api == "openai.chat":
-                messages = [{"role": "user", "content": prompt}]
-                if stream:
-                    for chunk in client.chat.completions.create(
-                        model=MODEL["openai"],
-                        messages=messages,
-                        stream=True,
-                        stream_options={"include_usage": True},
-                        **extra,
-                    ):
-                        if chunk.choices and chunk.choices[0].delta.content:
-                            text.append(chunk.choices[0].delta.content)
-                        if chunk.usage is not None:
-                            usage = chunk.usage.completion_tokens
-                else:
-                    answer = client.chat.completions.create(
-                        model=MODEL["openai"], messages=messages
-                    )
-                    text.append(answer.choices[0].message.content)
-            elif stream:
-                for event in client.responses.create(
-                    model=MODEL["openai"], input=prompt, stream=True
-                ):
-                    if event.type == "response.output_text.delta":
-                        text.append(event.delta)
-                    elif event.type == "error":  # the API's own way to say the stream failed
-                        raise openai.APIError(event.message, request=None, body=None)
-            else:
-                text.append(
-                    client.responses.create(model=MODEL["openai"], input=prompt).output_text
-                )
-    except Exception as exc:  # any raise counts: the SDK did not take the answer for whole
-        return Received("".join(text), exc, usage)
-    return Received("".join(text), None, usage)
 
 
 def answers(proxy, provider: str | None = None) -> list[dict]:
@@ -134,7 +65,7 @@ STREAM_CUTS = {
     "malformed": ({"malformed": "3"}, "upstream_cut", "the vendor sent a malformed event"),
     "error_event": ({"inband_error": ""}, "upstream_error", "the vendor sent an error mid-stream"),
 }
-APIS = sorted(OWN)
+APIS = sorted(OWN_VENDOR)
 
 
 @pytest.mark.parametrize("mode", [None, "error"], ids=["no-rule", "rule-midstream-error"])
@@ -145,13 +76,13 @@ def test_a_broken_stream_makes_the_sdk_raise_and_the_log_says_why(
 ):
     fault, outcome, why = STREAM_CUTS[cut]
     proxy = rules_for(mode)
-    own = OWN[api]
+    own = OWN_VENDOR[api]
     getattr(vendors, own).down = fault
 
-    got = ask(proxy.url, api, stream=True)
+    got = ask_sdk(proxy.url, api, stream=True)
 
     assert got.error is not None, f"the SDK took a broken stream for whole: {got.text!r}"
-    assert ANSWER.startswith(got.text)  # whole events only: a clean prefix, nothing glued
+    assert STORY_ANSWER.startswith(got.text)  # whole events only: a clean prefix, nothing glued
     (broken,) = answers(proxy, own)
     if cut == "malformed" and mode is None:
         # Without a rule nothing could be done about it: it went on as the vendor sent
@@ -162,7 +93,7 @@ def test_a_broken_stream_makes_the_sdk_raise_and_the_log_says_why(
     else:
         assert broken["outcome"] == outcome and why in broken["error"]
         assert broken["stream_complete"] is False
-    assert answers(proxy, OTHER[own]) == []  # bytes had reached the client: no failover
+    assert answers(proxy, OTHER_VENDOR[own]) == []  # bytes had reached the client: no failover
 
 
 @pytest.mark.parametrize("api", ["openai.chat", "anthropic.messages"])
@@ -170,15 +101,15 @@ def test_a_broken_stream_makes_the_sdk_raise_and_the_log_says_why(
 def test_a_broken_stream_is_continued_into_one_whole_answer(vendors, rules_for, cut, api):
     fault, outcome, why = STREAM_CUTS[cut]
     proxy = rules_for("continue")
-    own = OWN[api]
+    own = OWN_VENDOR[api]
     getattr(vendors, own).down = fault
 
-    got = ask(proxy.url, api, stream=True)
+    got = ask_sdk(proxy.url, api, stream=True)
 
-    assert got.error is None and got.text == ANSWER  # one answer, no passage twice
+    assert got.error is None and got.text == STORY_ANSWER  # one answer, no passage twice
     broken, continued = answers(proxy)
     assert (broken["provider"], broken["outcome"]) == (own, outcome) and why in broken["error"]
-    assert (continued["provider"], continued["outcome"]) == (OTHER[own], "ok")
+    assert (continued["provider"], continued["outcome"]) == (OTHER_VENDOR[own], "ok")
     assert continued["rescue"]["verdict"] in ("continued", "trimmed")
     (failover,) = proxy.events("failover")
     assert failover["reason"].startswith("continuing a broken stream")
@@ -187,8 +118,8 @@ def test_a_broken_stream_is_continued_into_one_whole_answer(vendors, rules_for, 
 def test_a_broken_responses_stream_is_not_continued_it_ends_with_an_error(vendors, rules_for):
     proxy = rules_for("continue")
     vendors.openai.down = {"cut": "5"}
-    got = ask(proxy.url, "openai.responses", stream=True)
-    assert got.error is not None and ANSWER.startswith(got.text)
+    got = ask_sdk(proxy.url, "openai.responses", stream=True)
+    assert got.error is not None and STORY_ANSWER.startswith(got.text)
     assert answers(proxy, "anthropic") == []
 
 
@@ -200,9 +131,9 @@ def test_an_answer_whose_end_marker_never_came_is_completed_and_says_so(
     """The stop reason arrived, then the body ended: the answer is whole, only its marker
     is missing. taplog adds it, whatever `midstream` says."""
     proxy = rules_for(mode)
-    getattr(vendors, OWN[api]).down = {"no_end": ""}
-    got = ask(proxy.url, api, stream=True)
-    assert (got.error, got.text) == (None, ANSWER)
+    getattr(vendors, OWN_VENDOR[api]).down = {"no_end": ""}
+    got = ask_sdk(proxy.url, api, stream=True)
+    assert (got.error, got.text) == (None, STORY_ANSWER)
     (answer,) = answers(proxy)
     assert (answer["outcome"], answer["end_marker_added"]) == ("ok", True)
     assert answer["stream_complete"] is False  # what the vendor sent lacked it
@@ -224,20 +155,20 @@ def test_a_broken_body_makes_the_sdk_raise_or_is_served_by_the_fallback(
     vendors, rules_for, cut, api
 ):
     fault, outcome = BODY_CUTS[cut]
-    own = OWN[api]
+    own = OWN_VENDOR[api]
     plain = rules_for(None)
     getattr(vendors, own).down = fault
-    got = ask(plain.url, api, stream=False)
+    got = ask_sdk(plain.url, api, stream=False)
     assert got.error is not None and got.text == ""
     (broken,) = answers(plain, own)
     assert broken["outcome"] == outcome
 
     with_rule = rules_for("error")
-    got = ask(with_rule.url, api, stream=False)  # nothing reached the client: moved on
-    assert (got.error, got.text) == (None, ANSWER)
+    got = ask_sdk(with_rule.url, api, stream=False)  # nothing reached the client: moved on
+    assert (got.error, got.text) == (None, STORY_ANSWER)
     tries = 1 if outcome == "timeout" else 2  # a silent vendor is not waited on again
     assert [a["outcome"] for a in answers(with_rule, own)] == [outcome] * tries
-    assert [a["outcome"] for a in answers(with_rule, OTHER[own])] == ["ok"]
+    assert [a["outcome"] for a in answers(with_rule, OTHER_VENDOR[own])] == ["ok"]
 
 
 # -- wherever the cut falls ---------------------------------------------------------------
@@ -260,7 +191,7 @@ def test_wherever_a_stream_is_cut_the_client_gets_all_of_it_or_an_error(
         "model": "gpt-4.1",
         "stream": True,
         "stream_options": {"include_usage": True},  # as `ask` sends it
-        "messages": [{"role": "user", "content": PROMPT}],
+        "messages": [{"role": "user", "content": STORY_PROMPT}],
     }
     whole = httpx.post(
         f"{fake.url}/v1/chat/completions",
@@ -273,14 +204,16 @@ def test_wherever_a_stream_is_cut_the_client_gets_all_of_it_or_an_error(
     fake.down |= {"cut_how": how} if how != "unframed" else {}
     session = f"cut-{next(_sessions)}"
 
-    got = ask(proxy.url, "openai.chat", stream=True, extra_headers={"x-taplog-session": session})
+    got = ask_sdk(
+        proxy.url, "openai.chat", stream=True, extra_headers={"x-taplog-session": session}
+    )
 
     (answer,) = [e for e in proxy.sessions()[session] if e["type"] == "llm.response"]
     if cut_at >= finish_end:  # the stop reason had come: the answer is whole
-        assert (got.error, got.text) == (None, ANSWER)
+        assert (got.error, got.text) == (None, STORY_ANSWER)
         assert answer["outcome"] == "ok"
     else:
-        assert got.error is not None and ANSWER.startswith(got.text)
+        assert got.error is not None and STORY_ANSWER.startswith(got.text)
         assert answer["outcome"] == "upstream_cut"
 
 

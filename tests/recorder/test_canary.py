@@ -21,13 +21,13 @@ import pytest
 from aiohttp import web
 
 from taplog.recorder.query.compaction import compact
-from tests.proxy.cli.test_serve import Served, _env
+from tests.builders import HELLO
+from tests.fakes.harness import TaplogProcess, taplog_env
 
 TOKEN = "canary-token-7f3a9c1e5b2d4f6a8c0e"
 FALLBACK_KEY = "sk-ant-canary-fallback-2b4d6f8a0c1e3a5c"
 CLIENT_KEY = "sk-canary-client-9e8d7c6b5a4f3e2d1c0b"
 CANARIES = (TOKEN, FALLBACK_KEY, CLIENT_KEY)
-HELLO = [{"role": "user", "content": "hello"}]
 
 
 def _key(request: web.Request) -> str:
@@ -82,8 +82,8 @@ def _malformed(url: str) -> bytes:
 
 def test_planted_keys_and_tokens_appear_nowhere_taplog_writes(vendor, tmp_path):
     data = tmp_path / "data"
-    env = _env(TAPLOG_AUTH_TOKEN=TOKEN, ANTHROPIC_API_KEY=FALLBACK_KEY)
-    served = Served(
+    env = taplog_env(TAPLOG_AUTH_TOKEN=TOKEN, ANTHROPIC_API_KEY=FALLBACK_KEY)
+    served = TaplogProcess(
         "--data-dir",
         str(data),
         "--openai-base",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from taplog.recorder.events import make_event, seal
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.secrets import redact_text, redact_url, safe_headers, scrub
-from tests.proxy.cli.test_serve import Served, _env
+from tests.fakes.harness import TaplogProcess, taplog_env
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "_-"
@@ -82,7 +82,7 @@ def echoing(tmp_path_factory):
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", _echo)
     data = tmp_path_factory.mktemp("shapes") / "data"
-    served = Served(
+    served = TaplogProcess(
         "--data-dir",
         str(data),
         "--openai-base",
@@ -91,7 +91,7 @@ def echoing(tmp_path_factory):
         "debug",
         "--log-format",
         "json",
-        env=_env(),
+        env=taplog_env(),
     )
     planted: list[str] = []
     yield served, data, planted

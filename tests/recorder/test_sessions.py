@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from taplog.recorder.sessions import CallClues, Resolution, SessionResolver
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 

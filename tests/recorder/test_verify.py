@@ -28,12 +28,12 @@ def _log(data_dir: Path, session: str = "s", count: int = 5) -> Path:
     return data_dir / "sessions" / f"{session}.jsonl"
 
 
-def _run(*args: str) -> tuple[int, str]:
+def _cli(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(main, list(args))
     return result.exit_code, result.output
 
 
-def _lines(path: Path) -> list[bytes]:
+def _lines_of(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
 
 
@@ -44,10 +44,10 @@ def _offset(lines: list[bytes], index: int) -> int:
 def test_a_whole_log_verifies_and_the_command_exits_0(tmp_path):
     _log(tmp_path, "a", 5)
     _log(tmp_path, "b", 2)
-    code, out = _run("verify", "--data-dir", str(tmp_path))
+    code, out = _cli("verify", "--data-dir", str(tmp_path))
     assert code == 0, out
     assert out.strip() == "checked 2 session logs, 7 lines: 0 damaged"
-    code, out = _run("verify", "--data-dir", str(tmp_path), "b")
+    code, out = _cli("verify", "--data-dir", str(tmp_path), "b")
     assert (code, out.strip()) == (0, "checked 1 session log, 2 lines: 0 damaged")
 
 
@@ -58,7 +58,7 @@ def _damaged(path: Path, lines: list[bytes]) -> list[tuple[int, int, str]]:
 
 def test_each_damage_class_is_named_with_line_offset_and_reason(tmp_path):
     path = _log(tmp_path, "s", 5)
-    whole = _lines(path)
+    whole = _lines_of(path)
 
     flipped = list(whole)
     flipped[2] = flipped[2].replace(b'"r2"', b'"rX"')
@@ -80,7 +80,7 @@ def test_each_damage_class_is_named_with_line_offset_and_reason(tmp_path):
     assert _damaged(path, headless)[0][:2] == (1, 0)
     assert "seq 2 where 1 was expected" in _damaged(path, headless)[0][2]
 
-    other = _lines(_log(tmp_path, "t", 6))
+    other = _lines_of(_log(tmp_path, "t", 6))
     foreign = [*whole, other[5]]  # a line of session t appended to s
     ((line, _, reason),) = _damaged(path, foreign)
     assert line == 6 and "belongs to session 't', not 's'" in reason
@@ -101,9 +101,9 @@ def test_each_damage_class_is_named_with_line_offset_and_reason(tmp_path):
 
 def test_the_command_prints_file_line_offset_and_reason_and_exits_1(tmp_path):
     path = _log(tmp_path, "s", 4)
-    whole = _lines(path)
+    whole = _lines_of(path)
     path.write_bytes(whole[0] + whole[1].replace(b'"r1"', b'"rY"') + b"".join(whole[2:]))
-    code, out = _run("verify", "--data-dir", str(tmp_path))
+    code, out = _cli("verify", "--data-dir", str(tmp_path))
     assert code == 1
     assert f"damaged: {path}:2 (byte {len(whole[0])}): line fails its checksum" in out
     assert out.splitlines()[-1] == "checked 1 session log, 4 lines: 1 damaged"
@@ -114,7 +114,7 @@ def test_a_torn_tail_is_reported_as_such_not_as_damage(tmp_path):
     size = path.stat().st_size
     with open(path, "ab") as log:
         log.write(b'{"v":1,"seq":4,"ts":"2026-')
-    code, out = _run("verify", "--data-dir", str(tmp_path))
+    code, out = _cli("verify", "--data-dir", str(tmp_path))
     assert code == 0, out
     assert re.search(rf"torn tail: {re.escape(str(path))}:4 \(byte {size}\): torn last line", out)
     assert out.splitlines()[-1] == "checked 1 session log, 3 lines: 0 damaged, 1 with a torn tail"
@@ -125,13 +125,13 @@ def test_repair_moves_a_torn_tail_to_quarantine_and_the_log_continues(tmp_path):
     whole = path.read_bytes()
     torn = b'{"v":1,"seq":4,"ts":"2026-'
     path.write_bytes(whole + torn)
-    code, out = _run("repair", "--data-dir", str(tmp_path))
+    code, out = _cli("repair", "--data-dir", str(tmp_path))
     assert code == 0, out
     assert f"repaired: {path}: torn last line ({len(torn)} bytes at byte {len(whole)})" in out
     assert path.read_bytes() == whole
     (kept,) = (tmp_path / "quarantine").iterdir()
     assert kept.read_bytes() == torn
-    assert _run("verify", "--data-dir", str(tmp_path))[1].strip().endswith("0 damaged")
+    assert _cli("verify", "--data-dir", str(tmp_path))[1].strip().endswith("0 damaged")
     _log(tmp_path, "s", 1)
     assert [e["seq"] for e in read_session(tmp_path, "s")] == [1, 2, 3, 4]
 
@@ -140,7 +140,7 @@ def test_repair_sets_a_damaged_last_line_aside_and_starts_the_session_anew(tmp_p
     path = _log(tmp_path, "s", 3)
     damaged = path.read_bytes().replace(b'"r2"', b'"rZ"')
     path.write_bytes(damaged)
-    code, out = _run("repair", "--data-dir", str(tmp_path))
+    code, out = _cli("repair", "--data-dir", str(tmp_path))
     assert code == 0, out
     assert "last line at offset" in out and "the session starts anew" in out
     (kept,) = (tmp_path / "quarantine").iterdir()
@@ -153,7 +153,7 @@ def test_repair_never_truncates_damage_in_the_middle(tmp_path):
     path = _log(tmp_path, "s", 4)
     damaged = path.read_bytes().replace(b'"r1"', b'"rQ"')
     path.write_bytes(damaged)
-    code, out = _run("repair", "--data-dir", str(tmp_path))
+    code, out = _cli("repair", "--data-dir", str(tmp_path))
     assert code == 1
     assert f"damaged: {path}:2" in out
     assert path.read_bytes() == damaged
@@ -165,23 +165,23 @@ def test_repair_refuses_to_run_beside_serve(tmp_path):
     lock = DataDirLock(tmp_path)
     lock.acquire()
     try:
-        code, out = _run("repair", "--data-dir", str(tmp_path))
+        code, out = _cli("repair", "--data-dir", str(tmp_path))
     finally:
         lock.release()
     assert code == 1 and "another taplog serve" in out and "repairs the files" in out
-    assert _run("verify", "--data-dir", str(tmp_path))[0] == 0  # verify only reads
+    assert _cli("verify", "--data-dir", str(tmp_path))[0] == 0  # verify only reads
 
 
 @pytest.mark.parametrize("name", ["../etc/passwd", "nope"])
 def test_sessions_are_named_by_id_and_must_exist(tmp_path, name):
     _log(tmp_path, "s", 1)
     for command in ("verify", "repair"):
-        code, out = _run(command, "--data-dir", str(tmp_path), name)
+        code, out = _cli(command, "--data-dir", str(tmp_path), name)
         assert code == 2 and repr(name) in out
 
 
 def test_no_logs_is_a_clear_error(tmp_path):
-    code, out = _run("verify", "--data-dir", str(tmp_path / "missing"))
+    code, out = _cli("verify", "--data-dir", str(tmp_path / "missing"))
     assert code == 1 and "no taplog logs in" in out
 
 

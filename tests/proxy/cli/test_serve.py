@@ -2,53 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
 from taplog.recorder.reader import read_all
-from tests.conftest import OPENAI_KEY
-
-TAPLOG = str(Path(sys.executable).with_name("taplog"))
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TAPLOG_")}
-    return {**env, **extra}
-
-
-class Served:
-    """A `taplog serve` subprocess, started on a free port."""
-
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [TAPLOG, "serve", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env or _env(),
-        )
-        self.banner = [self.process.stdout.readline() for _ in range(4)]
-        exported = next(line for line in self.banner if "OPENAI_BASE_URL" in line)
-        self.openai_base = exported.strip().split("=", 1)[1]
-        self.url = self.openai_base.removesuffix("/v1")
-
-    def stop(self) -> tuple[int, str]:
-        self.process.send_signal(signal.SIGTERM)
-        _, err = self.process.communicate(timeout=20)
-        return self.process.returncode, err
+from tests.fakes.harness import TAPLOG, TaplogProcess, taplog_env
+from tests.fakes.keys import OPENAI_KEY
 
 
 @pytest.fixture
 def served(fake, tmp_path):
-    server = Served(
+    server = TaplogProcess(
         "--data-dir",
         str(tmp_path / "data"),
         "--openai-base",
@@ -95,7 +64,7 @@ def test_a_second_serve_on_the_same_data_dir_is_refused(served, tmp_path):
         capture_output=True,
         text=True,
         timeout=20,
-        env=_env(),
+        env=taplog_env(),
     )
     assert second.returncode == 1
     assert "another taplog serve" in second.stderr and str(served.process.pid) in second.stderr
@@ -124,7 +93,7 @@ def test_bad_settings_are_refused_naming_the_option(tmp_path, args, env, named):
         capture_output=True,
         text=True,
         timeout=20,
-        env=_env(**env),
+        env=taplog_env(**env),
     )
     assert result.returncode == 2
     assert named in result.stderr
@@ -134,7 +103,7 @@ def test_bad_settings_are_refused_naming_the_option(tmp_path, args, env, named):
 def test_config_file_values_and_precedence(tmp_path, fake):
     config = tmp_path / "taplog.toml"
     config.write_text(f'openai_base = "{fake.url}/v1"\nport = 1\nfsync = "always"\n')
-    server = Served("--config", str(config), "--data-dir", str(tmp_path / "d"))
+    server = TaplogProcess("--config", str(config), "--data-dir", str(tmp_path / "d"))
     try:
         client = openai.OpenAI(base_url=server.openai_base, api_key=OPENAI_KEY, max_retries=0)
         reply = client.chat.completions.create(
@@ -149,7 +118,7 @@ def test_config_file_unknown_key_is_named(tmp_path):
     config = tmp_path / "taplog.toml"
     config.write_text("prot = 9000\n")
     result = subprocess.run(
-        [TAPLOG, "serve", "--config", str(config)], capture_output=True, text=True, env=_env()
+        [TAPLOG, "serve", "--config", str(config)], capture_output=True, text=True, env=taplog_env()
     )
     assert result.returncode == 2 and "unknown setting 'prot'" in result.stderr
 
@@ -166,7 +135,7 @@ def test_port_in_use_is_a_clear_error(tmp_path):
             capture_output=True,
             text=True,
             timeout=20,
-            env=_env(),
+            env=taplog_env(),
         )
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr

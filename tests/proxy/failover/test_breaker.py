@@ -15,21 +15,9 @@ import pytest
 
 from taplog.proxy.failover.breaker import COOL_DOWN
 from taplog.proxy.keys import BREAKERS
-from tests.conftest import OPENAI_KEY, model_requests
-
-HELLO = [{"role": "user", "content": "hello"}]
-TTFB = 1.0
-
-
-@pytest.fixture
-def proxy(servers, vendors, tmp_path):
-    rule = {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], "ttfb_timeout": TTFB}
-    return vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
-
-
-@pytest.fixture
-def client(proxy):
-    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+from tests.builders import HELLO
+from tests.fakes.harness import FALLBACK_TTFB, model_requests
+from tests.fakes.keys import OPENAI_KEY
 
 
 def _ask(client) -> str:
@@ -38,56 +26,58 @@ def _ask(client) -> str:
     )
 
 
-def test_a_silent_vendor_is_left_after_one_timeout(vendors, client):
+def test_a_silent_vendor_is_left_after_one_timeout(vendors, fallback_client):
     vendors.openai.down = {"hang": ""}
     started = time.monotonic()
-    assert _ask(client) == "Echo: hello"
-    assert time.monotonic() - started < 2 * TTFB  # not three timeouts in a row
+    assert _ask(fallback_client) == "Echo: hello"
+    assert time.monotonic() - started < 2 * FALLBACK_TTFB  # not three timeouts in a row
     assert len(model_requests(vendors.openai)) == 1
     assert len(model_requests(vendors.anthropic)) == 1
 
 
 @pytest.mark.slow
 def test_after_every_vendor_failed_the_first_one_back_is_used_within_seconds(
-    vendors, proxy, client
+    vendors, fallback_proxy, fallback_client
 ):
     vendors.openai.down = vendors.anthropic.down = {"status": "500"}
     with pytest.raises(openai.InternalServerError) as first:
-        _ask(client)
+        _ask(fallback_client)
     assert first.value.body["message"].startswith("Error 500 scripted")  # OpenAI's own
-    states = proxy.app[BREAKERS].states()
+    states = fallback_proxy.app[BREAKERS].states()
     assert set(states.values()) == {"open"}  # both circuits opened
 
     vendors.anthropic.down = {}  # the fallback is back; OpenAI is not
     with pytest.raises(openai.InternalServerError):
-        _ask(client)  # the circuit that opened first is tried, not nothing at all
+        _ask(fallback_client)  # the circuit that opened first is tried, not nothing at all
     deadline = time.monotonic() + COOL_DOWN + 3
     while True:
         try:
-            answer = _ask(client)
+            answer = _ask(fallback_client)
             break
         except openai.InternalServerError:
             assert time.monotonic() < deadline, "the vendor that was back got no calls"
             time.sleep(0.5)
     assert answer == "Echo: hello"
-    served = [e for e in proxy.events("llm.response") if e["status"] == 200]
+    served = [e for e in fallback_proxy.events("llm.response") if e["status"] == 200]
     assert [e["provider"] for e in served] == ["anthropic"]
 
 
-def test_when_every_vendor_is_down_the_client_gets_its_own_vendors_error(vendors, proxy, client):
+def test_when_every_vendor_is_down_the_client_gets_its_own_vendors_error(
+    vendors, fallback_proxy, fallback_client
+):
     vendors.openai.down = {"status": "503"}
     vendors.anthropic.down = {"status": "529"}
     with pytest.raises(openai.InternalServerError) as caught:
-        _ask(client)
+        _ask(fallback_client)
     assert (
         caught.value.status_code == 503 and "x-taplog-fallback" not in caught.value.response.headers
     )
-    answers = proxy.events("llm.response")
+    answers = fallback_proxy.events("llm.response")
     assert [(e["provider"], e["status"]) for e in answers] == [("openai", 503)] * 3 + [
         ("anthropic", 529)
     ] * 3
     assert all(e["outcome"] == "upstream_error" for e in answers)
-    (failover,) = proxy.events("failover")
+    (failover,) = fallback_proxy.events("failover")
     assert (failover["from_provider"], failover["to_provider"]) == ("openai", "anthropic")
 
 

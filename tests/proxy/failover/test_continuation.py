@@ -13,13 +13,14 @@ import orjson
 import pytest
 
 from taplog.proxy.failover.continuation import INSTRUCTION, Restarted, opening
-from tests.conftest import model_requests
-from tests.proxy.test_stream_contract import ANSWER, OTHER, OWN, ask
+from tests.fakes.clients import OTHER_VENDOR, OWN_VENDOR, STORY_ANSWER, ask_sdk
+from tests.fakes.harness import model_requests
+from tests.fakes.vendor import token_count
 
 CUT = {"cut": "4"}  # the role event, then three of the six text deltas
 
 
-def _proxy(servers, vendors, tmp_path, prefill=None, to=None):
+def _continuing_proxy(servers, vendors, tmp_path, prefill=None, to=None):
     target = {"openai": "anthropic:claude-sonnet-4-6", "anthropic": "openai:gpt-4.1"}
     rules = []
     for model, own in (("gpt-*", "openai"), ("claude-*", "anthropic")):
@@ -29,29 +30,25 @@ def _proxy(servers, vendors, tmp_path, prefill=None, to=None):
     return vendors.proxy(servers, tmp_path / "data", {"fallback": rules})
 
 
-def _tokens(text: str) -> int:
-    return -(-len(text.encode()) // 4)  # the fake vendor's tokenizer
-
-
 def _continuation_of(proxy):
     return [e for e in proxy.events("llm.response") if "rescue" in e]
 
 
 def _no_passage_twice(text: str) -> None:
-    assert ANSWER.startswith(text), f"the client received {text!r}"
+    assert STORY_ANSWER.startswith(text), f"the client received {text!r}"
 
 
 @pytest.mark.parametrize("api", ["openai.chat", "anthropic.messages"])
 @pytest.mark.parametrize("prefill", [False, True], ids=["instruction", "prefill"])
 def test_a_proper_continuation_gives_one_whole_answer(servers, vendors, tmp_path, api, prefill):
-    proxy = _proxy(servers, vendors, tmp_path, prefill=prefill)
-    getattr(vendors, OWN[api]).down = CUT
+    proxy = _continuing_proxy(servers, vendors, tmp_path, prefill=prefill)
+    getattr(vendors, OWN_VENDOR[api]).down = CUT
 
-    got = ask(proxy.url, api, stream=True)
+    got = ask_sdk(proxy.url, api, stream=True)
 
-    assert (got.error, got.text) == (None, ANSWER)
-    assert got.usage >= _tokens(ANSWER)  # the usage covers all the client received
-    (request,) = model_requests(getattr(vendors, OTHER[OWN[api]]))
+    assert (got.error, got.text) == (None, STORY_ANSWER)
+    assert got.usage >= token_count(STORY_ANSWER)  # the usage covers all the client received
+    (request,) = model_requests(getattr(vendors, OTHER_VENDOR[OWN_VENDOR[api]]))
     sent = orjson.loads(request.body)
     last = sent["messages"][-1]
     assert last["role"] == ("assistant" if prefill else "user")
@@ -67,28 +64,28 @@ def test_a_proper_continuation_gives_one_whole_answer(servers, vendors, tmp_path
 def test_a_continuation_that_restarts_the_answer_is_trimmed_exactly(
     servers, vendors, tmp_path, api, prefill
 ):
-    proxy = _proxy(servers, vendors, tmp_path, prefill=prefill)
-    getattr(vendors, OWN[api]).down = CUT
-    getattr(vendors, OTHER[OWN[api]]).down = {"continues": "restart"}
+    proxy = _continuing_proxy(servers, vendors, tmp_path, prefill=prefill)
+    getattr(vendors, OWN_VENDOR[api]).down = CUT
+    getattr(vendors, OTHER_VENDOR[OWN_VENDOR[api]]).down = {"continues": "restart"}
 
-    got = ask(proxy.url, api, stream=True)
+    got = ask_sdk(proxy.url, api, stream=True)
 
-    assert (got.error, got.text) == (None, ANSWER)  # not the start twice
+    assert (got.error, got.text) == (None, STORY_ANSWER)  # not the start twice
     (continued,) = _continuation_of(proxy)
     rescue = continued["rescue"]
     assert rescue["verdict"] == "trimmed" and rescue["trimmed_chars"] == rescue["sent_chars"] > 0
-    assert got.usage >= _tokens(ANSWER)
+    assert got.usage >= token_count(STORY_ANSWER)
 
 
 @pytest.mark.parametrize("api", ["openai.chat", "anthropic.messages"])
 def test_a_continuation_that_restarts_in_other_words_ends_with_an_error(
     servers, vendors, tmp_path, api
 ):
-    proxy = _proxy(servers, vendors, tmp_path)
-    getattr(vendors, OWN[api]).down = CUT
-    getattr(vendors, OTHER[OWN[api]]).down = {"continues": "reword"}
+    proxy = _continuing_proxy(servers, vendors, tmp_path)
+    getattr(vendors, OWN_VENDOR[api]).down = CUT
+    getattr(vendors, OTHER_VENDOR[OWN_VENDOR[api]]).down = {"continues": "reword"}
 
-    got = ask(proxy.url, api, stream=True)
+    got = ask_sdk(proxy.url, api, stream=True)
 
     assert got.error is not None and "not continued" in str(got.error)
     _no_passage_twice(got.text)
@@ -100,12 +97,14 @@ def test_a_continuation_that_restarts_in_other_words_ends_with_an_error(
 def test_a_refused_prefill_is_asked_again_with_an_instruction_and_never_shown(
     servers, vendors, tmp_path
 ):
-    proxy = _proxy(servers, vendors, tmp_path, prefill=True, to="anthropic:claude-haiku-4-5")
+    proxy = _continuing_proxy(
+        servers, vendors, tmp_path, prefill=True, to="anthropic:claude-haiku-4-5"
+    )
     vendors.anthropic.next_faults = [CUT, {"reject_prefill": ""}]
 
-    got = ask(proxy.url, "anthropic.messages", stream=True)
+    got = ask_sdk(proxy.url, "anthropic.messages", stream=True)
 
-    assert (got.error, got.text) == (None, ANSWER)
+    assert (got.error, got.text) == (None, STORY_ANSWER)
     sent = [orjson.loads(r.body) for r in model_requests(vendors.anthropic)]
     assert [s["model"] for s in sent] == ["claude-sonnet-4-6", *["claude-haiku-4-5"] * 2]
     assert [s["messages"][-1]["role"] for s in sent[1:]] == ["assistant", "user"]
@@ -113,10 +112,10 @@ def test_a_refused_prefill_is_asked_again_with_an_instruction_and_never_shown(
 
 
 def test_a_continuation_that_breaks_too_ends_with_an_error_event(servers, vendors, tmp_path):
-    proxy = _proxy(servers, vendors, tmp_path)
+    proxy = _continuing_proxy(servers, vendors, tmp_path)
     vendors.openai.down = CUT
     vendors.anthropic.down = {"cut": "3"}
-    got = ask(proxy.url, "openai.chat", stream=True)
+    got = ask_sdk(proxy.url, "openai.chat", stream=True)
     assert got.error is not None and "its continuation broke too" in str(got.error)
     _no_passage_twice(got.text)
 

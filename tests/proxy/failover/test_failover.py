@@ -4,55 +4,14 @@ from __future__ import annotations
 
 import re
 
-import anthropic
 import openai
 import pytest
 
 from taplog.proxy.keys import BREAKERS
 from taplog.recorder.bodies import decode_body
-from tests.conftest import (
-    ANTHROPIC_FALLBACK_KEY,
-    ANTHROPIC_KEY,
-    OPENAI_FALLBACK_KEY,
-    OPENAI_KEY,
-    model_requests,
-)
-from tests.recorder.test_toolevents import anthropic_agent, chat_agent
-
-RULES = {
-    "fallback": [
-        {
-            "model": "gpt-*",
-            "to": ["anthropic:claude-sonnet-4-6"],
-            "retries": 2,
-            "ttfb_timeout": 1.0,
-            "idle_timeout": 1.0,
-        },
-        {
-            "model": "claude-*",
-            "to": ["openai:gpt-4.1"],
-            "retries": 1,
-            "ttfb_timeout": 1.0,
-            "idle_timeout": 1.0,
-        },
-    ]
-}
-
-
-@pytest.fixture
-def proxy(servers, vendors, tmp_path):
-    return vendors.proxy(servers, tmp_path / "data", RULES)
-
-
-@pytest.fixture
-def oai(proxy):
-    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
-
-
-@pytest.fixture
-def ant(proxy):
-    return anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
-
+from tests.fakes.agents import anthropic_agent, chat_agent
+from tests.fakes.harness import model_requests
+from tests.fakes.keys import ANTHROPIC_FALLBACK_KEY, OPENAI_FALLBACK_KEY
 
 OUTAGES = {"503": {"status": "503"}, "reset": {"reset": ""}, "silent": {"hang": ""}}
 
@@ -60,10 +19,10 @@ OUTAGES = {"503": {"status": "503"}, "reset": {"reset": ""}, "silent": {"hang": 
 @pytest.mark.parametrize("outage", sorted(OUTAGES))
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
 def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(
-    vendors, proxy, oai, stream, outage
+    vendors, failover_proxy, failover_oai, stream, outage
 ):
     vendors.openai.down = OUTAGES[outage]
-    chat_agent(oai, stream)
+    chat_agent(failover_oai, stream)
 
     served = model_requests(vendors.anthropic)
     assert len(served) == 8  # every call of the loop, served by Anthropic
@@ -74,7 +33,7 @@ def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(
         answers = [e for evs in sessions.values() for e in evs if e["type"] == "llm.response"]
         return sum(a["outcome"] == "ok" for a in answers) == 8
 
-    (events,) = proxy.wait_for(served_all).values()
+    (events,) = failover_proxy.wait_for(served_all).values()
     originals = [e for e in events if e["type"] == "llm.request" and e["api"] == "openai.chat"]
     assert len({e["exchange"] for e in originals}) == 8  # what the client sent, every time
     failovers = [e for e in events if e["type"] == "failover"]
@@ -95,12 +54,14 @@ def test_openai_agent_finishes_its_tool_loop_while_openai_is_down(
     assert all(p["flags"] == [] for p in posts)
 
 
-def test_breaker_sends_calls_straight_to_the_fallback_and_back(vendors, proxy, oai):
+def test_breaker_sends_calls_straight_to_the_fallback_and_back(
+    vendors, failover_proxy, failover_oai
+):
     vendors.openai.down = {"status": "500"}
 
     def ask(text):
         return (
-            oai.chat.completions.create(
+            failover_oai.chat.completions.create(
                 model="gpt-4.1", messages=[{"role": "user", "content": text}]
             )
             .choices[0]
@@ -114,60 +75,64 @@ def test_breaker_sends_calls_straight_to_the_fallback_and_back(vendors, proxy, o
     assert len(model_requests(vendors.openai)) == tried_primary  # skipped while open
 
     vendors.openai.down = {}
-    proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
+    failover_proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
     assert ask("three") == "Echo: three"  # the probe goes to the recovered primary
     assert len(model_requests(vendors.openai)) == tried_primary + 1
     assert len(model_requests(vendors.anthropic)) == 2
 
 
 @pytest.mark.parametrize("outage", ["529", "error_first", "reset"])
-def test_anthropic_agent_fails_over_to_openai(vendors, proxy, ant, outage):
+def test_anthropic_agent_fails_over_to_openai(vendors, failover_proxy, failover_ant, outage):
     vendors.anthropic.down = {"529": {"status": "529"}, "error_first": {"error_first": ""}}.get(
         outage, {"reset": ""}
     )
-    anthropic_agent(ant, stream=True)
+    anthropic_agent(failover_ant, stream=True)
     served = model_requests(vendors.openai)
     assert len(served) == 8
     assert all(r.headers["authorization"] == f"Bearer {OPENAI_FALLBACK_KEY}" for r in served)
 
 
-def test_errors_that_no_vendor_can_fix_are_not_failed_over(vendors, proxy, oai):
+def test_errors_that_no_vendor_can_fix_are_not_failed_over(vendors, failover_proxy, failover_oai):
     vendors.openai.next_faults = [{"status": "400"}]
     with pytest.raises(openai.BadRequestError) as caught:
-        oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "x"}])
+        failover_oai.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "x"}]
+        )
     assert "fake" in caught.value.message
     assert model_requests(vendors.anthropic) == []
     assert len(model_requests(vendors.openai)) == 1
 
 
-def test_a_rate_limit_with_a_short_retry_after_is_retried_on_the_same_vendor(vendors, proxy, oai):
+def test_a_rate_limit_with_a_short_retry_after_is_retried_on_the_same_vendor(
+    vendors, failover_proxy, failover_oai
+):
     vendors.openai.next_faults = [{"status": "429", "retry_after": "0"}]
-    answer = oai.chat.completions.create(
+    answer = failover_oai.chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": "x"}]
     )
     assert answer.model == "gpt-4.1"
     assert len(model_requests(vendors.openai)) == 2 and model_requests(vendors.anthropic) == []
 
 
-def test_an_error_event_opening_a_stream_fails_over(vendors, proxy, oai):
+def test_an_error_event_opening_a_stream_fails_over(vendors, failover_proxy, failover_oai):
     vendors.openai.down = {"inband_error": "", "cut": "0"}
-    with oai.chat.completions.stream(
+    with failover_oai.chat.completions.stream(
         model="gpt-4.1", messages=[{"role": "user", "content": "hello"}]
     ) as stream:
         assert stream.get_final_completion().choices[0].message.content == "Echo: hello"
     assert len(model_requests(vendors.anthropic)) == 1
 
 
-def test_untranslatable_requests_get_the_original_error(vendors, proxy, oai):
+def test_untranslatable_requests_get_the_original_error(vendors, failover_proxy, failover_oai):
     vendors.openai.down = {"status": "503"}
     with pytest.raises(openai.InternalServerError) as caught:
-        oai.chat.completions.create(
+        failover_oai.chat.completions.create(
             model="gpt-4.1", n=2, messages=[{"role": "user", "content": "x"}]
         )
     assert "fake" in caught.value.message  # the vendor's own error, not a translation failure
     assert model_requests(vendors.anthropic) == []
-    assert proxy.events("failover") == []  # nothing moved
-    [answered] = proxy.events("call.answered")
+    assert failover_proxy.events("failover") == []  # nothing moved
+    [answered] = failover_proxy.events("call.answered")
     assert answered["status"] == 503 and answered["outcome"] == "upstream_error"
     assert answered["provider"] == "openai" and answered["attempt"] == answered["tries"] == 3
     assert answered["skipped"][0].startswith(
@@ -176,39 +141,41 @@ def test_untranslatable_requests_get_the_original_error(vendors, proxy, oai):
 
 
 def test_a_stream_broken_after_bytes_reached_the_client_ends_with_an_error_event(
-    vendors, proxy, oai
+    vendors, failover_proxy, failover_oai
 ):
     vendors.openai.down = {"status": "503"}
     vendors.anthropic.down = {"cut": "4", "events": "10"}
-    stream = oai.chat.completions.create(
+    stream = failover_oai.chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": "long"}], stream=True
     )
     with pytest.raises(openai.APIError, match=r"ended before its end marker|broke off"):
         for _ in stream:
             pass
-    answers = [e for e in proxy.events("llm.response") if e["provider"] == "anthropic"]
+    answers = [e for e in failover_proxy.events("llm.response") if e["provider"] == "anthropic"]
     assert answers[-1]["outcome"] == "upstream_cut"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
 def test_the_answer_names_the_model_that_served_it_and_is_priced_as_such(
-    vendors, proxy, oai, stream
+    vendors, failover_proxy, failover_oai, stream
 ):
     vendors.openai.down = {"status": "503"}
     kwargs = dict(model="gpt-4.1", messages=[{"role": "user", "content": "who?"}])
     if stream:
-        with oai.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as s:
+        with failover_oai.chat.completions.stream(
+            **kwargs, stream_options={"include_usage": True}
+        ) as s:
             answer = s.get_final_completion()
     else:
-        answer = oai.chat.completions.create(**kwargs)
+        answer = failover_oai.chat.completions.create(**kwargs)
     assert answer.model == "claude-sonnet-4-6"
     assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
 
     from taplog.recorder.query.connect import connect, query
 
-    proxy.wait_responses(4)
+    failover_proxy.wait_responses(4)
     (call,) = query(
-        connect(proxy.data_dir),
+        connect(failover_proxy.data_dir),
         "SELECT request_model, response_model, provider_name, input_tokens, cost_usd, "
         "attempts, failovers FROM llm_calls",
     ).fetchall()

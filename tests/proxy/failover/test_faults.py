@@ -15,21 +15,27 @@ import anthropic
 import openai
 import pytest
 
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
+from tests.fakes.harness import model_requests
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 TIMEOUT = 1.0  # generous: a loaded 2-core CI machine must not trip it on healthy calls
-LIMITS = {"retries": 1, "ttfb_timeout": TIMEOUT, "idle_timeout": TIMEOUT, "midstream": "error"}
-RULES = {
+FAULT_LIMITS = {
+    "retries": 1,
+    "ttfb_timeout": TIMEOUT,
+    "idle_timeout": TIMEOUT,
+    "midstream": "error",
+}
+FAULT_RULES = {
     "fallback": [
-        {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS},
-        {"model": "claude-*", "to": ["openai:gpt-4.1"], **LIMITS},
+        {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **FAULT_LIMITS},
+        {"model": "claude-*", "to": ["openai:gpt-4.1"], **FAULT_LIMITS},
     ]
 }
 
 
 @pytest.fixture
-def proxy(servers, vendors, tmp_path):
-    return vendors.proxy(servers, tmp_path / "data", RULES)
+def faults_proxy(servers, vendors, tmp_path):
+    return vendors.proxy(servers, tmp_path / "data", FAULT_RULES)
 
 
 def ask_openai(proxy, stream: bool) -> str:
@@ -85,7 +91,7 @@ def _directives(text: str) -> dict[str, str]:
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 @pytest.mark.parametrize("fault", sorted(BEFORE_FIRST_BYTE))
 def test_faults_before_the_first_byte_are_served_by_the_fallback(
-    vendors, proxy, client, stream, fault
+    vendors, faults_proxy, client, stream, fault
 ):
     ask, own, other = CLIENTS[client]
     if fault == "error_first" and not stream:
@@ -93,11 +99,11 @@ def test_faults_before_the_first_byte_are_served_by_the_fallback(
     broken, healthy = getattr(vendors, own), getattr(vendors, other)
     broken.down = _directives(fault)
     started = time.monotonic()
-    assert ask(proxy, stream) == "Echo: tell me"
+    assert ask(faults_proxy, stream) == "Echo: tell me"
     assert len(model_requests(broken)) == BEFORE_FIRST_BYTE[fault]
     assert len(model_requests(healthy)) == 1
     assert time.monotonic() - started < 2 * (TIMEOUT + 0.5) + 1  # within the budget
-    failovers = proxy.events("failover")
+    failovers = faults_proxy.events("failover")
     assert [(f["from_provider"], f["to_provider"]) for f in failovers] == [(own, other)]
 
 

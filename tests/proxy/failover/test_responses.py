@@ -21,12 +21,13 @@ from openai.types.responses import (
 )
 
 from taplog.proxy.keys import BREAKERS
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, model_requests
-from tests.recorder.test_toolevents import anthropic_agent, responses_agent
+from tests.fakes.agents import anthropic_agent, responses_agent
+from tests.fakes.harness import model_requests
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 FILE_SEARCH = {"type": "file_search", "vector_store_ids": ["vs_1"]}  # OpenAI's own stores
-LIMITS = {"retries": 1, "ttfb_timeout": 1.0, "idle_timeout": 1.0}
-RULES = {
+RESPONSES_LIMITS = {"retries": 1, "ttfb_timeout": 1.0, "idle_timeout": 1.0}
+RESPONSES_RULES = {
     "providers": {
         "openai_responses": {
             "type": "openai",
@@ -36,19 +37,19 @@ RULES = {
         }
     },
     "fallback": [
-        {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS},
-        {"model": "claude-*", "to": ["openai_responses:gpt-4.1"], **LIMITS},
+        {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **RESPONSES_LIMITS},
+        {"model": "claude-*", "to": ["openai_responses:gpt-4.1"], **RESPONSES_LIMITS},
     ],
 }
 
 
 @pytest.fixture
-def proxy(servers, vendors, tmp_path):
+def responses_proxy(servers, vendors, tmp_path):
     rules = {
-        **RULES,
+        **RESPONSES_RULES,
         "providers": {
             "openai_responses": {
-                **RULES["providers"]["openai_responses"],
+                **RESPONSES_RULES["providers"]["openai_responses"],
                 "base_url": f"{vendors.openai.url}/v1",
             }
         },
@@ -57,8 +58,8 @@ def proxy(servers, vendors, tmp_path):
 
 
 @pytest.fixture
-def oai(proxy):
-    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+def responses_oai(responses_proxy):
+    return openai.OpenAI(base_url=f"{responses_proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
 
 
 def responses_requests(fake):
@@ -66,17 +67,19 @@ def responses_requests(fake):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
-def test_a_responses_agent_finishes_its_tool_loop_while_openai_is_down(vendors, proxy, oai, stream):
+def test_a_responses_agent_finishes_its_tool_loop_while_openai_is_down(
+    vendors, responses_proxy, responses_oai, stream
+):
     """Non-stream resends its history (store=false); stream chains with previous_response_id."""
     vendors.openai.down = {"status": "503"}
     with warnings.catch_warnings():
         # the SDK's typed objects parse without a warning (pydantic warns with UserWarning)
         warnings.simplefilter("error", UserWarning)
-        responses_agent(oai, stream)
+        responses_agent(responses_oai, stream)
 
     served = model_requests(vendors.anthropic)
     assert len(served) == 8
-    (events,) = proxy.wait_for(
+    (events,) = responses_proxy.wait_for(
         lambda s: (
             sum(
                 e["type"] == "llm.response" and e["outcome"] == "ok"
@@ -95,12 +98,14 @@ def test_a_responses_agent_finishes_its_tool_loop_while_openai_is_down(vendors, 
         assert len(last["messages"]) > 10
 
 
-def test_previous_response_id_chains_across_a_switch_and_back(vendors, proxy, oai):
-    first = oai.responses.create(model="gpt-4.1", input="Remember the word: tangerine.")
+def test_previous_response_id_chains_across_a_switch_and_back(
+    vendors, responses_proxy, responses_oai
+):
+    first = responses_oai.responses.create(model="gpt-4.1", input="Remember the word: tangerine.")
     assert first.id.startswith("resp_") and not first.id.startswith("resp_tl")  # OpenAI's own
 
     vendors.openai.down = {"status": "503"}
-    with oai.responses.stream(
+    with responses_oai.responses.stream(
         model="gpt-4.1", input="Which word?", previous_response_id=first.id
     ) as s:
         second = s.get_final_response()
@@ -110,21 +115,23 @@ def test_previous_response_id_chains_across_a_switch_and_back(vendors, proxy, oa
     assert "tangerine" in texts[0] and "Echo: Remember" in texts[1]  # the history, rebuilt
 
     vendors.openai.down = {}
-    proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
-    third = oai.responses.create(model="gpt-4.1", input="And now?", previous_response_id=second.id)
+    responses_proxy.app[BREAKERS]["openai:gpt-4.1"].cool_down = 0.0
+    third = responses_oai.responses.create(
+        model="gpt-4.1", input="And now?", previous_response_id=second.id
+    )
     assert third.model == "gpt-4.1"  # back at OpenAI, which never saw `second`
     sent = orjson.loads(responses_requests(vendors.openai)[-1].body)
     assert "previous_response_id" not in sent and sent["store"] is False
     assert [item.get("role") or item.get("type") for item in sent["input"]][-1] == "user"
     assert len(sent["input"]) == 5  # turn 1 in and out, turn 2 in and out, turn 3
-    sessions = proxy.sessions()
+    sessions = responses_proxy.sessions()
     assert len(sessions) == 1  # the whole chain is one session
 
 
 def test_what_the_target_cannot_take_is_refused_when_the_rule_says_so(servers, vendors, tmp_path):
     rules = {
         "fallback": [
-            {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **LIMITS,
+            {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **RESPONSES_LIMITS,
              "leave_out_untranslatable": False}
         ]
     }  # fmt: skip
@@ -144,17 +151,17 @@ def test_what_the_target_cannot_take_is_refused_when_the_rule_says_so(servers, v
     assert "tools[0]: 'file_search' tools have no Anthropic equivalent" in skipped
 
 
-def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, proxy):
+def test_an_anthropic_agent_fails_over_to_a_responses_model(vendors, responses_proxy):
     vendors.anthropic.down = {"status": "529"}
-    client = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    client = anthropic.Anthropic(base_url=responses_proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
     anthropic_agent(client, stream=True)
     served = responses_requests(vendors.openai)
     assert len(served) == 8
     assert all(orjson.loads(r.body)["store"] is False for r in served)
 
 
-def test_what_the_target_cannot_take_is_left_out_by_default(vendors, proxy):
-    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+def test_what_the_target_cannot_take_is_left_out_by_default(vendors, responses_proxy):
+    client = openai.OpenAI(base_url=f"{responses_proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     vendors.openai.down = {"status": "503"}
     answer = client.responses.create(
         model="gpt-4.1", input="search for taplog", tools=[FILE_SEARCH]
@@ -162,7 +169,7 @@ def test_what_the_target_cannot_take_is_left_out_by_default(vendors, proxy):
     assert answer.output_text == "Echo: search for taplog"
     (sent,) = model_requests(vendors.anthropic)
     assert "tools" not in orjson.loads(sent.body)
-    translated = [e for e in proxy.events("llm.request") if e.get("translated_from")]
+    translated = [e for e in responses_proxy.events("llm.request") if e.get("translated_from")]
     assert any("tools[0]" in dropped for dropped in translated[0]["dropped"])  # the log says so
 
 
@@ -194,7 +201,7 @@ CODEX_TOOLS = [
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
 def test_codexs_namespaced_freeform_and_web_search_tools_come_back_from_claude(
-    vendors, proxy, oai, stream
+    vendors, responses_proxy, responses_oai, stream
 ):
     vendors.openai.down = {"status": "503"}
     prompt = "!plan=multi_agent_v1__spawn_agent+apply_patch !web_search=taplog !preamble Patch."
@@ -202,13 +209,17 @@ def test_codexs_namespaced_freeform_and_web_search_tools_come_back_from_claude(
         warnings.simplefilter("error", UserWarning)  # the SDK parses every item and event
         if stream:
             events = list(
-                oai.responses.create(model="gpt-4.1", input=prompt, tools=CODEX_TOOLS, stream=True)
+                responses_oai.responses.create(
+                    model="gpt-4.1", input=prompt, tools=CODEX_TOOLS, stream=True
+                )
             )
             answer = events[-1].response
             done = [e.item for e in events if e.type == "response.output_item.done"]
             assert [item.id for item in done] == [item.id for item in answer.output]
         else:
-            answer = oai.responses.create(model="gpt-4.1", input=prompt, tools=CODEX_TOOLS)
+            answer = responses_oai.responses.create(
+                model="gpt-4.1", input=prompt, tools=CODEX_TOOLS
+            )
 
     (sent,) = model_requests(vendors.anthropic)
     offered = orjson.loads(sent.body)["tools"]
@@ -236,9 +247,11 @@ def test_codexs_namespaced_freeform_and_web_search_tools_come_back_from_claude(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
-def test_claude_codes_web_search_is_served_by_openais_through_responses(vendors, proxy, stream):
+def test_claude_codes_web_search_is_served_by_openais_through_responses(
+    vendors, responses_proxy, stream
+):
     vendors.anthropic.down = {"status": "529"}
-    client = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    client = anthropic.Anthropic(base_url=responses_proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
     search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 8}
     ask = {
         "model": "claude-sonnet-4-6",

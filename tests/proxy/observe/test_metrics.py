@@ -10,49 +10,16 @@ import anthropic
 import httpx
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from taplog.proxy.keys import BREAKERS
 from taplog.proxy.observe.labels import MAX_TOOLS, OTHER, Bounded
 from taplog.proxy.observe.observer import failover_reason
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
-from tests.proxy.failover.test_failover import proxy  # noqa: F401  (a fixture)
-from tests.recorder.test_toolevents import anthropic_agent
+from tests.builders import HELLO
+from tests.fakes.agents import anthropic_agent
+from tests.fakes.clients import Scrape, scrape
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
-HELLO = [{"role": "user", "content": "hello"}]
 CALL_LABELS = {"api", "provider", "model", "status", "outcome"}
-
-
-class Scrape:
-    """One parsed scrape: families by name, and sums over samples that match labels."""
-
-    def __init__(self, url: str) -> None:
-        response = httpx.get(f"{url}/metrics")
-        assert response.status_code == 200
-        self.content_type = response.headers["content-type"]
-        self.text = response.text
-        self.families = {f.name: f for f in text_string_to_metric_families(self.text)}
-        self.samples = [s for f in self.families.values() for s in f.samples]
-
-    def value(self, sample: str, **labels: str) -> float:
-        return sum(
-            s.value
-            for s in self.samples
-            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())
-        )
-
-    def label_values(self, sample: str, label: str) -> set[str]:
-        return {s.labels[label] for s in self.samples if s.name == sample}
-
-    def label_names(self, family: str) -> set[str]:
-        found = {frozenset(s.labels) - {"le"} for s in self.families[family].samples}
-        assert len(found) == 1, found
-        return set(next(iter(found)))
-
-
-def scrape(taplog) -> Scrape:
-    taplog.flush()  # metrics come from written events: wait for the writer
-    return Scrape(taplog.url)
 
 
 def test_sdk_traffic_moves_the_counters_by_the_right_amounts(taplog, oai, ant):
@@ -292,8 +259,8 @@ def test_tool_names_are_bounded():
 # -- failover, with the setup of tests/proxy/failover/test_failover.py --------------------
 
 
-def test_retries_failovers_and_breaker_states(vendors, proxy):  # noqa: F811
-    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+def test_retries_failovers_and_breaker_states(vendors, failover_proxy):
+    client = openai.OpenAI(base_url=f"{failover_proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
     vendors.openai.down = {"status": "500"}
 
     def ask(text: str) -> str:
@@ -304,8 +271,8 @@ def test_retries_failovers_and_breaker_states(vendors, proxy):  # noqa: F811
 
     assert ask("one") == "Echo: one"  # tries openai, retries, fails over to anthropic
     assert ask("two") == "Echo: two"  # the open circuit sends it straight to anthropic
-    proxy.wait_responses(len(vendors.openai.requests) + 2)
-    metrics = scrape(proxy)
+    failover_proxy.wait_responses(len(vendors.openai.requests) + 2)
+    metrics = scrape(failover_proxy)
 
     openai_tries = len([r for r in vendors.openai.requests if r.path == "/v1/chat/completions"])
     assert openai_tries >= 2
@@ -320,7 +287,7 @@ def test_retries_failovers_and_breaker_states(vendors, proxy):  # noqa: F811
     assert metrics.value("taplog_calls_total", **primary, status="5xx") == openai_tries
     fallback = dict(api="anthropic.messages", provider="anthropic", model="claude-sonnet-4-6")
     assert metrics.value("taplog_calls_total", **fallback, status="2xx", outcome="ok") == 2
-    states = proxy.app[BREAKERS].states()
+    states = failover_proxy.app[BREAKERS].states()
     assert states["openai:gpt-4.1"] == "open"
     breaker = "taplog_circuit_breaker_state"
     assert metrics.value(breaker, provider="openai", model="gpt-4.1", state="open") == 1
@@ -330,16 +297,16 @@ def test_retries_failovers_and_breaker_states(vendors, proxy):  # noqa: F811
     assert metrics.label_names(breaker) == {"provider", "model", "state"}
 
 
-def test_an_anthropic_client_served_by_openai_is_counted_per_try(vendors, proxy):  # noqa: F811
-    client = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+def test_an_anthropic_client_served_by_openai_is_counted_per_try(vendors, failover_proxy):
+    client = anthropic.Anthropic(base_url=failover_proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
     vendors.anthropic.down = {"status": "529"}
     answer = client.messages.create(
         model="claude-sonnet-4-6", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
     )
     assert answer.content[0].text == "Echo: hi"
     tries = len([r for r in vendors.anthropic.requests if r.path == "/v1/messages"])
-    proxy.wait_responses(tries + 1)
-    metrics = scrape(proxy)
+    failover_proxy.wait_responses(tries + 1)
+    metrics = scrape(failover_proxy)
     moved = dict(from_provider="anthropic", to_provider="openai", reason="server_error")
     assert metrics.value("taplog_failovers_total", **moved) == 1
     served = dict(api="openai.chat", provider="openai", model="gpt-4.1", outcome="ok")

@@ -20,22 +20,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.connect import connect
 from taplog.recorder.reader import read_session
-from tests.conftest import OPENAI_KEY, start_on_fake
-from tests.fakes.ui_traffic import SESSIONS, ask, openai_client, recorded  # noqa: F401  (a fixture)
-from tests.proxy.cli.test_serve import TAPLOG, Served, _env
+from tests.fakes.harness import TAPLOG, TaplogProcess, start_on_fake, taplog_env
+from tests.fakes.keys import OPENAI_KEY
+from tests.fakes.ui_traffic import SESSIONS, ask, openai_client
 
 TOKEN = "ui-test-token-0123456789abcdef"
 
 
-def api(recorded, path: str, **params: str) -> httpx.Response:  # noqa: F811
+def api(recorded, path: str, **params: str) -> httpx.Response:
     return httpx.get(f"{recorded.proxy.url}/ui/api/{path}", params=params)
 
 
-def test_sessions_list_agrees_with_the_sessions_view(recorded):  # noqa: F811
-    listed = api(recorded, "sessions").json()
+def test_sessions_list_agrees_with_the_sessions_view(ui_recording):
+    listed = api(ui_recording, "sessions").json()
     rows = {row["session"]: row for row in listed["sessions"]}
     assert sorted(rows) == sorted(SESSIONS)
-    con = connect(recorded.data_dir)
+    con = connect(ui_recording.data_dir)
     for session, calls, cost, tool_errors, failovers in con.sql(
         "SELECT session, calls, cost_usd, tool_errors, failovers FROM sessions"
     ).fetchall():
@@ -60,15 +60,15 @@ def test_sessions_list_agrees_with_the_sessions_view(recorded):  # noqa: F811
         ({"until": "2000-01-01T00:00:00+01:00"}, []),
     ],
 )
-def test_sessions_filter_by_model_prompt_text_and_time(recorded, params, expected):  # noqa: F811
-    found = api(recorded, "sessions", **params).json()["sessions"]
+def test_sessions_filter_by_model_prompt_text_and_time(ui_recording, params, expected):
+    found = api(ui_recording, "sessions", **params).json()["sessions"]
     assert sorted(row["session"] for row in found) == expected
 
 
-def test_sessions_sort_by_any_column_both_ways(recorded):  # noqa: F811
+def test_sessions_sort_by_any_column_both_ways(ui_recording):
     for column, key in (("cost_usd", "cost_usd"), ("calls", "calls"), ("session", "session")):
-        up = api(recorded, "sessions", sort=column, order="asc").json()["sessions"]
-        down = api(recorded, "sessions", sort=column, order="desc").json()["sessions"]
+        up = api(ui_recording, "sessions", sort=column, order="asc").json()["sessions"]
+        down = api(ui_recording, "sessions", sort=column, order="desc").json()["sessions"]
         values = [row[key] for row in up]
         assert values == sorted(values)
         assert [row[key] for row in down] == sorted(values, reverse=True)
@@ -83,22 +83,22 @@ def test_sessions_sort_by_any_column_both_ways(recorded):  # noqa: F811
         ({"since": "yesterday"}, "since"),
     ],
 )
-def test_bad_parameters_get_a_400_naming_them(recorded, params, named):  # noqa: F811
-    response = api(recorded, "sessions", **params)
+def test_bad_parameters_get_a_400_naming_them(ui_recording, params, named):
+    response = api(ui_recording, "sessions", **params)
     assert response.status_code == 400
     assert response.json()["error"].startswith(named)
 
 
-def test_session_detail_has_every_call_tool_run_and_failover(recorded):  # noqa: F811
-    events = read_session(recorded.data_dir, "failover-chat")
-    detail = api(recorded, "sessions/failover-chat").json()
+def test_session_detail_has_every_call_tool_run_and_failover(ui_recording):
+    events = read_session(ui_recording.data_dir, "failover-chat")
+    detail = api(ui_recording, "sessions/failover-chat").json()
     exchanges = {e["exchange"] for e in events if e["type"] == "llm.request"}
     assert {call["exchange"] for call in detail["calls"]} == exchanges
     assert [t["tool_name"] for t in detail["tools"]] == ["get_weather", "get_time", "read_file"]
     failovers = [e["seq"] for e in events if e["type"] == "failover"]
     assert [m["seq"] for m in detail["marks"] if m["type"] == "failover"] == failovers
     assert detail["last_seq"] == events[-1]["seq"]
-    tools = api(recorded, "sessions/anthropic-tools").json()["tools"]
+    tools = api(ui_recording, "sessions/anthropic-tools").json()["tools"]
     failed = [t for t in tools if t["is_error"]]
     assert [(t["tool_name"], t["result"]) for t in failed] == [
         ("read_file", "error: README.md: no such file")
@@ -107,19 +107,19 @@ def test_session_detail_has_every_call_tool_run_and_failover(recorded):  # noqa:
 
 
 @pytest.mark.parametrize("session", ["no-such-session", "..", "a/b", "x" * 200, "%2e%2e%2fx"])
-def test_unknown_or_malformed_sessions_are_404_and_never_proxied(recorded, session):  # noqa: F811
-    vendors = recorded.vendors
+def test_unknown_or_malformed_sessions_are_404_and_never_proxied(ui_recording, session):
+    vendors = ui_recording.vendors
     before = len(vendors.openai.requests) + len(vendors.anthropic.requests)
-    response = httpx.get(f"{recorded.proxy.url}/ui/api/sessions/{session}")
+    response = httpx.get(f"{ui_recording.proxy.url}/ui/api/sessions/{session}")
     assert response.status_code == 404
     assert len(vendors.openai.requests) + len(vendors.anthropic.requests) == before
 
 
-def test_call_detail_shows_only_what_changed_and_the_exact_translated_body(recorded):  # noqa: F811
-    calls = api(recorded, "sessions/anthropic-tools").json()["calls"]
-    first = api(recorded, f"sessions/anthropic-tools/calls/{calls[0]['exchange']}").json()
+def test_call_detail_shows_only_what_changed_and_the_exact_translated_body(ui_recording):
+    calls = api(ui_recording, "sessions/anthropic-tools").json()["calls"]
+    first = api(ui_recording, f"sessions/anthropic-tools/calls/{calls[0]['exchange']}").json()
     assert first["changes"]["first_call"] and first["changes"]["kept"] == 0
-    second = api(recorded, f"sessions/anthropic-tools/calls/{calls[1]['exchange']}").json()
+    second = api(ui_recording, f"sessions/anthropic-tools/calls/{calls[1]['exchange']}").json()
     changes = second["changes"]
     assert (changes["kept"], [m["role"] for m in changes["new"]]) == (1, ["assistant", "user"])
     results = changes["new"][1]["content"]
@@ -127,18 +127,18 @@ def test_call_detail_shows_only_what_changed_and_the_exact_translated_body(recor
     answer = next(e for e in second["events"] if e["type"] == "llm.response")
     assert answer["stream"] and answer["sse"] and answer["usage"]["input_tokens"] > 0
 
-    failover_calls = api(recorded, "sessions/failover-chat").json()["calls"]
-    sent = [r.body for r in recorded.vendors.anthropic.requests if r.path == "/v1/messages"]
+    failover_calls = api(ui_recording, "sessions/failover-chat").json()["calls"]
+    sent = [r.body for r in ui_recording.vendors.anthropic.requests if r.path == "/v1/messages"]
     for call in failover_calls:
-        found = api(recorded, f"sessions/failover-chat/calls/{call['exchange']}").json()
+        found = api(ui_recording, f"sessions/failover-chat/calls/{call['exchange']}").json()
         translated = [e for e in found["events"] if e.get("translated_from")]
         assert [e["translated_from"] for e in translated] == ["openai.chat"]
         assert translated[0]["upstream_body"].encode() in sent  # byte for byte what was sent
 
 
-def test_overview_agrees_with_sql(recorded):  # noqa: F811
-    found = api(recorded, "overview").json()
-    con = connect(recorded.data_dir)
+def test_overview_agrees_with_sql(ui_recording):
+    found = api(ui_recording, "overview").json()
+    con = connect(ui_recording.data_dir)
     (cost, calls) = con.execute("SELECT sum(cost_usd), count(*) FROM llm_calls").fetchone()
     assert found["totals"]["calls"] == calls == 17
     assert sum(day["cost_usd"] for day in found["cost_per_day"]) == pytest.approx(cost)
@@ -150,11 +150,13 @@ def test_overview_agrees_with_sql(recorded):  # noqa: F811
     assert all(m["p50_ms"] <= m["p90_ms"] <= m["p99_ms"] for m in latency.values())
     tools = {t["tool_name"]: (t["runs"], t["errors"]) for t in found["tool_errors"]}
     assert tools == {"read_file": (2, 1), "get_weather": (2, 0), "get_time": (2, 0)}
-    assert api(recorded, "overview", since="2999-01-01T00:00:00Z").json()["totals"]["calls"] == 0
+    assert (
+        api(ui_recording, "overview", since="2999-01-01T00:00:00Z").json()["totals"]["calls"] == 0
+    )
 
 
-def test_ui_requests_are_not_calls_and_never_reach_a_vendor(recorded):  # noqa: F811
-    vendors, url = recorded.vendors, recorded.proxy.url
+def test_ui_requests_are_not_calls_and_never_reach_a_vendor(ui_recording):
+    vendors, url = ui_recording.vendors, ui_recording.proxy.url
     before = len(vendors.openai.requests) + len(vendors.anthropic.requests)
     for path in ("", "/", "/static/main.js", "/api/sessions", "/api/overview"):
         assert httpx.get(f"{url}/ui{path}").status_code in (200, 302)
@@ -165,20 +167,20 @@ def test_ui_requests_are_not_calls_and_never_reach_a_vendor(recorded):  # noqa: 
     assert (samples["taplog_calls_in_flight"], samples["taplog_open_streams"]) == (0, 0)
 
 
-def test_pages_forbid_anything_but_their_own_files(recorded):  # noqa: F811
-    page = httpx.get(f"{recorded.proxy.url}/ui/")
+def test_pages_forbid_anything_but_their_own_files(ui_recording):
+    page = httpx.get(f"{ui_recording.proxy.url}/ui/")
     assert page.headers["content-type"].startswith("text/html")
     policy = page.headers["content-security-policy"]
     assert "default-src 'none'" in policy and "script-src 'self'" in policy
     assert page.headers["x-content-type-options"] == "nosniff"
     assert "http" not in page.text.replace("http-equiv", "")  # no external URL to fetch
-    redirect = httpx.get(f"{recorded.proxy.url}/ui")
+    redirect = httpx.get(f"{ui_recording.proxy.url}/ui")
     assert (redirect.status_code, redirect.headers["location"]) == (302, "ui/")
 
 
-def test_a_host_that_is_not_loopback_is_refused(recorded):  # noqa: F811
+def test_a_host_that_is_not_loopback_is_refused(ui_recording):
     rebound = httpx.get(
-        f"{recorded.proxy.url}/ui/api/sessions", headers={"Host": "attacker.example:8787"}
+        f"{ui_recording.proxy.url}/ui/api/sessions", headers={"Host": "attacker.example:8787"}
     )
     assert rebound.status_code == 421
     assert "sessions" not in rebound.text
@@ -251,8 +253,8 @@ def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_histo
     ]
 
 
-def test_live_stream_refuses_a_bad_seq_and_an_unknown_session(recorded):  # noqa: F811
-    base = f"{recorded.proxy.url}/ui/api/sessions"
+def test_live_stream_refuses_a_bad_seq_and_an_unknown_session(ui_recording):
+    base = f"{ui_recording.proxy.url}/ui/api/sessions"
     assert httpx.get(f"{base}/inert-script/events", params={"from": "-1"}).status_code == 400
     assert httpx.get(f"{base}/nobody/events").status_code == 404
 
@@ -274,7 +276,7 @@ def test_tokens_guard_the_ui_like_metrics(servers, fake, tmp_path):
 
 
 def test_serve_ui_prints_where_the_pages_are_and_serves_them(fake, tmp_path):
-    served = Served(
+    served = TaplogProcess(
         "--ui",
         "--data-dir",
         str(tmp_path / "data"),
@@ -312,7 +314,7 @@ def test_ui_command_refuses_to_listen_beyond_loopback_without_tokens(tmp_path):
         [TAPLOG, "ui", "--host", "0.0.0.0", "--data-dir", str(tmp_path)],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=taplog_env(),
         timeout=30,
     )
     assert result.returncode != 0
@@ -348,7 +350,7 @@ def test_tail_follow_prints_new_events_as_they_are_recorded(servers, fake, tmp_p
         [TAPLOG, "tail", "followed", "-f", "-n", "0", "--data-dir", str(proxy.data_dir)],
         stdout=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=taplog_env(),
     )
     stuck = threading.Timer(20, follower.kill)  # a follower that never prints fails, not hangs
     stuck.start()

@@ -16,8 +16,9 @@ from taplog.recorder.events import ERROR, make_event
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.query.connect import connect, query
 from taplog.recorder.store.writer import EventRecord, Recorder
-from tests.conftest import OPENAI_KEY, start_taplog
-from tests.recorder.test_toolevents import anthropic_agent, chat_agent
+from tests.fakes.agents import anthropic_agent, chat_agent
+from tests.fakes.harness import start_taplog
+from tests.fakes.keys import OPENAI_KEY
 
 LLM_CALL_COLUMNS = [
     "session", "exchange", "started_at", "ended_at", "api", "provider_name", "request_model",
@@ -29,7 +30,7 @@ LLM_CALL_COLUMNS = [
 
 
 @pytest.fixture
-def recorded(taplog, oai, ant):
+def recorded_taplog(taplog, oai, ant):
     """A data dir holding two agent sessions with tools, a vendor error and an unknown model."""
     chat_agent(oai, stream=False)
     anthropic_agent(ant, stream=True)
@@ -49,10 +50,10 @@ def _rows(con, sql, params=None):
     return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
 
 
-def test_views_over_real_traffic(recorded):
-    con = connect(recorded.data_dir)
+def test_views_over_real_traffic(recorded_taplog):
+    con = connect(recorded_taplog.data_dir)
     lines = sum(
-        len(p.read_bytes().splitlines()) for p in (recorded.data_dir / "sessions").iterdir()
+        len(p.read_bytes().splitlines()) for p in (recorded_taplog.data_dir / "sessions").iterdir()
     )
     assert _rows(con, "SELECT count(*) AS n FROM events") == [{"n": lines}]
 
@@ -102,9 +103,9 @@ def test_views_over_real_traffic(recorded):
     assert (erred["cost_usd"], erred["input_tokens"]) == (None, None)  # unknown, not 0
 
 
-def test_sessions_and_show_commands(recorded):
+def test_sessions_and_show_commands(recorded_taplog):
     runner = CliRunner()
-    data = ["--data-dir", str(recorded.data_dir)]
+    data = ["--data-dir", str(recorded_taplog.data_dir)]
     listed = runner.invoke(main, ["sessions", *data, "--format", "jsonl"])
     assert listed.exit_code == 0, listed.output
     rows = [orjson.loads(line) for line in listed.output.splitlines()]
@@ -132,9 +133,9 @@ def test_sessions_and_show_commands(recorded):
     assert missing.exit_code == 1 and "no session 'nope'" in missing.output
 
 
-def test_sql_command_formats_and_output_files(recorded, tmp_path):
+def test_sql_command_formats_and_output_files(recorded_taplog, tmp_path):
     runner = CliRunner()
-    data = ["--data-dir", str(recorded.data_dir)]
+    data = ["--data-dir", str(recorded_taplog.data_dir)]
     sql = "SELECT response_model, count(*) AS calls FROM llm_calls GROUP BY 1 ORDER BY 1"
     as_csv = runner.invoke(main, ["sql", sql, *data, "--format", "csv"])
     assert as_csv.output.splitlines() == [
@@ -226,8 +227,8 @@ QUESTIONS = [
 ]
 
 
-def test_compaction_twice_gives_the_same_answers_and_never_double_counts(recorded):
-    data_dir = recorded.data_dir
+def test_compaction_twice_gives_the_same_answers_and_never_double_counts(recorded_taplog):
+    data_dir = recorded_taplog.data_dir
     before = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
     assert len(compact(data_dir)) == 4
     once = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
@@ -249,11 +250,11 @@ def test_compaction_twice_gives_the_same_answers_and_never_double_counts(recorde
     assert len(list((data_dir / "compacted").glob("segment-*.parquet"))) == 2
 
 
-def test_many_segments_are_merged_into_one(recorded, monkeypatch):
+def test_many_segments_are_merged_into_one(recorded_taplog, monkeypatch):
     from taplog.recorder.query import compaction
 
     monkeypatch.setattr(compaction, "MAX_SEGMENTS", 2)
-    data_dir = recorded.data_dir
+    data_dir = recorded_taplog.data_dir
     before = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
     sessions = sorted(p.stem for p in (data_dir / "sessions").glob("*.jsonl"))
     recorder_ = Recorder(data_dir)

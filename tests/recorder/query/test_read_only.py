@@ -26,17 +26,16 @@ from click.testing import CliRunner, Result
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.query.connect import connect
-from tests.conftest import OPENAI_KEY, start_on_fake
+from tests.fakes.harness import TAPLOG, start_on_fake, taplog_env
+from tests.fakes.keys import OPENAI_KEY
 from tests.fakes.servers import ServerThread
-from tests.fakes.ui_traffic import recorded  # noqa: F401  (a fixture)
 from tests.fakes.vendor import FakeVendor
-from tests.proxy.cli.test_serve import TAPLOG, _env
 
 SLOW = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = 7"
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sql_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two sessions, one with a body in blobs/, both compacted into compacted/."""
     servers = ServerThread()
     try:
@@ -67,7 +66,7 @@ def _files(root: Path) -> dict[str, str]:
     }
 
 
-def _sql(data_dir: Path, sql: str, *options: str) -> Result:
+def _run_sql(data_dir: Path, sql: str, *options: str) -> Result:
     return CliRunner().invoke(main, ["sql", sql, "--data-dir", str(data_dir), *options])
 
 
@@ -116,16 +115,16 @@ WRITES = {
 @pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("statement", list(WRITES))
 def test_every_way_to_write_is_refused_and_leaves_the_data_dir_as_it_was(
-    data_dir, statement, target
+    sql_data_dir, statement, target
 ):
-    path = _target(data_dir, target)
-    before = _files(data_dir)
-    result = _sql(data_dir, statement.format(path=path))
+    path = _target(sql_data_dir, target)
+    before = _files(sql_data_dir)
+    result = _run_sql(sql_data_dir, statement.format(path=path))
     assert result.exit_code == 1
     assert WRITES[statement] in result.output
     if "refused" in WRITES[statement]:
         assert REFUSED in result.output
-    assert _files(data_dir) == before
+    assert _files(sql_data_dir) == before
 
 
 @pytest.mark.parametrize(
@@ -136,20 +135,20 @@ def test_every_way_to_write_is_refused_and_leaves_the_data_dir_as_it_was(
         "EXPORT DATABASE '{path}'",
     ],
 )
-def test_duckdb_itself_can_create_no_file_even_past_the_statement_check(data_dir, statement):
+def test_duckdb_itself_can_create_no_file_even_past_the_statement_check(sql_data_dir, statement):
     """The second wall: DuckDB may open only the files the views read, each by name.
 
     (It could overwrite those, given a writing statement: DuckDB has no setting
     that opens a file for reading only, so refusing such statements is the
     first wall's work, tested above.)
     """
-    before = _files(data_dir)
-    con = connect(data_dir)
+    before = _files(sql_data_dir)
+    con = connect(sql_data_dir)
     for name in TARGETS:
         if name.startswith("a new"):
             with pytest.raises(duckdb.PermissionException, match="disabled by configuration"):
-                con.execute(statement.format(path=_target(data_dir, name)))
-    assert _files(data_dir) == before
+                con.execute(statement.format(path=_target(sql_data_dir, name)))
+    assert _files(sql_data_dir) == before
 
 
 @pytest.mark.parametrize(
@@ -168,47 +167,49 @@ def test_duckdb_itself_can_create_no_file_even_past_the_statement_check(data_dir
         "/* a comment */ EXPLAIN (SELECT 1) UNION SELECT 2",
     ],
 )
-def test_every_kind_of_query_still_runs(data_dir, sql):
-    before = _files(data_dir)
-    result = _sql(data_dir, sql)
+def test_every_kind_of_query_still_runs(sql_data_dir, sql):
+    before = _files(sql_data_dir)
+    result = _run_sql(sql_data_dir, sql)
     assert result.exit_code == 0, result.output
-    assert _files(data_dir) == before
+    assert _files(sql_data_dir) == before
 
 
-def test_output_writes_the_named_file_and_nothing_else(data_dir, tmp_path):
-    before = _files(data_dir)
+def test_output_writes_the_named_file_and_nothing_else(sql_data_dir, tmp_path):
+    before = _files(sql_data_dir)
     target = tmp_path / "calls.csv"
-    first = _sql(data_dir, "SELECT session FROM llm_calls ORDER BY 1", "--output", str(target))
+    first = _run_sql(
+        sql_data_dir, "SELECT session FROM llm_calls ORDER BY 1", "--output", str(target)
+    )
     assert first.exit_code == 0, first.output
     assert target.read_text().splitlines() == ["session", "big", "small"]
-    second = _sql(data_dir, "SELECT 'again' AS word -- a comment", "--output", str(target))
+    second = _run_sql(sql_data_dir, "SELECT 'again' AS word -- a comment", "--output", str(target))
     assert second.exit_code == 0, second.output
     assert target.read_text().splitlines() == ["word", "again"]  # replaced whole
-    failed = _sql(data_dir, "SELECT error('boom') FROM llm_calls", "--output", str(target))
+    failed = _run_sql(sql_data_dir, "SELECT error('boom') FROM llm_calls", "--output", str(target))
     assert failed.exit_code == 1 and "boom" in failed.output
     assert target.read_text().splitlines() == ["word", "again"]  # kept whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calls.csv"]
-    assert _files(data_dir) == before
+    assert _files(sql_data_dir) == before
 
 
-def test_output_cannot_smuggle_a_second_target_or_land_in_the_data_dir(data_dir, tmp_path):
-    before = _files(data_dir)
-    forged = data_dir / "sessions" / "forged.csv"
+def test_output_cannot_smuggle_a_second_target_or_land_in_the_data_dir(sql_data_dir, tmp_path):
+    before = _files(sql_data_dir)
+    forged = sql_data_dir / "sessions" / "forged.csv"
     escape = f"SELECT 1) TO '{forged}' (FORMAT csv); SELECT (1"
-    smuggled = _sql(data_dir, escape, "--output", str(tmp_path / "out.csv"))
+    smuggled = _run_sql(sql_data_dir, escape, "--output", str(tmp_path / "out.csv"))
     assert smuggled.exit_code == 1 and "syntax error" in smuggled.output
-    inside = _sql(data_dir, "SELECT 1", "--output", str(forged))
+    inside = _run_sql(sql_data_dir, "SELECT 1", "--output", str(forged))
     assert inside.exit_code == 2 and "give a file outside the data dir" in inside.output
-    assert _files(data_dir) == before and not list(tmp_path.iterdir())
+    assert _files(sql_data_dir) == before and not list(tmp_path.iterdir())
 
 
-def test_a_slow_query_stops_at_its_timeout_and_writes_nothing(data_dir, tmp_path):
+def test_a_slow_query_stops_at_its_timeout_and_writes_nothing(sql_data_dir, tmp_path):
     started = time.monotonic()
-    result = _sql(data_dir, SLOW, "--timeout", "1")
+    result = _run_sql(sql_data_dir, SLOW, "--timeout", "1")
     assert result.exit_code == 1
     assert "stopped after 1 s (--timeout; 0 for no limit)" in result.output
     assert time.monotonic() - started < 15
-    written = _sql(data_dir, SLOW, "--timeout", "1", "--output", str(tmp_path / "slow.csv"))
+    written = _run_sql(sql_data_dir, SLOW, "--timeout", "1", "--output", str(tmp_path / "slow.csv"))
     assert written.exit_code == 1 and "stopped after 1 s" in written.output
     assert not list(tmp_path.iterdir())
 
@@ -219,10 +220,10 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU time from /proc")
-def test_ctrl_c_stops_a_slow_query_at_once(data_dir):
-    command = [TAPLOG, "sql", SLOW, "--timeout", "0", "--data-dir", str(data_dir)]
+def test_ctrl_c_stops_a_slow_query_at_once(sql_data_dir):
+    command = [TAPLOG, "sql", SLOW, "--timeout", "0", "--data-dir", str(sql_data_dir)]
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=taplog_env()
     )
     try:
         deadline = time.monotonic() + 30
@@ -238,31 +239,33 @@ def test_ctrl_c_stops_a_slow_query_at_once(data_dir):
     assert err.strip() == "Error: stopped by Ctrl-C"
 
 
-def test_printed_rows_are_capped_and_the_rest_counted(data_dir, tmp_path):
+def test_printed_rows_are_capped_and_the_rest_counted(sql_data_dir, tmp_path):
     many = "SELECT range AS n FROM range(2500)"
-    table = _sql(data_dir, many)
+    table = _run_sql(sql_data_dir, many)
     assert table.exit_code == 0
     assert table.stdout.splitlines()[-2:] == ["999", "(1000 rows)"]
     assert table.stderr.strip() == (
         "1500 more rows not shown (--max-rows 1000): --max-rows 0 prints all 2500, "
         "--output FILE writes them all"
     )
-    as_json = _sql(data_dir, many, "--format", "json", "--max-rows", "10")
+    as_json = _run_sql(sql_data_dir, many, "--format", "json", "--max-rows", "10")
     assert [row["n"] for row in orjson.loads(as_json.stdout)] == list(range(10))
     assert "2490 more rows not shown" in as_json.stderr
-    everything = _sql(data_dir, many, "--format", "jsonl", "--max-rows", "0")
+    everything = _run_sql(sql_data_dir, many, "--format", "jsonl", "--max-rows", "0")
     assert len(everything.stdout.splitlines()) == 2500 and not everything.stderr
-    exact = _sql(data_dir, "SELECT range AS n FROM range(1000)")
+    exact = _run_sql(sql_data_dir, "SELECT range AS n FROM range(1000)")
     assert exact.stdout.splitlines()[-1] == "(1000 rows)" and not exact.stderr
-    written = _sql(data_dir, many, "--output", str(tmp_path / "all.jsonl"))
+    written = _run_sql(sql_data_dir, many, "--output", str(tmp_path / "all.jsonl"))
     assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 2500 and not written.output
 
 
-def test_duckdb_spills_to_a_private_folder_never_the_data_dir(data_dir, monkeypatch):
-    monkeypatch.chdir(data_dir)  # DuckDB's own default is ./.tmp
-    result = _sql(data_dir, "SELECT current_setting('temp_directory') AS spill", "--format", "json")
+def test_duckdb_spills_to_a_private_folder_never_the_data_dir(sql_data_dir, monkeypatch):
+    monkeypatch.chdir(sql_data_dir)  # DuckDB's own default is ./.tmp
+    result = _run_sql(
+        sql_data_dir, "SELECT current_setting('temp_directory') AS spill", "--format", "json"
+    )
     spill = Path(orjson.loads(result.output)[0]["spill"])
-    assert not spill.is_relative_to(data_dir)
+    assert not spill.is_relative_to(sql_data_dir)
     assert stat.S_IMODE(spill.parent.stat().st_mode) == 0o700
 
 
@@ -276,12 +279,12 @@ def test_duckdb_spills_to_a_private_folder_never_the_data_dir(data_dir, monkeypa
         "sessions/inert-script/calls/x' OR '1'='1",
     ],
 )
-def test_ui_values_with_quotes_match_nothing_and_inject_nothing(recorded, path):  # noqa: F811
-    before = _files(recorded.data_dir)
-    response = httpx.get(f"{recorded.proxy.url}/ui/api/{path}")
+def test_ui_values_with_quotes_match_nothing_and_inject_nothing(ui_recording, path):
+    before = _files(ui_recording.data_dir)
+    response = httpx.get(f"{ui_recording.proxy.url}/ui/api/{path}")
     if "?" in path:
         assert response.status_code == 200 and response.json()["sessions"] == []
     else:
         assert response.status_code == 404
-    assert _files(recorded.data_dir) == before
+    assert _files(ui_recording.data_dir) == before
     assert not Path("forged.csv").exists()

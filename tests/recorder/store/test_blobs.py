@@ -28,9 +28,10 @@ from taplog.recorder.reader import DamagedLine, read_events, read_session
 from taplog.recorder.tools.export import export_body
 from taplog.recorder.tools.fork import fork_session
 from taplog.recorder.verify import verify
-from tests.conftest import OPENAI_KEY, Taplog, start_on_fake
-from tests.proxy.test_replay import Capture, client, serve_replay
-from tests.recorder.test_toolevents import AGENTS
+from tests.fakes.agents import AGENTS
+from tests.fakes.clients import Capture, sdk_client, sql_rows
+from tests.fakes.harness import Taplog, serve_replay, start_on_fake
+from tests.fakes.keys import OPENAI_KEY
 
 INLINE_MAX_KB = 2.0  # the bodies below are 10 to 60 times that
 BIG = "lorem ipsum dolor sit amet " * 2000  # about 54 KB
@@ -40,18 +41,12 @@ def _taplog(servers, fake, data_dir: Path, inline_max_kb: float = INLINE_MAX_KB)
     return start_on_fake(servers, fake, data_dir, body_inline_max_kb=inline_max_kb)
 
 
-def _oai(taplog: Taplog, session: str = "big") -> openai.OpenAI:
+def _session_oai(taplog: Taplog, session: str = "big") -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{taplog.url}/s/{session}/v1", api_key=OPENAI_KEY, max_retries=0)
 
 
 def _blobs(data_dir: Path) -> list[Path]:
     return sorted((data_dir / "blobs").glob("*/*.json"))
-
-
-def _sql(data_dir: Path, sql: str) -> list:
-    result = CliRunner().invoke(main, ["sql", sql, "--data-dir", str(data_dir), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return orjson.loads(result.output)
 
 
 def _conversation(oai: openai.OpenAI) -> None:
@@ -76,8 +71,8 @@ BODIES = (
 def test_large_bodies_go_to_blobs_and_every_reader_sees_them_as_inline(servers, fake, tmp_path):
     blobbed = _taplog(servers, fake, tmp_path / "blobbed")
     inline = _taplog(servers, fake, tmp_path / "inline", inline_max_kb=1024)
-    _conversation(_oai(blobbed))
-    _conversation(_oai(inline))
+    _conversation(_session_oai(blobbed))
+    _conversation(_session_oai(inline))
     blobbed.wait_responses(3)
     inline.wait_responses(3)
     log = blobbed.data_dir / "sessions" / "big.jsonl"
@@ -112,10 +107,10 @@ def test_large_bodies_go_to_blobs_and_every_reader_sees_them_as_inline(servers, 
 
     # The SQL views give the same JSON, before and after compaction.
     for sql in BODIES:
-        expected = _sql(inline.data_dir, sql)
-        assert _sql(blobbed.data_dir, sql) == expected
+        expected = sql_rows(inline.data_dir, sql)
+        assert sql_rows(blobbed.data_dir, sql) == expected
         assert compact(blobbed.data_dir) in (["big"], [])
-        assert _sql(blobbed.data_dir, sql) == expected
+        assert sql_rows(blobbed.data_dir, sql) == expected
     assert "big" in orjson.loads((blobbed.data_dir / "compacted" / "manifest.json").read_bytes())
 
     # `show`, `export` and `fork` as for inline bodies.
@@ -141,21 +136,21 @@ def test_an_agent_run_with_every_body_in_blobs_replays_byte_for_byte(
     taplog = _taplog(servers, fake, tmp_path / "data", inline_max_kb=0.25)
     agent = AGENTS[api][0]
     recording = Capture()
-    agent(client(api, taplog.url, recording), stream)
+    agent(sdk_client(api, taplog.url, recording), stream)
     ((session, _),) = taplog.wait_responses(8).items()
     stored = list(read_events(taplog.data_dir / "sessions" / f"{session}.jsonl", as_stored=True))
     assert sum("blob" in e for e in stored) >= 12  # nearly every request and answer
 
     replaying = Capture()
-    agent(client(api, serve_replay(servers, taplog.data_dir), replaying), stream)
+    agent(sdk_client(api, serve_replay(servers, taplog.data_dir), replaying), stream)
     assert replaying.seen == recording.seen  # same requests, same answers, same stream bytes
 
 
 def test_identical_bodies_are_stored_once(servers, fake, tmp_path):
     taplog = _taplog(servers, fake, tmp_path / "data")
     prompt = [{"role": "user", "content": "again " + BIG}]
-    first = _oai(taplog, "one").chat.completions.create(model="gpt-4.1", messages=prompt)
-    second = _oai(taplog, "two").chat.completions.create(model="gpt-4.1", messages=prompt)
+    first = _session_oai(taplog, "one").chat.completions.create(model="gpt-4.1", messages=prompt)
+    second = _session_oai(taplog, "two").chat.completions.create(model="gpt-4.1", messages=prompt)
     assert first == second  # the fake answers identical requests identically
     sessions = taplog.wait_responses(2)
     assert set(sessions) == {"one", "two"}
@@ -171,7 +166,7 @@ def test_identical_bodies_are_stored_once(servers, fake, tmp_path):
 
 def test_verify_and_readers_name_a_missing_or_changed_blob(servers, fake, tmp_path):
     taplog = _taplog(servers, fake, tmp_path / "data")
-    _oai(taplog).chat.completions.create(
+    _session_oai(taplog).chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": "check " + BIG}]
     )
     taplog.wait_responses(1)
@@ -220,7 +215,7 @@ def test_a_blob_that_cannot_be_written_holds_its_line_back_until_space_returns(
     disk = FullDiskForBlobs(monkeypatch)
     taplog = _taplog(servers, fake, tmp_path / "data")
     recorder = taplog.app[RECORDER]
-    oai = _oai(taplog)
+    oai = _session_oai(taplog)
     disk.full.set()
     prompt = [{"role": "user", "content": "full " + BIG}]
     answer = oai.chat.completions.create(model="gpt-4.1", messages=prompt)  # `interval`: finishes

@@ -8,34 +8,26 @@ readers, and as the same JSON from the SQL views, before and after compaction.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anthropic
 import openai
 import orjson
 import pytest
-from click.testing import CliRunner
 
-from taplog.proxy.cli.main import main
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import LLM_REQUEST, make_event
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, Taplog, start_on_fake, start_taplog
+from tests.fakes.clients import sql_rows
+from tests.fakes.harness import Taplog, start_on_fake, start_taplog
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 TURNS = 40
 TEXT = "Please look at the next part of the code and tell me what to change. " * 3
 
 
-def _sql(data_dir: Path, sql: str) -> list:
-    result = CliRunner().invoke(main, ["sql", sql, "--data-dir", str(data_dir), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return orjson.loads(result.output)
-
-
-def _chat(taplog: Taplog) -> None:
+def _chat_agent(taplog: Taplog) -> None:
     oai = openai.OpenAI(base_url=f"{taplog.url}/s/chat/v1", api_key=OPENAI_KEY, max_retries=0)
     messages: list = [{"role": "system", "content": "You are a coder."}]
     for turn in range(TURNS):
@@ -47,7 +39,7 @@ def _chat(taplog: Taplog) -> None:
         messages.append({"role": "assistant", "content": answer.choices[0].message.content})
 
 
-def _claude(taplog: Taplog) -> None:
+def _claude_agent(taplog: Taplog) -> None:
     """A cache marker on the newest message moves every turn, as Claude Code does."""
     ant = anthropic.Anthropic(base_url=f"{taplog.url}/s/claude", api_key=ANTHROPIC_KEY)
     history: list = []
@@ -65,7 +57,7 @@ def _claude(taplog: Taplog) -> None:
         history.append({"role": "assistant", "content": answer.content[0].text})
 
 
-def _responses(taplog: Taplog) -> None:
+def _responses_agent(taplog: Taplog) -> None:
     oai = openai.OpenAI(base_url=f"{taplog.url}/s/resp/v1", api_key=OPENAI_KEY, max_retries=0)
     items: list = []
     for turn in range(TURNS // 2):
@@ -76,7 +68,7 @@ def _responses(taplog: Taplog) -> None:
 
 def test_growing_transcripts_are_logged_once_and_read_back_whole(servers, fake, tmp_path):
     taplog = start_on_fake(servers, fake, tmp_path / "data", body_inline_max_kb=8)
-    for agent in (_chat, _claude, _responses):
+    for agent in (_chat_agent, _claude_agent, _responses_agent):
         agent(taplog)
     sessions = taplog.wait_responses(TURNS * 2 + TURNS // 2)
     received = [r.body for r in fake.requests]
@@ -108,21 +100,21 @@ def test_growing_transcripts_are_logged_once_and_read_back_whole(servers, fake, 
         for e in sessions[session]
         if e["type"] == "llm.request"
     ]
-    assert [row["request_body"] for row in _sql(taplog.data_dir, sql)] == expected
+    assert [row["request_body"] for row in sql_rows(taplog.data_dir, sql)] == expected
     last = (
         "SELECT data->'body'->'messages'->-1->>'content' AS last FROM events "
         "WHERE session = 'chat' AND type = 'llm.request' ORDER BY seq DESC LIMIT 1"
     )
-    assert _sql(taplog.data_dir, last) == [{"last": f"Turn {TURNS - 1}. {TEXT}"}]
+    assert sql_rows(taplog.data_dir, last) == [{"last": f"Turn {TURNS - 1}. {TEXT}"}]
     assert sorted(compact(taplog.data_dir)) == ["chat", "claude", "resp"]
-    assert [row["request_body"] for row in _sql(taplog.data_dir, sql)] == expected
-    assert _sql(taplog.data_dir, last) == [{"last": f"Turn {TURNS - 1}. {TEXT}"}]
+    assert [row["request_body"] for row in sql_rows(taplog.data_dir, sql)] == expected
+    assert sql_rows(taplog.data_dir, last) == [{"last": f"Turn {TURNS - 1}. {TEXT}"}]
     assert all(report.ok for report in verify(taplog.data_dir))
 
 
 def test_a_delta_that_does_not_fit_its_history_is_damage(servers, fake, tmp_path):
     taplog = start_taplog(servers, tmp_path / "data", openai_base=f"{fake.url}/v1")
-    _chat(taplog)
+    _chat_agent(taplog)
     taplog.flush()
     path = taplog.data_dir / "sessions" / "chat.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)

@@ -36,8 +36,9 @@ from taplog.recorder.store import logfile
 from taplog.recorder.store.logfile import SessionFile, open_session_file
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify, verify_file
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY, start_on_fake
-from tests.proxy.cli.test_serve import TAPLOG, Served, _env
+from tests.fakes.clients import wait_written
+from tests.fakes.harness import TAPLOG, TaplogProcess, start_on_fake, taplog_env
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 
 def _events(count: int, session: str = "s") -> list[dict]:
@@ -46,15 +47,6 @@ def _events(count: int, session: str = "s") -> list[dict]:
         make_event(ERROR, session, None, reason=f"r{n}", text=texts[n % len(texts)])
         for n in range(count)
     ]
-
-
-def _told(rec: Recorder) -> bool:
-    """Wait for what the writer tells a caller waiting on the log: written, or failed."""
-    told: list[bool] = []
-    done = threading.Event()
-    rec.when_written(lambda ok: (told.append(ok), done.set()))
-    assert done.wait(10)
-    return told[0]
 
 
 def _lines(count: int, session: str = "s") -> list[bytes]:
@@ -140,7 +132,7 @@ def test_a_power_failure_keeps_every_acknowledged_line_under_always(tmp_path, mo
         for event in _events(3):
             event["reason"] = f"b{batch}-{event['reason']}"
             rec.record(EventRecord(event))
-        if _told(rec):
+        if wait_written(rec):
             acknowledged.append(3 * (batch + 1))
     path = tmp_path / "sessions" / "s.jsonl"
     size = path.stat().st_size
@@ -210,7 +202,7 @@ def test_a_write_failing_at_the_nth_call_leaves_no_partial_line_and_recording_re
     for n, event in enumerate(_events(12)):
         rec.record(EventRecord(event))
         if n % 3 == 2:
-            told.append(_told(rec))
+            told.append(wait_written(rec))
     assert rec.flush(10)
     assert rec.accepting and rec.stats.write_errors >= 1
     assert False in told  # a caller waiting on the log heard of the failure at once
@@ -249,7 +241,7 @@ def test_a_disk_that_fills_up_for_real_refuses_new_calls_then_resumes(fake, tmp_
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=taplog_env(),
         preexec_fn=small_files,
     )
     try:
@@ -453,7 +445,7 @@ def test_kill_9_under_streaming_load_loses_no_answer_a_client_completed(
 ):
     data, completed, rng = tmp_path / "data", [], random.Random(rounds)
     for round_ in range(rounds):
-        served = Served(
+        served = TaplogProcess(
             "--data-dir",
             str(data),
             "--openai-base",
@@ -595,11 +587,11 @@ def test_a_failed_fsync_is_never_retried_the_file_is_sealed_and_a_new_one_goes_o
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
-    assert _told(rec) is True  # "two" reached the disk in the new file
+    assert wait_written(rec) is True  # "two" reached the disk in the new file
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="three")))
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     assert rec.accepting
     rec.close()
     one, two, sealed, three = _reasons(tmp_path)
@@ -624,11 +616,11 @@ def test_what_a_failed_fsync_lost_stays_in_quarantine_and_the_log_says_so(tmp_pa
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
-    assert _told(rec) is False  # "two" is not on disk: under `always` its caller is cut off
+    assert wait_written(rec) is False  # "two" is not on disk: under `always` its caller is cut off
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="three")))
-    assert _told(rec) is True and rec.accepting
+    assert wait_written(rec) is True and rec.accepting
     rec.close()
     one, sealed, three = _reasons(tmp_path)
     assert three == "three"
@@ -647,9 +639,9 @@ def test_when_sealing_a_failed_fsync_fails_too_new_calls_wait_for_a_restart(tmp_
     rec = Recorder(tmp_path, fsync="always")
     rec.start()
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="one")))
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="two")))
-    assert _told(rec) is False  # its sync failed and so did the new file's: callers hear so
+    assert wait_written(rec) is False  # its sync failed and so did the new file's: callers hear so
     assert not rec.accepting
     reason = rec.health()["reason"]
     assert "fsync of s.jsonl failed (injected) and so did sealing it" in reason

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from taplog.recorder.reader import read_all
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
-from tests.proxy.cli.test_serve import Served
+from tests.fakes.harness import TaplogProcess
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 MIB = 2**20
 SIZE = 64 * MIB
@@ -59,7 +59,7 @@ def _settled_rss(pid: int) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("api", sorted(CALLS))
 def test_a_64_mib_streamed_answer_costs_at_most_its_size_and_is_given_back(fake, tmp_path, api):
-    served = Served(
+    served = TaplogProcess(
         "--data-dir", str(tmp_path / "data"), "--openai-base", f"{fake.url}/v1",
         "--anthropic-base", fake.url, "--log-level", "warning",
     )  # fmt: skip

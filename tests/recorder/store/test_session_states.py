@@ -11,7 +11,7 @@ import openai
 
 from taplog.proxy.keys import RECORDER
 from taplog.recorder.store import writer
-from tests.conftest import OPENAI_KEY
+from tests.fakes.keys import OPENAI_KEY
 
 
 def test_a_forgotten_session_resumes_with_its_tool_calls_paired_exactly_once(taplog, monkeypatch):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.reader import read_session
-from tests.conftest import start_on_fake
+from tests.fakes.harness import start_on_fake
 from tests.fakes.ui_traffic import ask
 
 

@@ -19,7 +19,7 @@ from taplog.recorder.reader import read_session
 from taplog.recorder.store import logfile, syncing, writer
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
-from tests.recorder.store.test_durability import _told
+from tests.fakes.clients import wait_written
 
 
 class Syncs:
@@ -77,7 +77,7 @@ def test_new_sessions_written_together_cost_one_directory_fsync(tmp_path, monkey
     rec.start()
     sessions = [f"s{n}" for n in range(syncing.MANY - 4)]  # few: a fsync per file
     _one_batch(rec, sessions)
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     assert syncs.directories == 1  # not one per new file
     inodes = {(tmp_path / "sessions" / f"{s}.jsonl").stat().st_ino for s in sessions}
     assert set(syncs.files) == inodes and len(syncs.files) == len(inodes)
@@ -91,10 +91,10 @@ def test_many_dirty_sessions_are_synced_by_one_syncfs(tmp_path, monkeypatch):
     rec.start()
     sessions = [f"s{n}" for n in range(syncing.MANY * 3)]
     _one_batch(rec, sessions)
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     assert syncs.syncfs == 1 and syncs.files == [] and syncs.directories == 0
     _one_batch(rec, sessions[:2], reason="again")  # few dirty files: each its own fsync
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     assert syncs.syncfs == 1 and len(syncs.files) == 2
     rec.close()
     assert all(len(read_session(tmp_path, s)) == (2 if s in sessions[:2] else 1) for s in sessions)
@@ -107,10 +107,10 @@ def test_a_failed_syncfs_seals_every_file_it_covered(tmp_path, monkeypatch):
     rec.start()
     sessions = [f"s{n}" for n in range(syncing.MANY)]
     _one_batch(rec, sessions)
-    assert _told(rec) is True  # every line read back whole and went on in a synced file
+    assert wait_written(rec) is True  # every line read back whole and went on in a synced file
     assert rec.accepting
     _one_batch(rec, sessions, reason="after")
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     rec.close()
     suspects = sorted(p.name.split(".")[0] for p in (tmp_path / "quarantine").iterdir())
     assert suspects == sorted(sessions)  # which file lost data is unknown: all were sealed
@@ -138,7 +138,7 @@ def test_an_evicted_file_is_synced_before_it_closes_and_never_opened_twice(tmp_p
     held: list[list[str]] = []
     rec.when_written(lambda ok: held.append(_open_logs(tmp_path)))
     second.set()
-    assert _told(rec) is True
+    assert wait_written(rec) is True
     assert len(held[0]) == len(set(held[0])) == 4  # one descriptor per log, "a" included
     rec.close()
     inodes = {(tmp_path / "sessions" / f"{s}.jsonl").stat().st_ino for s in "abcd"}

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.tools.export import export_body
+from tests.fakes.agents import AGENTS
 from tests.fakes.vendor import Anthropic, Chat, Responses
-from tests.recorder.test_toolevents import AGENTS
 
 READERS = {"openai-chat": Chat, "anthropic": Anthropic, "responses": Responses}
 NATIVE = {"chat": "openai-chat", "anthropic": "anthropic", "responses": "responses"}

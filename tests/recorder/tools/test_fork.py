@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from taplog.proxy.cli.main import main
 from taplog.recorder.reader import read_session
 from taplog.recorder.verify import verify
-from tests.recorder.test_toolevents import OUTCOMES, chat_agent
+from tests.fakes.agents import OUTCOMES, chat_agent
 
 ENVELOPE = ("session", "prev", "h")
 

@@ -8,7 +8,7 @@ import orjson
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
-from tests.recorder.test_toolevents import chat_agent
+from tests.fakes.agents import chat_agent
 
 
 def snapshot(taplog, repo):

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from taplog.recorder.vendors.watch import StreamWatch
-from tests.conftest import ANTHROPIC_KEY, OPENAI_KEY
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 STREAMS = {
     "openai.chat": (
