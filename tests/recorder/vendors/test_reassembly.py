@@ -20,6 +20,7 @@ from taplog.recorder.vendors.anthropic import wire as anthropic_messages
 from taplog.recorder.vendors.openai_chat import wire as openai_chat
 from taplog.recorder.vendors.openai_responses import wire as openai_responses
 from taplog.recorder.vendors.sse import Reassembled, SseEvent, SseSplitter, Summary, parse_block
+from tests.builders import tool_call
 
 
 def data_stream(objs: list[Any], done: bool = True) -> bytes:
@@ -105,10 +106,6 @@ def chat_body(message: dict, finish: str, usage: dict | None = None) -> dict:
     return body
 
 
-def call(call_id: str, name: str, args: str) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-
 def sdk_chat(chunks: list[dict]) -> dict:
     from openai.lib.streaming.chat import ChatCompletionStreamState
     from openai.types.chat import ChatCompletionChunk
@@ -132,9 +129,9 @@ def test_chat_text_with_usage_chunk() -> None:
 def test_chat_parallel_tool_calls_and_no_argument_tool() -> None:
     got = openai_chat.reassemble(parse(data_stream(CHAT_TOOLS)))
     calls = [
-        call("call_a", "get_weather", '{"city": "Paris"}'),
-        call("call_b", "get_time", '{"tz": "CET"}'),
-        call("call_c", "list_files", ""),
+        tool_call("call_a", "get_weather", '{"city": "Paris"}'),
+        tool_call("call_b", "get_time", '{"tz": "CET"}'),
+        tool_call("call_c", "list_files", ""),
     ]
     message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": calls}
     assert got == Reassembled(chat_body(message, "tool_calls"), complete=True, error=None)

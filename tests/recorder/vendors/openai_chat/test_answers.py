@@ -11,8 +11,7 @@ from taplog.recorder.vendors.openai_chat.answers import (
     chat_answer_to_messages,
     messages_answer_to_chat,
 )
-
-CREATED = 1_790_000_000
+from tests.builders import CREATED, claude_answer, text, tool_call
 
 
 def to_chat(answer: dict, **options) -> dict:
@@ -25,19 +24,6 @@ def to_messages(answer: dict, **options) -> dict:
     body = chat_answer_to_messages(answer, **options)
     anthropic.types.Message.model_validate(body)  # an Anthropic client accepts it
     return body
-
-
-def claude_answer(*content: dict, stop: str = "end_turn", **usage: int) -> dict:
-    return {
-        "id": "msg_01AbC",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-served",
-        "content": list(content),
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5, **usage},
-    }
 
 
 def chat_answer(message: dict, finish: str = "stop", usage: dict | None = None) -> dict:
@@ -56,14 +42,6 @@ def chat_answer(message: dict, finish: str = "stop", usage: dict | None = None) 
         ],
         "usage": usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
-
-
-def text(value: str) -> dict:
-    return {"type": "text", "text": value}
-
-
-def call(call_id: str, name: str, arguments: str) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 # ------------------------------------------------------------- Anthropic -> OpenAI client
@@ -89,8 +67,8 @@ def test_text_thinking_and_tool_use_become_content_and_tool_calls():
         "content": "It is sunny.",
         "refusal": None,
         "tool_calls": [
-            call("toolu_1", "weather", '{"city":"Oslo"}'),
-            call("toolu_2", "now", "{}"),
+            tool_call("toolu_1", "weather", '{"city":"Oslo"}'),
+            tool_call("toolu_2", "now", "{}"),
         ],
     }
 
@@ -163,7 +141,10 @@ def test_server_tool_blocks_are_not_offered_to_the_openai_client():
 def test_content_and_tool_calls_become_text_and_tool_use_blocks():
     message = {
         "content": "Checking.",
-        "tool_calls": [call("call_1", "weather", '{"city": "Oslo"}'), call("call_2", "now", "")],
+        "tool_calls": [
+            tool_call("call_1", "weather", '{"city": "Oslo"}'),
+            tool_call("call_2", "now", ""),
+        ],
     }
     body = to_messages(chat_answer(message, "tool_calls"))
     assert body == {
@@ -198,7 +179,7 @@ def test_content_and_tool_calls_become_text_and_tool_use_blocks():
     ],
 )
 def test_finish_reason_maps_to_stop_reason(finish, stop):
-    message = {"content": "x", "tool_calls": [call("call_1", "now", "{}")]}
+    message = {"content": "x", "tool_calls": [tool_call("call_1", "now", "{}")]}
     body = to_messages(chat_answer(message, finish))
     assert body["stop_reason"] == stop and body["stop_sequence"] is None
 
@@ -239,8 +220,8 @@ def test_edge_11_arguments_cut_by_length_leave_that_call_out():
     message = {
         "content": "Writing the file.",
         "tool_calls": [
-            call("call_1", "now", "{}"),
-            call("call_2", "write", '{"path": "a.txt", "content": "hel'),
+            tool_call("call_1", "now", "{}"),
+            tool_call("call_2", "write", '{"path": "a.txt", "content": "hel'),
         ],
     }
     body = to_messages(chat_answer(message, "length"))
@@ -252,13 +233,13 @@ def test_edge_11_arguments_cut_by_length_leave_that_call_out():
 
 
 def test_edge_11_a_tool_turn_with_no_usable_call_left_ends_the_turn():
-    message = {"content": None, "tool_calls": [call("call_1", "write", "[1, 2]")]}
+    message = {"content": None, "tool_calls": [tool_call("call_1", "write", "[1, 2]")]}
     body = to_messages(chat_answer(message, "tool_calls"))
     assert body["content"] == [] and body["stop_reason"] == "end_turn"
 
 
 def test_edge_17_invalid_call_ids_fit_anthropic_and_names_map_back():
-    message = {"content": None, "tool_calls": [call("functions.weather:0", "w_1", "{}")]}
+    message = {"content": None, "tool_calls": [tool_call("functions.weather:0", "w_1", "{}")]}
     body = to_messages(chat_answer(message, "tool_calls"), tools={"w_1": ClientTool("weather")})
     block = body["content"][0]
     assert block["id"] == fit("functions.weather:0", 128) and block["name"] == "weather"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic.types.message_create_params as anthropic_params
 import openai.types.chat.completion_create_params as openai_params
 import pytest
 from pydantic import TypeAdapter
@@ -18,36 +17,12 @@ from taplog.recorder.vendors.naming import ClientTool, fit
 from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 from taplog.recorder.vendors.translation import Translated, Untranslatable
+from tests.builders import CHAT_WEATHER, CLAUDE_WEATHER, chat, claude, text, tool_call, tool_use
+from tests.recorder.vendors.checks import assert_anthropic_request, declared_keys, force
 
-# The newest anthropic SDK no longer lists sampling parameters; the API still takes them.
-_SAMPLING = {"temperature", "top_p"}
-
-
-def _declared(typed_dict: type) -> set[str]:
-    return {key for cls in typed_dict.__mro__ for key in getattr(cls, "__annotations__", {})}
+OPENAI_KEYS = declared_keys(openai_params.CompletionCreateParamsStreaming)
 
 
-ANTHROPIC_KEYS = _declared(anthropic_params.MessageCreateParamsStreaming) | _SAMPLING
-OPENAI_KEYS = _declared(openai_params.CompletionCreateParamsStreaming)
-
-
-def _force(value: Any) -> Any:
-    """pydantic validates Iterable fields lazily: walk everything so all of it is checked."""
-    if isinstance(value, dict):
-        return {k: _force(v) for k, v in value.items()}
-    if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
-        return [_force(v) for v in value]
-    return value
-
-
-# Module-level adapters: pydantic's lazy iterators need their adapter alive while iterated.
-_ANTHROPIC = {
-    stream: TypeAdapter(kind)
-    for stream, kind in (
-        (True, anthropic_params.MessageCreateParamsStreaming),
-        (False, anthropic_params.MessageCreateParamsNonStreaming),
-    )
-}
 _OPENAI = {
     stream: TypeAdapter(kind)
     for stream, kind in (
@@ -57,18 +32,12 @@ _OPENAI = {
 }
 
 
-def assert_anthropic_request(body: dict) -> None:
-    assert set(body) <= ANTHROPIC_KEYS, set(body) - ANTHROPIC_KEYS
-    sdk_body = {k: v for k, v in body.items() if k not in _SAMPLING}
-    _force(_ANTHROPIC[bool(body.get("stream"))].validate_python(sdk_body))
-
-
 def assert_openai_request(body: dict) -> None:
     assert set(body) <= OPENAI_KEYS, set(body) - OPENAI_KEYS
-    _force(_OPENAI[bool(body.get("stream"))].validate_python(body))
+    force(_OPENAI[bool(body.get("stream"))].validate_python(body))
 
 
-def to_anthropic(body: dict, **options: Any) -> Translated:
+def chat_to_anthropic(body: dict, **options: Any) -> Translated:
     translated = chat_to_messages(body, model="claude-test", **options)
     assert_anthropic_request(translated.body)
     return translated
@@ -80,40 +49,7 @@ def to_openai(body: dict, **options: Any) -> Translated:
     return translated
 
 
-def chat(*messages: dict, **extra: Any) -> dict:
-    return {"model": "gpt-test", "messages": list(messages), **extra}
-
-
-def claude(*messages: dict, **extra: Any) -> dict:
-    return {"model": "claude-test", "max_tokens": 1000, "messages": list(messages), **extra}
-
-
 USER = {"role": "user", "content": "hi"}
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "weather",
-        "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-}
-CLAUDE_WEATHER = {
-    "name": "weather",
-    "description": "Weather for a city",
-    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
-}
-
-
-def call(call_id: str, name: str = "weather", arguments: str = '{"city":"Oslo"}') -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def tool_use(call_id: str, name: str = "weather", value: dict | None = None) -> dict:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": value or {"city": "Oslo"}}
-
-
-def text(value: str) -> dict:
-    return {"type": "text", "text": value}
 
 
 # ---------------------------------------------------------------- 5.2 OpenAI -> Anthropic
@@ -125,7 +61,7 @@ def test_system_and_developer_messages_become_system_text_blocks_in_order():
         {"role": "developer", "content": [text("two"), text("three")]},
         USER,
     )
-    out = to_anthropic(body).body
+    out = chat_to_anthropic(body).body
     assert out["system"] == [text("one"), text("two\nthree")]
     assert out["messages"] == [{"role": "user", "content": [text("hi")]}]
     assert out["model"] == "claude-test"
@@ -133,19 +69,19 @@ def test_system_and_developer_messages_become_system_text_blocks_in_order():
 
 def test_user_text_parts_become_text_blocks_and_empty_ones_vanish():
     body = chat({"role": "user", "content": [text("a"), text(""), text("b")]})
-    assert to_anthropic(body).body["messages"][0]["content"] == [text("a"), text("b")]
+    assert chat_to_anthropic(body).body["messages"][0]["content"] == [text("a"), text("b")]
 
 
 def test_image_data_url_becomes_a_base64_source():
     part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
-    out = to_anthropic(chat({"role": "user", "content": [text("see"), part]})).body
+    out = chat_to_anthropic(chat({"role": "user", "content": [text("see"), part]})).body
     source = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
     assert out["messages"][0]["content"] == [text("see"), {"type": "image", "source": source}]
 
 
 def test_image_http_url_becomes_a_url_source_and_detail_is_dropped():
     part = {"type": "image_url", "image_url": {"url": "https://x.test/a.jpg", "detail": "high"}}
-    result = to_anthropic(chat({"role": "user", "content": [part]}))
+    result = chat_to_anthropic(chat({"role": "user", "content": [part]}))
     image = result.body["messages"][0]["content"][0]
     assert image == {"type": "image", "source": {"type": "url", "url": "https://x.test/a.jpg"}}
     assert "messages[0].content[0].image_url.detail" in result.dropped
@@ -167,7 +103,7 @@ def test_parts_anthropic_cannot_take_are_untranslatable(part):
 
 def test_inline_pdf_file_becomes_a_document():
     pdf = {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}
-    out = to_anthropic(chat({"role": "user", "content": [{"type": "file", "file": pdf}]})).body
+    out = chat_to_anthropic(chat({"role": "user", "content": [{"type": "file", "file": pdf}]})).body
     source = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}
     assert out["messages"][0]["content"] == [
         {"type": "document", "source": source, "title": "a.pdf"}
@@ -177,10 +113,10 @@ def test_inline_pdf_file_becomes_a_document():
 def test_assistant_text_then_tool_calls_become_text_then_tool_use():
     body = chat(
         USER,
-        {"role": "assistant", "content": "Let me look.", "tool_calls": [call("call_1")]},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [tool_call("call_1")]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     )
-    out = to_anthropic(body, allow_prefill=False).body
+    out = chat_to_anthropic(body, allow_prefill=False).body
     assert out["messages"][1] == {
         "role": "assistant",
         "content": [text("Let me look."), tool_use("call_1")],
@@ -194,12 +130,12 @@ def test_assistant_text_then_tool_calls_become_text_then_tool_use():
 def test_run_of_tool_messages_is_one_user_message_with_the_following_text_after():
     body = chat(
         USER,
-        {"role": "assistant", "content": None, "tool_calls": [call("c1"), call("c2")]},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("c1"), tool_call("c2")]},
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},
         {"role": "tool", "tool_call_id": "c2", "content": [text("r2")]},
         {"role": "user", "content": "and now?"},
     )
-    out = to_anthropic(body).body
+    out = chat_to_anthropic(body).body
     assert len(out["messages"]) == 3
     assert out["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "c1", "content": "r1"},
@@ -210,8 +146,8 @@ def test_run_of_tool_messages_is_one_user_message_with_the_following_text_after(
 
 def test_tools_become_name_description_input_schema_with_an_empty_object_default():
     bare = {"type": "function", "function": {"name": "now"}}
-    strict = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
-    out = to_anthropic(chat(USER, tools=[WEATHER, bare, strict])).body
+    strict = {"type": "function", "function": {**CHAT_WEATHER["function"], "strict": True}}
+    out = chat_to_anthropic(chat(USER, tools=[CHAT_WEATHER, bare, strict])).body
     assert out["tools"] == [
         CLAUDE_WEATHER,
         {"name": "now", "input_schema": {"type": "object"}},
@@ -233,7 +169,7 @@ def test_tools_become_name_description_input_schema_with_an_empty_object_default
     ],
 )
 def test_tool_choice_variants(choice, expected):
-    out = to_anthropic(chat(USER, tools=[WEATHER], tool_choice=choice)).body
+    out = chat_to_anthropic(chat(USER, tools=[CHAT_WEATHER], tool_choice=choice)).body
     assert out["tool_choice"] == expected
 
 
@@ -247,12 +183,12 @@ def test_tool_choice_variants(choice, expected):
 )
 def test_parallel_tool_calls_false_disables_parallel_tool_use(choice, expected):
     extra = {} if choice is None else {"tool_choice": choice}
-    body = chat(USER, tools=[WEATHER], parallel_tool_calls=False, **extra)
-    assert to_anthropic(body).body["tool_choice"] == expected
+    body = chat(USER, tools=[CHAT_WEATHER], parallel_tool_calls=False, **extra)
+    assert chat_to_anthropic(body).body["tool_choice"] == expected
 
 
 def test_tool_settings_without_tools_are_dropped():
-    result = to_anthropic(chat(USER, tool_choice="auto", parallel_tool_calls=True))
+    result = chat_to_anthropic(chat(USER, tool_choice="auto", parallel_tool_calls=True))
     assert "tool_choice" not in result.body
     assert result.dropped == ["tool_choice (no tools)", "parallel_tool_calls (no tools)"]
 
@@ -261,7 +197,7 @@ def test_allowed_tools_narrow_the_tool_list():
     other = {"type": "function", "function": {"name": "time"}}
     allowed = {"mode": "required", "tools": [{"type": "function", "function": {"name": "time"}}]}
     choice = {"type": "allowed_tools", "allowed_tools": allowed}
-    out = to_anthropic(chat(USER, tools=[WEATHER, other], tool_choice=choice)).body
+    out = chat_to_anthropic(chat(USER, tools=[CHAT_WEATHER, other], tool_choice=choice)).body
     assert [tool["name"] for tool in out["tools"]] == ["time"]
     assert out["tool_choice"] == {"type": "any"}
 
@@ -275,38 +211,38 @@ def test_allowed_tools_narrow_the_tool_list():
     ],
 )
 def test_max_tokens_comes_from_either_key_else_the_default(extra, expected):
-    assert to_anthropic(chat(USER, **extra)).body["max_tokens"] == expected
+    assert chat_to_anthropic(chat(USER, **extra)).body["max_tokens"] == expected
 
 
 def test_the_default_max_tokens_is_configurable():
-    assert to_anthropic(chat(USER), default_max_tokens=777).body["max_tokens"] == 777
+    assert chat_to_anthropic(chat(USER), default_max_tokens=777).body["max_tokens"] == 777
 
 
 @pytest.mark.parametrize(
     ("stop", "expected"), [("END", ["END"]), (["a", "b"], ["a", "b"]), ([], None)]
 )
 def test_stop_becomes_a_stop_sequences_list(stop, expected):
-    assert to_anthropic(chat(USER, stop=stop)).body.get("stop_sequences") == expected
+    assert chat_to_anthropic(chat(USER, stop=stop)).body.get("stop_sequences") == expected
 
 
 def test_blank_stop_sequences_are_dropped():
-    result = to_anthropic(chat(USER, stop=["\n", "END"]))
+    result = chat_to_anthropic(chat(USER, stop=["\n", "END"]))
     assert result.body["stop_sequences"] == ["END"]
     assert "stop (blank sequences)" in result.dropped
 
 
 @pytest.mark.parametrize(("key", "value"), [("user", "u-42"), ("safety_identifier", "u-42")])
 def test_user_or_safety_identifier_becomes_metadata_user_id(key, value):
-    assert to_anthropic(chat(USER, **{key: value})).body["metadata"] == {"user_id": "u-42"}
+    assert chat_to_anthropic(chat(USER, **{key: value})).body["metadata"] == {"user_id": "u-42"}
 
 
 def test_safety_identifier_wins_over_user_and_e_mail_addresses_are_never_forwarded():
-    both = to_anthropic(chat(USER, user="old", safety_identifier="new")).body
+    both = chat_to_anthropic(chat(USER, user="old", safety_identifier="new")).body
     assert both["metadata"] == {"user_id": "new"}
-    mail = to_anthropic(chat(USER, user="ann@example.com"))
+    mail = chat_to_anthropic(chat(USER, user="ann@example.com"))
     assert "metadata" not in mail.body
     assert mail.dropped == ["user (looks like an e-mail address)"]
-    fallback = to_anthropic(chat(USER, safety_identifier="a@b.io", user="u-1")).body
+    fallback = chat_to_anthropic(chat(USER, safety_identifier="a@b.io", user="u-1")).body
     assert fallback["metadata"] == {"user_id": "u-1"}
 
 
@@ -322,7 +258,7 @@ def test_safety_identifier_wins_over_user_and_e_mail_addresses_are_never_forward
     ],
 )
 def test_reasoning_effort_becomes_adaptive_thinking_with_an_effort(effort, expected):
-    out = to_anthropic(chat(USER, reasoning_effort=effort)).body
+    out = chat_to_anthropic(chat(USER, reasoning_effort=effort)).body
     assert out["thinking"] == {"type": "adaptive"}
     assert out["output_config"] == {"effort": expected}
 
@@ -340,64 +276,64 @@ def test_reasoning_effort_becomes_a_thinking_budget_for_older_models(
     effort, extra, budget, max_tokens
 ):
     body = chat(USER, reasoning_effort=effort, **extra)
-    out = to_anthropic(body, thinking_style="budget").body
+    out = chat_to_anthropic(body, thinking_style="budget").body
     assert out["thinking"] == {"type": "enabled", "budget_tokens": budget}
     assert out["max_tokens"] == max_tokens
 
 
 def test_no_thinking_when_there_is_no_room_for_a_budget_or_effort_is_none():
-    small = to_anthropic(
+    small = chat_to_anthropic(
         chat(USER, reasoning_effort="high", max_tokens=1500), thinking_style="budget"
     )
     assert "thinking" not in small.body
     assert small.dropped == ["reasoning_effort (max tokens leave no room for a thinking budget)"]
-    none = to_anthropic(chat(USER, reasoning_effort="none"))
+    none = chat_to_anthropic(chat(USER, reasoning_effort="none"))
     assert "thinking" not in none.body and none.dropped == []
 
 
 def test_no_thinking_while_a_tool_is_forced():
-    body = chat(USER, tools=[WEATHER], tool_choice="required", reasoning_effort="high")
-    result = to_anthropic(body)
+    body = chat(USER, tools=[CHAT_WEATHER], tool_choice="required", reasoning_effort="high")
+    result = chat_to_anthropic(body)
     assert "thinking" not in result.body and "output_config" not in result.body
     assert result.dropped == ["reasoning_effort (Anthropic cannot think while a tool is forced)"]
 
 
 def test_sampling_parameters_are_dropped_unless_enabled():
-    result = to_anthropic(chat(USER, temperature=0.2, top_p=0.9))
+    result = chat_to_anthropic(chat(USER, temperature=0.2, top_p=0.9))
     assert "temperature" not in result.body and "top_p" not in result.body
     assert result.dropped == ["temperature", "top_p"]
 
 
 def test_enabled_sampling_clamps_temperature_and_keeps_top_p_only_alone():
-    result = to_anthropic(chat(USER, temperature=1.7, top_p=0.9), sampling=True)
+    result = chat_to_anthropic(chat(USER, temperature=1.7, top_p=0.9), sampling=True)
     assert result.body["temperature"] == 1.0 and "top_p" not in result.body
     assert result.dropped == ["top_p (Anthropic refuses it next to temperature)"]
-    assert to_anthropic(chat(USER, top_p=0.5), sampling=True).body["top_p"] == 0.5
+    assert chat_to_anthropic(chat(USER, top_p=0.5), sampling=True).body["top_p"] == 0.5
 
 
 def test_sampling_is_never_sent_with_thinking():
-    result = to_anthropic(chat(USER, temperature=0.5, reasoning_effort="low"), sampling=True)
+    result = chat_to_anthropic(chat(USER, temperature=0.5, reasoning_effort="low"), sampling=True)
     assert "temperature" not in result.body and "temperature" in result.dropped
 
 
 def test_response_format_json_schema_becomes_output_config_format():
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}}
-    out = to_anthropic(chat(USER, response_format=fmt)).body
+    out = chat_to_anthropic(chat(USER, response_format=fmt)).body
     assert out["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
 
 
 def test_stream_flag_is_kept():
-    assert to_anthropic(chat(USER, stream=True)).body["stream"] is True
-    assert to_anthropic(chat(USER, stream=False)).body["stream"] is False
-    assert "stream" not in to_anthropic(chat(USER)).body
+    assert chat_to_anthropic(chat(USER, stream=True)).body["stream"] is True
+    assert chat_to_anthropic(chat(USER, stream=False)).body["stream"] is False
+    assert "stream" not in chat_to_anthropic(chat(USER)).body
 
 
 def test_custom_tools_and_legacy_functions_are_untranslatable():
     custom = {"type": "custom", "custom": {"name": "grammar"}}
     for body in (
         chat(USER, tools=[custom]),
-        chat(USER, functions=[WEATHER["function"]]),
+        chat(USER, functions=[CHAT_WEATHER["function"]]),
         chat(USER, {"role": "function", "name": "f", "content": "x"}),
     ):
         with pytest.raises(Untranslatable):
@@ -445,7 +381,7 @@ def test_tool_results_become_tool_messages_before_the_rest_of_the_user_message()
     assert messages[1] == {
         "role": "assistant",
         "content": "Checking.",
-        "tool_calls": [call("toolu_1"), call("toolu_2")],
+        "tool_calls": [tool_call("toolu_1"), tool_call("toolu_2")],
     }
     assert messages[2:] == [
         {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"},
@@ -497,7 +433,7 @@ def test_an_assistant_message_with_only_thinking_disappears():
 def test_tool_choice_variants_to_openai(choice, expected):
     out = to_openai(claude(USER, tools=[CLAUDE_WEATHER], tool_choice=choice)).body
     assert out["tool_choice"] == expected
-    assert out["tools"] == [{"type": "function", "function": WEATHER["function"]}]
+    assert out["tools"] == [{"type": "function", "function": CHAT_WEATHER["function"]}]
 
 
 def test_disable_parallel_tool_use_becomes_parallel_tool_calls_false():
@@ -612,7 +548,7 @@ def test_tool_search_references_are_dropped_and_deferred_tools_sent():
         tools=[deferred],
     )
     result = to_openai(body)
-    assert result.body["tools"] == [{"type": "function", "function": WEATHER["function"]}]
+    assert result.body["tools"] == [{"type": "function", "function": CHAT_WEATHER["function"]}]
     assert result.body["messages"][2] == {"role": "tool", "tool_call_id": "toolu_1", "content": ""}
     assert result.dropped == ["tool_reference blocks (OpenAI is sent every tool)"]
 
@@ -621,20 +557,20 @@ def test_round_trip_keeps_the_conversation():
     body = chat(
         {"role": "system", "content": "be brief"},
         USER,
-        {"role": "assistant", "content": "Looking.", "tool_calls": [call("call_1")]},
+        {"role": "assistant", "content": "Looking.", "tool_calls": [tool_call("call_1")]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-        tools=[WEATHER],
+        tools=[CHAT_WEATHER],
         max_completion_tokens=500,
     )
-    there = to_anthropic(body)
+    there = chat_to_anthropic(body)
     back = to_openai(there.body, reasoning_model=False)
     assert back.body["messages"] == [
         {"role": "system", "content": "be brief"},
         USER,
-        {"role": "assistant", "content": "Looking.", "tool_calls": [call("call_1")]},
+        {"role": "assistant", "content": "Looking.", "tool_calls": [tool_call("call_1")]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
-    assert back.body["tools"] == [WEATHER]
+    assert back.body["tools"] == [CHAT_WEATHER]
     assert back.body["max_completion_tokens"] == 500
 
 
@@ -645,10 +581,10 @@ def test_round_trip_keeps_the_conversation():
 def test_edge_01_tool_calls_with_empty_or_null_content_send_no_empty_text_block(content):
     body = chat(
         USER,
-        {"role": "assistant", "content": content, "tool_calls": [call("c1")]},
+        {"role": "assistant", "content": content, "tool_calls": [tool_call("c1")]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
     )
-    assert to_anthropic(body).body["messages"][1]["content"] == [tool_use("c1")]
+    assert chat_to_anthropic(body).body["messages"][1]["content"] == [tool_use("c1")]
 
 
 def test_edge_02_is_error_tool_results_keep_their_text_with_a_prefix():
@@ -686,7 +622,7 @@ def test_edge_03_mid_dialogue_system_and_developer_messages_collapse_into_system
         {"role": "user", "content": "more"},
         {"role": "system", "content": "third"},
     )
-    out = to_anthropic(body).body
+    out = chat_to_anthropic(body).body
     assert out["system"] == [text("first"), text("second"), text("third")]
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
 
@@ -695,7 +631,7 @@ def test_edge_04_a_trailing_assistant_message_is_untranslatable_unless_prefill_i
     openai_body = chat(USER, {"role": "assistant", "content": "The answer is "})
     with pytest.raises(Untranslatable, match="prefill"):
         chat_to_messages(openai_body, model="claude-test")
-    prefill = to_anthropic(openai_body, allow_prefill=True).body["messages"][-1]
+    prefill = chat_to_anthropic(openai_body, allow_prefill=True).body["messages"][-1]
     assert prefill == {"role": "assistant", "content": [text("The answer is")]}
     anthropic_body = claude(USER, {"role": "assistant", "content": "{"})
     with pytest.raises(Untranslatable, match="prefill"):
@@ -706,7 +642,7 @@ def test_edge_04_a_trailing_assistant_message_is_untranslatable_unless_prefill_i
 
 
 def test_edge_04_unanswered_trailing_tool_calls_are_untranslatable():
-    body = chat(USER, {"role": "assistant", "tool_calls": [call("c1")]})
+    body = chat(USER, {"role": "assistant", "tool_calls": [tool_call("c1")]})
     with pytest.raises(Untranslatable, match="results are missing"):
         chat_to_messages(body, model="claude-test", allow_prefill=True)
 
@@ -727,7 +663,7 @@ def test_edge_05_several_choices_logprobs_and_audio_are_untranslatable(extra):
 
 def test_edge_05_harmless_values_of_those_keys_pass():
     body = chat(USER, n=1, logprobs=False, modalities=["text"])
-    assert to_anthropic(body).dropped == []
+    assert chat_to_anthropic(body).dropped == []
 
 
 def test_edge_06_json_object_becomes_a_system_instruction():
@@ -736,7 +672,7 @@ def test_edge_06_json_object_becomes_a_system_instruction():
         USER,
         response_format={"type": "json_object"},
     )
-    result = to_anthropic(body)
+    result = chat_to_anthropic(body)
     assert result.body["system"] == [
         text("Reply in JSON."),
         text("Respond with one valid JSON object and nothing else."),
@@ -763,7 +699,7 @@ def test_edge_07_openai_only_keys_never_reach_anthropic():
         "some_future_key": 1,
     }
     assert set(everything) - {"some_future_key"} <= OPENAI_KEYS  # all real OpenAI keys
-    result = to_anthropic(chat(USER, stream=True, **everything))
+    result = chat_to_anthropic(chat(USER, stream=True, **everything))
     assert set(result.body) == {"model", "max_tokens", "messages", "stream"}
     assert result.dropped == [k for k in everything if k != "stream_options"]
 
@@ -798,16 +734,16 @@ def test_edge_08_signature_only_thinking_blocks_count_and_are_kept():
 def test_edge_08_openai_history_never_enables_thinking_inside_a_tool_turn():
     body = chat(
         USER,
-        {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("c1")]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
         reasoning_effort="high",
     )
-    result = to_anthropic(body)
+    result = chat_to_anthropic(body)
     assert "thinking" not in result.body
     assert result.dropped == ["reasoning_effort (the current tool turn has no thinking block)"]
     body["messages"].append({"role": "user", "content": "next question"})
     body["messages"].insert(3, {"role": "assistant", "content": "done"})
-    assert to_anthropic(body).body["thinking"] == {"type": "adaptive"}
+    assert chat_to_anthropic(body).body["thinking"] == {"type": "adaptive"}
 
 
 def test_edge_08_foreign_reasoning_in_openai_history_is_never_replayed():
@@ -817,7 +753,7 @@ def test_edge_08_foreign_reasoning_in_openai_history_is_never_replayed():
         "reasoning_content": "I thought",
         "thinking_blocks": [{"type": "thinking", "thinking": "x", "signature": "s"}],
     }
-    result = to_anthropic(chat(USER, turn, USER))
+    result = chat_to_anthropic(chat(USER, turn, USER))
     assert result.body["messages"][1] == {"role": "assistant", "content": [text("hi")]}
     assert result.dropped == ["messages[1].reasoning_content", "messages[1].thinking_blocks"]
 
@@ -828,14 +764,14 @@ def test_edge_12_all_results_for_one_tool_turn_go_into_the_next_user_message_fir
         {
             "role": "assistant",
             "content": "two calls",
-            "tool_calls": [call("a"), call("b"), call("c")],
+            "tool_calls": [tool_call("a"), tool_call("b"), tool_call("c")],
         },
         {"role": "tool", "tool_call_id": "a", "content": "1"},
         {"role": "user", "content": "interjection"},
         {"role": "tool", "tool_call_id": "b", "content": "2"},
         {"role": "tool", "tool_call_id": "c", "content": "3"},
     )
-    out = to_anthropic(body).body
+    out = chat_to_anthropic(body).body
     assert len(out["messages"]) == 3
     kinds = [(b["type"], b.get("tool_use_id")) for b in out["messages"][2]["content"]]
     assert kinds == [
@@ -889,7 +825,7 @@ def test_edge_14_stop_limit_temperature_range_and_max_completion_tokens():
     assert result.dropped == ["stop_sequences[4:] (OpenAI takes at most 4)"]
     assert result.body["temperature"] == 1.0  # Anthropic 0-1 is inside OpenAI's 0-2
     assert "max_tokens" not in result.body and result.body["max_completion_tokens"] == 1000
-    clamped = to_anthropic(chat(USER, temperature=2), sampling=True).body
+    clamped = chat_to_anthropic(chat(USER, temperature=2), sampling=True).body
     assert clamped["temperature"] == 1.0
 
 
@@ -897,16 +833,16 @@ def test_edge_17_invalid_tool_ids_map_deterministically_and_stay_paired():
     weird = "functions.weather:0"
     body = chat(
         USER,
-        {"role": "assistant", "tool_calls": [call(weird)]},
+        {"role": "assistant", "tool_calls": [tool_call(weird)]},
         {"role": "tool", "tool_call_id": weird, "content": "ok"},
     )
-    first = to_anthropic(body)
+    first = chat_to_anthropic(body)
     wire = first.body["messages"][1]["content"][0]["id"]
     assert wire == fit(weird, 128) and wire.startswith("functions_weather_0_")
     assert first.body["messages"][2]["content"][0]["tool_use_id"] == wire
     assert first.tool_ids == {wire: weird}
     body["messages"] += [{"role": "user", "content": "again"}]
-    assert to_anthropic(body).body["messages"][1]["content"][0]["id"] == wire  # next turn too
+    assert chat_to_anthropic(body).body["messages"][1]["content"][0]["id"] == wire  # next turn too
 
 
 def test_edge_17_long_tool_names_are_fitted_for_openai_and_mapped_back():

@@ -9,17 +9,14 @@ non-streaming translation of the same answer.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import anthropic
 import openai
 import orjson
-from anthropic.lib.streaming._messages import accumulate_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from pydantic import TypeAdapter
 
 from taplog.recorder.vendors.anthropic import wire as anthropic_messages
 from taplog.recorder.vendors.naming import ClientTool
@@ -30,19 +27,27 @@ from taplog.recorder.vendors.openai_chat.answers import (
 )
 from taplog.recorder.vendors.openai_chat.stream_from_neutral import AnthropicToChatStream
 from taplog.recorder.vendors.openai_chat.stream_to_neutral import ChatToAnthropicStream
-from taplog.recorder.vendors.sse import SseEvent, SseSplitter, parse_block
-
-CREATED = 1_790_000_000
-ANTHROPIC_EVENT = TypeAdapter(anthropic.types.RawMessageStreamEvent)
-
-
-def sse_events(raw: bytes, cuts: list[int] | None = None) -> list[SseEvent]:
-    """Parse bytes with taplog's splitter, fed in pieces cut at `cuts`."""
-    splitter = SseSplitter()
-    edges = [0, *sorted(c for c in (cuts or []) if 0 < c < len(raw)), len(raw)]
-    blocks = [b for a, z in itertools.pairwise(edges) for b in splitter.feed(raw[a:z])]
-    assert splitter.flush() == b""
-    return [e for e in map(parse_block, blocks) if e is not None]
+from taplog.recorder.vendors.sse import SseEvent
+from tests.builders import (
+    COUNTS,
+    CREATED,
+    INPUTS,
+    MESSAGE_STOP,
+    NAMES,
+    TEXT_BLOCK,
+    anthropic_answers,
+    block_delta,
+    block_start,
+    block_stop,
+    json_delta,
+    message_delta,
+    message_start,
+    split,
+    text_delta,
+    tool_block,
+    tool_call,
+)
+from tests.recorder.vendors.checks import ANTHROPIC_EVENT, messages_view, sdk_message, sse_events
 
 
 def data_of(events: list[SseEvent]) -> list[Any]:
@@ -50,56 +55,6 @@ def data_of(events: list[SseEvent]) -> list[Any]:
 
 
 # ---------------------------------------------------------------- Anthropic event builders
-
-
-def message_start(msg_id: str = "msg_01", model: str = "claude-served", **usage: int) -> dict:
-    message = {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1, **usage},
-    }
-    return {"type": "message_start", "message": message}
-
-
-def block_start(index: int, block: dict) -> dict:
-    return {"type": "content_block_start", "index": index, "content_block": block}
-
-
-def block_delta(index: int, delta: dict) -> dict:
-    return {"type": "content_block_delta", "index": index, "delta": delta}
-
-
-def block_stop(index: int) -> dict:
-    return {"type": "content_block_stop", "index": index}
-
-
-def message_delta(stop: str, output_tokens: int = 5, **usage: Any) -> dict:
-    return {
-        "type": "message_delta",
-        "delta": {"stop_reason": stop, "stop_sequence": None},
-        "usage": {"output_tokens": output_tokens, **usage},
-    }
-
-
-MESSAGE_STOP = {"type": "message_stop"}
-TEXT_BLOCK = {"type": "text", "text": ""}
-
-
-def tool_block(call_id: str, name: str) -> dict:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-
-
-def text_delta(value: str) -> dict:
-    return {"type": "text_delta", "text": value}
-
-
-def json_delta(value: str) -> dict:
-    return {"type": "input_json_delta", "partial_json": value}
 
 
 def run_to_chat(events: list[dict], **options: Any) -> tuple[list[Any], AnthropicToChatStream]:
@@ -277,7 +232,7 @@ def test_edge_16_an_anthropic_error_after_200_becomes_an_openai_error_and_no_don
 # ---------------------------------------------------------------- 5.6 OpenAI -> Anthropic
 
 
-def chunk(delta: dict | None = None, finish: str | None = None, **extra: Any) -> dict:
+def chat_chunk(delta: dict | None = None, finish: str | None = None, **extra: Any) -> dict:
     body = {
         "id": "chatcmpl-9",
         "object": "chat.completion.chunk",
@@ -291,10 +246,10 @@ def chunk(delta: dict | None = None, finish: str | None = None, **extra: Any) ->
 
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}
-USAGE_CHUNK = chunk(choices=[], usage=USAGE)
+USAGE_CHUNK = chat_chunk(choices=[], usage=USAGE)
 
 
-def run_to_messages(
+def run_chat_to_messages(
     chunks: list[dict | None], **options: Any
 ) -> tuple[list, ChatToAnthropicStream]:
     stream = ChatToAnthropicStream(model="gpt-requested", **options)
@@ -314,14 +269,14 @@ def names(events: list[dict]) -> list[str]:
 
 def test_a_text_answer_becomes_the_anthropic_event_sequence():
     chunks = [
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": "Hel"}),
-        chunk({"content": "lo"}),
-        chunk({}, "stop"),
+        chat_chunk({"role": "assistant", "content": ""}),
+        chat_chunk({"content": "Hel"}),
+        chat_chunk({"content": "lo"}),
+        chat_chunk({}, "stop"),
         USAGE_CHUNK,
         None,
     ]
-    events, stream = run_to_messages(chunks)
+    events, stream = run_chat_to_messages(chunks)
     assert events == [
         {
             "type": "message_start",
@@ -366,15 +321,15 @@ def test_each_tool_call_opens_a_new_block_and_closes_the_previous_one():
     first = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "weather"}}
     second = {"index": 1, "id": "call_b", "type": "function", "function": {"name": "now"}}
     chunks = [
-        chunk({"role": "assistant", "content": "Sure."}),
-        chunk({"tool_calls": [{**first, "function": {"name": "weather", "arguments": ""}}]}),
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city"'}}]}),
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": ':"Oslo"}'}}]}),
-        chunk({"tool_calls": [{**second, "function": {"name": "now", "arguments": ""}}]}),
-        chunk({}, "tool_calls"),
+        chat_chunk({"role": "assistant", "content": "Sure."}),
+        chat_chunk({"tool_calls": [{**first, "function": {"name": "weather", "arguments": ""}}]}),
+        chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city"'}}]}),
+        chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ':"Oslo"}'}}]}),
+        chat_chunk({"tool_calls": [{**second, "function": {"name": "now", "arguments": ""}}]}),
+        chat_chunk({}, "tool_calls"),
         USAGE_CHUNK,
     ]
-    events, stream = run_to_messages(chunks)
+    events, stream = run_chat_to_messages(chunks)
     assert names(events) == [
         "message_start",
         *("content_block_start", "content_block_delta", "content_block_stop"),
@@ -397,8 +352,8 @@ def test_each_tool_call_opens_a_new_block_and_closes_the_previous_one():
 
 def test_the_end_waits_for_usage_and_done_without_usage_gives_zero_usage():
     stream = ChatToAnthropicStream(model="gpt-requested")
-    stream.feed(chunk({"role": "assistant", "content": "x"}))
-    assert names(_parsed(stream.feed(chunk({}, "length")))) == ["content_block_stop"]
+    stream.feed(chat_chunk({"role": "assistant", "content": "x"}))
+    assert names(_parsed(stream.feed(chat_chunk({}, "length")))) == ["content_block_stop"]
     end = _parsed(stream.feed(None))
     assert names(end) == ["message_delta", "message_stop"]
     assert end[0]["delta"]["stop_reason"] == "max_tokens"
@@ -407,8 +362,8 @@ def test_the_end_waits_for_usage_and_done_without_usage_gives_zero_usage():
 
 
 def test_usage_in_the_finish_chunk_ends_at_once():
-    events, stream = run_to_messages(
-        [chunk({"role": "assistant", "content": "x"}), chunk({}, "stop", usage=USAGE)]
+    events, stream = run_chat_to_messages(
+        [chat_chunk({"role": "assistant", "content": "x"}), chat_chunk({}, "stop", usage=USAGE)]
     )
     assert names(events)[-2:] == ["message_delta", "message_stop"] and stream.finished
 
@@ -418,7 +373,7 @@ def _parsed(raw: list[bytes]) -> list[dict]:
 
 
 def test_done_without_a_finish_reason_is_a_broken_stream():
-    events, stream = run_to_messages([chunk({"role": "assistant", "content": "x"}), None])
+    events, stream = run_chat_to_messages([chat_chunk({"role": "assistant", "content": "x"}), None])
     assert events[-1] == {
         "type": "error",
         "error": {
@@ -431,8 +386,8 @@ def test_done_without_a_finish_reason_is_a_broken_stream():
 
 def test_edge_16_an_openai_error_after_200_becomes_an_anthropic_error_event():
     error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
-    events, stream = run_to_messages(
-        [chunk({"role": "assistant", "content": "x"}), {"error": error}, USAGE_CHUNK, None]
+    events, stream = run_chat_to_messages(
+        [chat_chunk({"role": "assistant", "content": "x"}), {"error": error}, USAGE_CHUNK, None]
     )
     assert events[-1] == {
         "type": "error",
@@ -445,20 +400,24 @@ def test_edge_16_an_openai_error_after_200_becomes_an_anthropic_error_event():
 
 def test_reasoning_content_is_not_sent_as_thinking():
     chunks = [
-        chunk({"role": "assistant", "content": "", "reasoning_content": "hmm"}),
-        chunk({"reasoning_content": " more"}),
-        chunk({"content": "Hi"}),
-        chunk({}, "stop"),
+        chat_chunk({"role": "assistant", "content": "", "reasoning_content": "hmm"}),
+        chat_chunk({"reasoning_content": " more"}),
+        chat_chunk({"content": "Hi"}),
+        chat_chunk({}, "stop"),
         USAGE_CHUNK,
     ]
-    events, _ = run_to_messages(chunks)
+    events, _ = run_chat_to_messages(chunks)
     blocks = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
     assert blocks == ["text"]
 
 
 def test_a_refusal_streams_as_text_with_stop_reason_refusal():
-    chunks = [chunk({"role": "assistant", "refusal": "No."}), chunk({}, "stop"), USAGE_CHUNK]
-    events, _ = run_to_messages(chunks)
+    chunks = [
+        chat_chunk({"role": "assistant", "refusal": "No."}),
+        chat_chunk({}, "stop"),
+        USAGE_CHUNK,
+    ]
+    events, _ = run_chat_to_messages(chunks)
     body = anthropic_messages.reassemble(sse_events(_anthropic_bytes(events))).body
     assert body["content"] == [{"type": "text", "text": "No."}]
     assert body["stop_reason"] == "refusal"
@@ -467,12 +426,14 @@ def test_a_refusal_streams_as_text_with_stop_reason_refusal():
 def test_edge_11_arguments_cut_by_length_stream_through_with_max_tokens():
     call = {"index": 0, "id": "call_a", "type": "function"}
     chunks = [
-        chunk({"role": "assistant", "content": None}),
-        chunk({"tool_calls": [{**call, "function": {"name": "write", "arguments": '{"path":"a'}}]}),
-        chunk({}, "length"),
+        chat_chunk({"role": "assistant", "content": None}),
+        chat_chunk(
+            {"tool_calls": [{**call, "function": {"name": "write", "arguments": '{"path":"a'}}]}
+        ),
+        chat_chunk({}, "length"),
         USAGE_CHUNK,
     ]
-    events, _ = run_to_messages(chunks)
+    events, _ = run_chat_to_messages(chunks)
     body = anthropic_messages.reassemble(sse_events(_anthropic_bytes(events))).body
     assert body["stop_reason"] == "max_tokens"
     assert body["content"][0]["input_raw"] == '{"path":"a'  # incomplete, as Anthropic's own
@@ -480,88 +441,15 @@ def test_edge_11_arguments_cut_by_length_stream_through_with_max_tokens():
 
 def test_tool_names_and_invalid_ids_are_fitted_for_the_anthropic_client():
     call = {"index": 0, "id": "functions.w:0", "type": "function"}
-    chunks = [chunk({"tool_calls": [{**call, "function": {"name": "w_1", "arguments": "{}"}}]})]
-    events, _ = run_to_messages(chunks, tools={"w_1": ClientTool("weather")})
+    chunks = [
+        chat_chunk({"tool_calls": [{**call, "function": {"name": "w_1", "arguments": "{}"}}]})
+    ]
+    events, _ = run_chat_to_messages(chunks, tools={"w_1": ClientTool("weather")})
     block = events[1]["content_block"]
     assert block["name"] == "weather" and block["id"].startswith("functions_w_0_")
 
 
 # ---------------------------------------------------------------- property: Anthropic -> OpenAI
-
-NAMES = st.sampled_from(["weather", "now", "search_files", "run"])
-KEYS = st.text(alphabet="abcxyz_", min_size=1, max_size=5)
-SCALARS = st.one_of(st.integers(-1000, 1000), st.text(max_size=12), st.booleans(), st.none())
-INPUTS = st.dictionaries(KEYS, st.one_of(SCALARS, st.lists(SCALARS, max_size=3)), max_size=3)
-ANTHROPIC_STOPS = st.sampled_from(
-    ["end_turn", "stop_sequence", "max_tokens", "tool_use", "pause_turn", "refusal"]
-)
-COUNTS = st.integers(0, 5000)
-
-
-def split(draw: Any, value: str) -> list[str]:
-    """`value` cut at random places into non-empty pieces."""
-    if len(value) < 2:
-        return [value] if value else []
-    cuts = sorted(draw(st.sets(st.integers(1, len(value) - 1), max_size=6)))
-    edges = [0, *cuts, len(value)]
-    return [value[a:z] for a, z in itertools.pairwise(edges)]
-
-
-@st.composite
-def anthropic_answers(draw: Any) -> tuple[dict, list[dict]]:
-    """(a non-streaming Anthropic message, the stream events that deliver it)."""
-    blocks: list[dict] = [
-        {"type": "text", "text": draw(st.text(max_size=40))} for _ in range(draw(st.integers(0, 2)))
-    ]
-    for k in range(draw(st.integers(0, 3))):
-        blocks.append(
-            {"type": "tool_use", "id": f"toolu_{k}", "name": draw(NAMES), "input": draw(INPUTS)}
-        )
-    blocks = draw(st.permutations(blocks))
-    for _ in range(draw(st.integers(0, 2))):  # thinking first; with display: omitted, no text
-        thinking = {"type": "thinking", "thinking": draw(st.text(max_size=20)), "signature": "EqQB"}
-        blocks.insert(draw(st.integers(0, len(blocks))), thinking)
-    usage = {
-        "input_tokens": draw(COUNTS),
-        "cache_read_input_tokens": draw(COUNTS),
-        "cache_creation_input_tokens": draw(COUNTS),
-    }
-    output = {"output_tokens": draw(COUNTS)}
-    if draw(st.booleans()):
-        output["output_tokens_details"] = {"thinking_tokens": draw(COUNTS)}
-    stop = draw(ANTHROPIC_STOPS)
-    message = message_start(
-        "msg_" + draw(st.text(alphabet="abcXYZ0189", min_size=1, max_size=8)), **usage
-    )
-    events = [message]
-    for index, block in enumerate(blocks):
-        events += _block_events(draw, index, block)
-        if draw(st.booleans()):
-            events.append({"type": "ping"})
-    events += [message_delta(stop, **output), MESSAGE_STOP]
-    answer = {**message["message"], "content": blocks, "stop_reason": stop}
-    answer["usage"] = {**answer["usage"], **output}
-    return answer, events
-
-
-def _block_events(draw: Any, index: int, block: dict) -> list[dict]:
-    kind = block["type"]
-    if kind == "text":
-        pieces = [block_delta(index, text_delta(p)) for p in split(draw, block["text"])]
-        return [block_start(index, TEXT_BLOCK), *pieces, block_stop(index)]
-    if kind == "thinking":
-        pieces = [
-            block_delta(index, {"type": "thinking_delta", "thinking": p})
-            for p in split(draw, block["thinking"])
-        ]
-        signature = block_delta(index, {"type": "signature_delta", "signature": block["signature"]})
-        start = block_start(index, {"type": "thinking", "thinking": "", "signature": ""})
-        return [start, *pieces, signature, block_stop(index)]
-    raw = orjson.dumps(block["input"]).decode() if block["input"] else ""
-    pieces = [block_delta(index, json_delta(p)) for p in split(draw, raw)]
-    if not pieces and draw(st.booleans()):
-        pieces = [block_delta(index, json_delta(""))]  # "may be empty or absent"
-    return [block_start(index, tool_block(block["id"], block["name"])), *pieces, block_stop(index)]
 
 
 def chat_view(body: dict) -> dict:
@@ -623,7 +511,7 @@ def chat_answers(draw: Any) -> tuple[dict, list[dict | None]]:
     for k in range(draw(st.integers(0, 3))):
         value = draw(INPUTS)
         arguments = orjson.dumps(value).decode() if value or draw(st.booleans()) else ""
-        calls.append(call_dict(f"call_{k}", draw(NAMES), arguments))
+        calls.append(tool_call(f"call_{k}", draw(NAMES), arguments))
     cached = draw(COUNTS)
     written = draw(COUNTS)
     usage = {
@@ -649,13 +537,9 @@ def chat_answers(draw: Any) -> tuple[dict, list[dict | None]]:
     return answer, _chunks(draw, answer, text, calls)
 
 
-def call_dict(call_id: str, name: str, arguments: str) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
 def _chunks(draw: Any, answer: dict, text: str, calls: list[dict]) -> list[dict | None]:
     def make(delta: dict | None, finish: str | None = None, **extra: Any) -> dict:
-        return {**chunk(delta, finish, **extra), "id": answer["id"]}
+        return {**chat_chunk(delta, finish, **extra), "id": answer["id"]}
 
     chunks = [make({"role": "assistant", "content": ""})]
     chunks += [make({"reasoning_content": p}) for p in split(draw, draw(st.text(max_size=20)))]
@@ -675,31 +559,6 @@ def _chunks(draw: Any, answer: dict, text: str, calls: list[dict]) -> list[dict 
     else:
         chunks += [make({}, finish), make(None, choices=[], usage=answer["usage"])]
     return [*chunks, None]
-
-
-def sdk_message(events: list[SseEvent]) -> dict:
-    snapshot = None
-    buffers: dict[int, bytes] = {}
-    for event in events:
-        snapshot = accumulate_event(
-            event=orjson.loads(event.data), current_snapshot=snapshot, json_bufs=buffers
-        )
-    assert snapshot is not None
-    return snapshot.model_dump(exclude_none=True)
-
-
-def messages_view(body: dict) -> dict:
-    content = [
-        {k: block[k] for k in ("type", "text", "id", "name", "input") if k in block}
-        for block in body["content"]
-    ]
-    return {
-        "id": body["id"],
-        "model": body["model"],
-        "content": content,
-        "stop_reason": body["stop_reason"],
-        "usage": body["usage"],
-    }
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

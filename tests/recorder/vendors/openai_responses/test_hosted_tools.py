@@ -32,44 +32,42 @@ from taplog.recorder.vendors.openai_responses.answers import messages_answer_to_
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
 from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
 from taplog.recorder.vendors.translation import Untranslatable
-from tests.recorder.vendors.openai_chat.test_answers import claude_answer
-from tests.recorder.vendors.openai_chat.test_streams import (
-    MESSAGE_STOP,
-    block_delta,
-    block_start,
-    block_stop,
-    json_delta,
-    message_delta,
-    message_start,
-    split,
-    sse_events,
-    text_delta,
-)
-from tests.recorder.vendors.openai_responses.test_requests_and_answers import (
+from tests.builders import (
     CLAUDE_WEATHER,
-    WEATHER,
-    claude,
-    request,
-    said,
-    to_anthropic,
-    to_claude,
-    to_responses,
-    user,
-)
-from tests.recorder.vendors.openai_responses.test_streams import (
     CREATED,
+    MESSAGE_STOP,
     REQUEST,
     RESPONSE_ID,
+    RESPONSES_WEATHER,
     a_message,
     a_response,
     a_text,
+    block_delta,
+    block_start,
+    block_stop,
+    claude,
+    claude_answer,
+    item_events,
+    json_delta,
+    message_delta,
+    message_start,
+    numbered,
+    request,
+    said,
+    split,
+    text_delta,
+    user,
+)
+from tests.recorder.vendors.checks import (
     check_sequence,
     deltas_add_up,
-    item_events,
-    numbered,
-    run_to_messages,
+    responses_to_anthropic,
+    run_responses_to_messages,
     run_to_responses,
     sdk_response,
+    sse_events,
+    to_claude,
+    to_responses,
     types,
 )
 
@@ -107,7 +105,9 @@ PATCH = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
 
 
 def test_namespace_tools_are_flattened_with_the_namespace_in_name_and_description():
-    result = to_anthropic(request(user("hi"), tools=[WEATHER, MULTI_AGENT, APPLY_PATCH]))
+    result = responses_to_anthropic(
+        request(user("hi"), tools=[RESPONSES_WEATHER, MULTI_AGENT, APPLY_PATCH])
+    )
     tools = {tool["name"]: tool for tool in result.body["tools"]}
     assert list(tools) == [
         "weather",
@@ -125,7 +125,7 @@ def test_namespace_tools_are_flattened_with_the_namespace_in_name_and_descriptio
 
 
 def test_a_freeform_tool_takes_one_string_described_by_its_grammar():
-    result = to_anthropic(request(user("hi"), tools=[APPLY_PATCH, MULTI_AGENT]))
+    result = responses_to_anthropic(request(user("hi"), tools=[APPLY_PATCH, MULTI_AGENT]))
     patch, _, notes = result.body["tools"]
     assert patch["description"] == APPLY_PATCH["description"]
     schema = patch["input_schema"]
@@ -141,14 +141,14 @@ def test_a_freeform_tool_takes_one_string_described_by_its_grammar():
 
 def test_long_namespaced_names_are_fitted_and_mapped_back():
     group = {**MULTI_AGENT, "name": "n" * 120, "tools": [SPAWN]}
-    result = to_anthropic(request(user("hi"), tools=[group]))
+    result = responses_to_anthropic(request(user("hi"), tools=[group]))
     wire = result.body["tools"][0]["name"]
     assert wire == fit("n" * 120 + "__spawn_agent", 128) and len(wire) == 128
     assert result.tools == {wire: ClientTool("spawn_agent", "n" * 120)}
 
 
 def test_two_tools_with_one_anthropic_name_are_refused():
-    flat = {**WEATHER, "name": "multi_agent_v1__spawn_agent"}
+    flat = {**RESPONSES_WEATHER, "name": "multi_agent_v1__spawn_agent"}
     with pytest.raises(Untranslatable, match=r"tools\[1\]\.tools\[0\]: its Anthropic name"):
         responses_to_messages(request(user("hi"), tools=[flat, MULTI_AGENT]), model="c")
 
@@ -163,7 +163,7 @@ def test_two_tools_with_one_anthropic_name_are_refused():
 )
 def test_a_named_tool_choice_reaches_freeform_and_namespaced_tools(choice, expected):
     body = request(user("hi"), tools=[APPLY_PATCH, MULTI_AGENT], tool_choice=choice)
-    assert to_anthropic(body).body["tool_choice"] == {"type": "tool", "name": expected}
+    assert responses_to_anthropic(body).body["tool_choice"] == {"type": "tool", "name": expected}
 
 
 def test_allowed_tools_narrow_to_the_flattened_names_and_keep_a_listed_web_search():
@@ -172,13 +172,13 @@ def test_allowed_tools_narrow_to_the_flattened_names_and_keep_a_listed_web_searc
         {"type": "function", "name": "spawn_agent"},
     ]
     choice = {"type": "allowed_tools", "mode": "auto", "tools": allowed}
-    tools = [WEATHER, APPLY_PATCH, MULTI_AGENT, {"type": "web_search"}]
-    result = to_anthropic(request(user("hi"), tools=tools, tool_choice=choice))
+    tools = [RESPONSES_WEATHER, APPLY_PATCH, MULTI_AGENT, {"type": "web_search"}]
+    result = responses_to_anthropic(request(user("hi"), tools=tools, tool_choice=choice))
     names = [tool["name"] for tool in result.body["tools"]]
     assert names == ["apply_patch", "multi_agent_v1__spawn_agent"]
     assert "tools[3] (left out: not among tool_choice.allowed_tools)" in result.dropped
     with_search = {**choice, "tools": [*allowed, {"type": "web_search"}]}
-    result = to_anthropic(request(user("hi"), tools=tools, tool_choice=with_search))
+    result = responses_to_anthropic(request(user("hi"), tools=tools, tool_choice=with_search))
     assert result.body["tools"][-1] == SEARCH
 
 
@@ -191,7 +191,7 @@ def test_hosted_web_search_is_claudes_web_search(kind):
         "search_context_size": "high",
         "external_web_access": True,
     }
-    result = to_anthropic(request(user("hi"), tools=[WEATHER, tool]))
+    result = responses_to_anthropic(request(user("hi"), tools=[RESPONSES_WEATHER, tool]))
     assert result.body["tools"][1] == {
         **SEARCH,
         "allowed_domains": ["docs.python.org"],
@@ -207,15 +207,15 @@ def test_a_web_search_alone_is_sent_and_its_sources_are_not_recorded_as_lost():
         tools=[{"type": "web_search"}],
         include=["web_search_call.action.sources", "web_search_call.results"],
     )
-    result = to_anthropic(body)
+    result = responses_to_anthropic(body)
     assert result.body["tools"] == [SEARCH]
     assert result.dropped == ["include 'web_search_call.results' (nothing of that kind comes back)"]
 
 
 def test_codexs_cached_web_search_is_left_out_or_refused_saying_why():
     cached = {"type": "web_search", "external_web_access": False}
-    body = request(user("hi"), tools=[WEATHER, cached])
-    left_out = to_anthropic(body, drop_untranslatable=True)
+    body = request(user("hi"), tools=[RESPONSES_WEATHER, cached])
+    left_out = responses_to_anthropic(body, drop_untranslatable=True)
     assert [tool["name"] for tool in left_out.body["tools"]] == ["weather"]
     assert left_out.dropped == [
         "tools[1] (web_search: left out, external_web_access: false searches OpenAI's cache "
@@ -239,7 +239,7 @@ def test_history_calls_of_namespaced_and_freeform_tools_become_tool_use_and_resu
         user("thanks"),
         tools=[MULTI_AGENT, APPLY_PATCH],
     )
-    result = to_anthropic(body)  # the web search item is left out even without leave-out
+    result = responses_to_anthropic(body)  # the web search item is left out even without leave-out
     calls = result.body["messages"][1]["content"]
     assert calls == [
         {"type": "tool_use", "id": "call_1", "name": "multi_agent_v1__spawn_agent"}
@@ -387,14 +387,14 @@ def test_a_freeform_call_without_the_input_wrapper_gets_its_json_as_input():
 
 def test_translated_calls_replay_as_history_with_the_same_wire_names():
     first = request(user("go"), tools=[MULTI_AGENT, APPLY_PATCH, {"type": "web_search"}])
-    tools = to_anthropic(first).tools
+    tools = responses_to_anthropic(first).tools
     items, _ = to_items(WHOLE_ANSWER, tools)
     outputs = [
         {"type": "function_call_output", "call_id": "toolu_1", "output": "spawned"},
         {"type": "custom_tool_call_output", "call_id": "toolu_2", "output": "Done!"},
     ]
     follow_up = request(*outputs, previous_response_id="resp_X1", tools=first["tools"])
-    out = to_anthropic(follow_up, history=[*first["input"], *items])
+    out = responses_to_anthropic(follow_up, history=[*first["input"], *items])
     turn = out.body["messages"][1]["content"]  # the search itself is not replayed
     assert [block["type"] for block in turn] == ["text", "text", "tool_use", "tool_use"]
     assert [block.get("name") for block in turn[2:]] == [
@@ -477,13 +477,13 @@ def test_a_web_search_streams_its_progress_then_its_sources():
     assert {e["item_id"] for e in out[3:6]} == {"ws_T1_0"}
     assert out[6]["item"]["action"]["query"] == "taplog"
     assert out[10]["annotation"]["url"] == CITATION["url"] and out[10]["annotation_index"] == 0
-    expected, _ = to_items(claude_answer(*_whole(events)))
+    expected, _ = to_items(claude_answer(*_whole_blocks(events)))
     assert stream.response["output"] == [
         {**item, "id": item["id"].replace("X1", "T1")} for item in expected
     ]
 
 
-def _whole(events: list[dict]) -> list[dict]:
+def _whole_blocks(events: list[dict]) -> list[dict]:
     """The blocks of a hand-written stream, as the non-streaming answer holds them."""
     blocks: dict[int, dict] = {}
     for event in events:
@@ -503,7 +503,7 @@ def _whole(events: list[dict]) -> list[dict]:
     return [blocks[i] for i in sorted(blocks)]
 
 
-NAMES = st.sampled_from(["weather", *NAMESPACED])
+HOSTED_NAMES = st.sampled_from(["weather", *NAMESPACED])
 QUERIES = st.text(max_size=15)
 
 
@@ -517,7 +517,7 @@ def hosted_answers(draw: Any) -> tuple[dict, list[dict]]:
         )
         groups.append([cited(draw(st.text(max_size=30)), *citations)])
     for k in range(draw(st.integers(0, 3))):
-        name = draw(NAMES)
+        name = draw(HOSTED_NAMES)
         value = (
             {"input": draw(st.text(max_size=30))}
             if name in NAMESPACED and NAMESPACED[name].freeform
@@ -538,12 +538,12 @@ def hosted_answers(draw: Any) -> tuple[dict, list[dict]]:
     blocks = [block for group in groups for block in group]
     events = [message_start()]
     for index, block in enumerate(blocks):
-        events += _events(draw, index, block)
+        events += _hosted_block_events(draw, index, block)
     events += [message_delta("end_turn"), MESSAGE_STOP]
     return claude_answer(*blocks), events
 
 
-def _events(draw: Any, index: int, block: dict) -> list[dict]:
+def _hosted_block_events(draw: Any, index: int, block: dict) -> list[dict]:
     kind = block["type"]
     if kind == "web_search_tool_result":
         return [block_start(index, block), block_stop(index)]
@@ -678,7 +678,7 @@ def test_an_openai_web_search_streams_as_claudes_search_blocks():
             {"type": "response.completed", "response": a_response(OPENAI_SEARCH)},
         ]
     )
-    out, stream = run_to_messages(events)
+    out, stream = run_responses_to_messages(events)
     starts = [e["content_block"] for e in out if e["type"] == "content_block_start"]
     assert starts == [{**CLAUDE_BLOCKS[0], "input": {}}, CLAUDE_BLOCKS[1]]
     (delta,) = [e["delta"] for e in out if e["type"] == "content_block_delta"]

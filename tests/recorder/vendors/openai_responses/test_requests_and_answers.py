@@ -9,89 +9,30 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic
-import anthropic.types.message_create_params as anthropic_params
 import openai
-import openai.types.responses.response_create_params as responses_params
 import pytest
-from pydantic import TypeAdapter
 
 from taplog.recorder.vendors.errors import anthropic_error_to_openai
 from taplog.recorder.vendors.naming import ClientTool, fit
 from taplog.recorder.vendors.openai_responses.answers import (
     messages_answer_to_responses,
-    responses_answer_to_messages,
 )
 from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
-from taplog.recorder.vendors.translation import Translated, Untranslatable
-from tests.recorder.vendors.openai_chat.test_answers import claude_answer
-
-CREATED = 1_790_000_000
-_SAMPLING = {"temperature", "top_p"}  # the newest anthropic SDK no longer lists them
-
-
-def _declared(typed_dict: type) -> set[str]:
-    return {key for cls in typed_dict.__mro__ for key in getattr(cls, "__annotations__", {})}
-
-
-ANTHROPIC_KEYS = _declared(anthropic_params.MessageCreateParamsStreaming) | _SAMPLING
-RESPONSES_KEYS = _declared(responses_params.ResponseCreateParamsStreaming)
-# Module-level adapters: pydantic's lazy iterators need their adapter alive while iterated.
-_ANTHROPIC = {
-    True: TypeAdapter(anthropic_params.MessageCreateParamsStreaming),
-    False: TypeAdapter(anthropic_params.MessageCreateParamsNonStreaming),
-}
-_RESPONSES = {
-    True: TypeAdapter(responses_params.ResponseCreateParamsStreaming),
-    False: TypeAdapter(responses_params.ResponseCreateParamsNonStreaming),
-}
-
-
-def _force(value: Any) -> Any:
-    """pydantic validates Iterable fields lazily: walk everything so all of it is checked."""
-    if isinstance(value, dict):
-        return {k: _force(v) for k, v in value.items()}
-    if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
-        return [_force(v) for v in value]
-    return value
-
-
-def to_anthropic(body: dict, **options: Any) -> Translated:
-    translated = responses_to_messages(body, model="claude-test", **options)
-    out = translated.body
-    assert set(out) <= ANTHROPIC_KEYS, set(out) - ANTHROPIC_KEYS
-    sdk_body = {k: v for k, v in out.items() if k not in _SAMPLING}
-    _force(_ANTHROPIC[bool(out.get("stream"))].validate_python(sdk_body))
-    return translated
-
-
-def to_responses(body: dict, **options: Any) -> Translated:
-    translated = messages_to_responses(body, model="gpt-test", **options)
-    out = translated.body
-    assert set(out) <= RESPONSES_KEYS | {"stream"}, set(out) - RESPONSES_KEYS
-    _force(_RESPONSES[bool(out.get("stream"))].validate_python(out))
-    return translated
-
-
-def request(*items: Any, **extra: Any) -> dict:
-    return {"model": "gpt-test", "input": list(items), **extra}
-
-
-def user(content: Any) -> dict:
-    return {"type": "message", "role": "user", "content": content}
-
-
-def said(value: str) -> dict:
-    """A replayed assistant message item, as the Responses API returned it."""
-    part = {"type": "output_text", "text": value, "annotations": []}
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "status": "completed",
-        "content": [part],
-    }
+from taplog.recorder.vendors.translation import Untranslatable
+from tests.builders import (
+    CLAUDE_WEATHER,
+    CREATED,
+    RESPONSES_WEATHER,
+    claude,
+    claude_answer,
+    request,
+    said,
+    text,
+    tool_use,
+    user,
+)
+from tests.recorder.vendors.checks import responses_to_anthropic, to_claude, to_responses
 
 
 def function_call(call_id: str, arguments: str = '{"city":"Oslo"}', name: str = "weather") -> dict:
@@ -108,27 +49,6 @@ def function_output(call_id: str, output: Any = "sunny") -> dict:
     return {"type": "function_call_output", "call_id": call_id, "output": output}
 
 
-def text(value: str) -> dict:
-    return {"type": "text", "text": value}
-
-
-def tool_use(call_id: str, value: dict | None = None, name: str = "weather") -> dict:
-    value = {"city": "Oslo"} if value is None else value
-    return {"type": "tool_use", "id": call_id, "name": name, "input": value}
-
-
-WEATHER = {
-    "type": "function",
-    "name": "weather",
-    "description": "Weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    "strict": False,
-}
-CLAUDE_WEATHER = {
-    "name": "weather",
-    "description": "Weather for a city",
-    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
-}
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0="
 
@@ -137,7 +57,9 @@ PDF = "data:application/pdf;base64,JVBERi0="
 
 
 def test_a_string_input_with_instructions_becomes_system_and_one_user_message():
-    out = to_anthropic({"model": "gpt-test", "instructions": "Be brief.", "input": "hi"}).body
+    out = responses_to_anthropic(
+        {"model": "gpt-test", "instructions": "Be brief.", "input": "hi"}
+    ).body
     assert out == {
         "model": "claude-test",
         "max_tokens": 4096,
@@ -153,7 +75,7 @@ def test_system_and_developer_items_join_the_instructions_in_order():
         {"role": "system", "content": [{"type": "input_text", "text": "three"}]},
         instructions="one",
     )
-    out = to_anthropic(body).body
+    out = responses_to_anthropic(body).body
     assert out["system"] == [text("one"), text("two"), text("three")]
     assert out["messages"] == [{"role": "user", "content": [text("hi")]}]
 
@@ -165,7 +87,7 @@ def test_user_parts_become_text_image_and_document_blocks():
         {"type": "input_image", "image_url": "https://x.test/a.jpg", "detail": "high"},
         {"type": "input_file", "file_data": PDF, "filename": "a.pdf"},
     ]
-    result = to_anthropic(request(user(parts)))
+    result = responses_to_anthropic(request(user(parts)))
     source = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
     pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}
     assert result.body["messages"][0]["content"] == [
@@ -187,14 +109,14 @@ def test_a_replayed_tool_turn_becomes_text_and_tool_use_then_results_first():
         function_output("call_2", [{"type": "input_text", "text": "rain"}]),
         user("thanks"),
     )
-    out = to_anthropic(body).body
+    out = responses_to_anthropic(body).body
     assert out["messages"][1:] == [
         {
             "role": "assistant",
             "content": [
                 text("Let me look."),
                 tool_use("call_1"),
-                tool_use("call_2", {"city": "Rome"}),
+                tool_use("call_2", value={"city": "Rome"}),
             ],
         },
         {
@@ -210,8 +132,11 @@ def test_a_replayed_tool_turn_becomes_text_and_tool_use_then_results_first():
 
 def test_a_call_without_assistant_text_gets_its_own_turn_and_bad_arguments_become_empty():
     body = request(user("go"), function_call("call_1", '{"city":'), function_output("call_1", ""))
-    result = to_anthropic(body)
-    assert result.body["messages"][1] == {"role": "assistant", "content": [tool_use("call_1", {})]}
+    result = responses_to_anthropic(body)
+    assert result.body["messages"][1] == {
+        "role": "assistant",
+        "content": [tool_use("call_1", value={})],
+    }
     assert result.body["messages"][2] == {
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "call_1"}],
@@ -222,14 +147,14 @@ def test_a_call_without_assistant_text_gets_its_own_turn_and_bad_arguments_becom
 def test_function_outputs_with_images_keep_them_in_the_tool_result():
     output = [{"type": "input_text", "text": "chart:"}, {"type": "input_image", "image_url": PNG}]
     body = request(user("plot"), function_call("call_1"), function_output("call_1", output))
-    result = to_anthropic(body).body["messages"][2]["content"][0]
+    result = responses_to_anthropic(body).body["messages"][2]["content"][0]
     assert [block["type"] for block in result["content"]] == ["text", "image"]
 
 
 def test_the_rebuilt_history_goes_before_the_input():
     history = [user("first"), said("one"), function_call("call_1"), function_output("call_1")]
     body = request(user("second"), previous_response_id="resp_prev")
-    out = to_anthropic(body, history=history).body
+    out = responses_to_anthropic(body, history=history).body
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "user"]
     assert out["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"},
@@ -239,14 +164,14 @@ def test_the_rebuilt_history_goes_before_the_input():
 
 def test_store_false_clients_that_resend_history_need_no_chain():
     body = request(user("first"), said("one"), user("second"), store=False)
-    result = to_anthropic(body)
+    result = responses_to_anthropic(body)
     assert [m["role"] for m in result.body["messages"]] == ["user", "assistant", "user"]
     assert "store" in result.dropped
 
 
 def test_flat_function_tools_and_strict_only_when_true():
-    strict = {**WEATHER, "name": "now", "strict": True, "defer_loading": False}
-    result = to_anthropic(request(user("hi"), tools=[WEATHER, strict]))
+    strict = {**RESPONSES_WEATHER, "name": "now", "strict": True, "defer_loading": False}
+    result = responses_to_anthropic(request(user("hi"), tools=[RESPONSES_WEATHER, strict]))
     assert result.body["tools"] == [
         CLAUDE_WEATHER,
         {**CLAUDE_WEATHER, "name": "now", "strict": True},
@@ -264,19 +189,23 @@ def test_flat_function_tools_and_strict_only_when_true():
     ],
 )
 def test_tool_choice_variants(choice, expected):
-    out = to_anthropic(request(user("hi"), tools=[WEATHER], tool_choice=choice)).body
+    out = responses_to_anthropic(
+        request(user("hi"), tools=[RESPONSES_WEATHER], tool_choice=choice)
+    ).body
     assert out["tool_choice"] == expected
 
 
 def test_allowed_tools_narrow_the_list_and_parallel_false_disables_parallel_use():
-    now = {**WEATHER, "name": "now"}
+    now = {**RESPONSES_WEATHER, "name": "now"}
     choice = {
         "type": "allowed_tools",
         "mode": "required",
         "tools": [{"type": "function", "name": "now"}],
     }
-    body = request(user("hi"), tools=[WEATHER, now], tool_choice=choice, parallel_tool_calls=False)
-    out = to_anthropic(body).body
+    body = request(
+        user("hi"), tools=[RESPONSES_WEATHER, now], tool_choice=choice, parallel_tool_calls=False
+    )
+    out = responses_to_anthropic(body).body
     assert [t["name"] for t in out["tools"]] == ["now"]
     assert out["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
 
@@ -290,7 +219,7 @@ def test_limits_effort_format_and_stream():
         text={"format": {"type": "json_schema", "name": "a", "schema": schema}, "verbosity": "low"},
         stream=True,
     )
-    result = to_anthropic(body)
+    result = responses_to_anthropic(body)
     assert result.body["max_tokens"] == 2000
     assert result.body["thinking"] == {"type": "adaptive"}
     assert result.body["output_config"] == {
@@ -302,15 +231,17 @@ def test_limits_effort_format_and_stream():
 
 
 def test_json_object_format_becomes_a_system_instruction_named_in_client_words():
-    result = to_anthropic(request(user("hi"), text={"format": {"type": "json_object"}}))
+    result = responses_to_anthropic(request(user("hi"), text={"format": {"type": "json_object"}}))
     assert result.body["system"] == [text("Respond with one valid JSON object and nothing else.")]
     assert result.dropped == ["text.format json_object (sent as a system instruction)"]
 
 
 def test_no_thinking_while_a_tool_is_forced_and_the_drop_names_reasoning_effort():
     choice = {"type": "function", "name": "weather"}
-    body = request(user("hi"), tools=[WEATHER], tool_choice=choice, reasoning={"effort": "low"})
-    result = to_anthropic(body)
+    body = request(
+        user("hi"), tools=[RESPONSES_WEATHER], tool_choice=choice, reasoning={"effort": "low"}
+    )
+    result = responses_to_anthropic(body)
     assert "thinking" not in result.body
     assert result.dropped == ["reasoning.effort (Anthropic cannot think while a tool is forced)"]
 
@@ -320,15 +251,15 @@ def test_edge_08_a_tool_turn_served_without_thinking_turns_thinking_off():
     body = request(
         function_output("call_1"), reasoning={"effort": "medium"}, previous_response_id="r"
     )
-    result = to_anthropic(body, history=history)
+    result = responses_to_anthropic(body, history=history)
     assert "thinking" not in result.body
     assert "reasoning.effort (the current tool turn has no thinking block)" in result.dropped
 
 
 def test_sampling_passes_only_when_enabled_and_user_ids_become_metadata():
     body = request(user("hi"), temperature=0.5, top_p=0.9, safety_identifier="u-1")
-    assert "temperature" not in to_anthropic(body).body
-    out = to_anthropic(body, sampling=True).body
+    assert "temperature" not in responses_to_anthropic(body).body
+    out = responses_to_anthropic(body, sampling=True).body
     assert out["temperature"] == 0.5 and "top_p" not in out
     assert out["metadata"] == {"user_id": "u-1"}
 
@@ -343,7 +274,7 @@ def test_openai_only_keys_are_dropped_and_recorded():
         truncation="auto",
         service_tier="flex",
     )
-    result = to_anthropic(body)
+    result = responses_to_anthropic(body)
     assert result.dropped == [
         "store",
         "metadata",
@@ -360,7 +291,7 @@ def test_reasoning_items_without_encrypted_content_are_left_out_and_recorded():
         "id": "rs_1",
         "summary": [{"type": "summary_text", "text": "hm"}],
     }
-    result = to_anthropic(request(user("a"), reasoning, said("b"), user("c")))
+    result = responses_to_anthropic(request(user("a"), reasoning, said("b"), user("c")))
     assert [m["role"] for m in result.body["messages"]] == ["user", "assistant", "user"]
     assert result.dropped == [
         "reasoning items (OpenAI's reasoning is never replayed to another vendor)"
@@ -373,9 +304,9 @@ def test_long_tool_names_and_odd_call_ids_are_fitted_and_recorded():
         user("go"),
         function_call("call:1", name=name),
         function_output("call:1"),
-        tools=[{**WEATHER, "name": name}],
+        tools=[{**RESPONSES_WEATHER, "name": name}],
     )
-    result = to_anthropic(body)
+    result = responses_to_anthropic(body)
     wire = result.body["tools"][0]["name"]
     assert wire == fit(name, 128) and result.tools == {wire: ClientTool(name)}
     assert result.body["messages"][1]["content"][0]["id"] == fit("call:1", 128)
@@ -386,7 +317,7 @@ def test_a_trailing_assistant_message_is_untranslatable_unless_prefill_is_allowe
     body = request(user("hi"), said("Sure, "))
     with pytest.raises(Untranslatable, match="assistant"):
         responses_to_messages(body, model="claude-test")
-    out = to_anthropic(body, allow_prefill=True).body
+    out = responses_to_anthropic(body, allow_prefill=True).body
     assert out["messages"][-1] == {"role": "assistant", "content": [text("Sure,")]}
 
 
@@ -407,7 +338,9 @@ HOSTED_TOOLS = [
 @pytest.mark.parametrize("tool", HOSTED_TOOLS, ids=lambda tool: tool["type"])
 def test_hosted_tools_without_an_equivalent_are_untranslatable_and_say_why(tool):
     with pytest.raises(Untranslatable) as refused:
-        responses_to_messages(request(user("hi"), tools=[WEATHER, tool]), model="claude-test")
+        responses_to_messages(
+            request(user("hi"), tools=[RESPONSES_WEATHER, tool]), model="claude-test"
+        )
     prefix = f"tools[1]: '{tool['type']}' tools have no Anthropic equivalent: "
     assert str(refused.value).startswith(prefix) and len(str(refused.value)) > len(prefix) + 10
 
@@ -452,10 +385,10 @@ def test_with_drop_untranslatable_hosted_tools_and_encrypted_reasoning_are_left_
         {"type": "web_search_call", "id": "ws_1", "status": "completed"},
         said("found it"),
         user("more"),
-        tools=[WEATHER, {"type": "file_search", "vector_store_ids": ["vs_1"]}],
+        tools=[RESPONSES_WEATHER, {"type": "file_search", "vector_store_ids": ["vs_1"]}],
         tool_choice={"type": "file_search"},
     )
-    result = to_anthropic(body, drop_untranslatable=True)
+    result = responses_to_anthropic(body, drop_untranslatable=True)
     assert [t["name"] for t in result.body["tools"]] == ["weather"]
     assert "tool_choice" not in result.body
     assert [m["role"] for m in result.body["messages"]] == ["user", "assistant", "user"]
@@ -476,10 +409,6 @@ def test_drop_untranslatable_never_covers_state_held_by_openai():
 
 
 # ---------------------------------------------------------------- Anthropic -> Responses
-
-
-def claude(*messages: dict, **extra: Any) -> dict:
-    return {"model": "claude-test", "max_tokens": 1000, "messages": list(messages), **extra}
 
 
 def test_an_anthropic_tool_conversation_becomes_responses_items():
@@ -543,7 +472,7 @@ def test_an_anthropic_tool_conversation_becomes_responses_items():
             ],
         },
     ]
-    assert out["tools"] == [{**WEATHER, "strict": False}]
+    assert out["tools"] == [{**RESPONSES_WEATHER, "strict": False}]
     assert out["stream"] is True and out["store"] is False and out["max_output_tokens"] == 1000
     assert "thinking blocks (never replayed to another vendor)" in result.dropped
 
@@ -746,13 +675,6 @@ def output_text(value: str) -> dict:
     return {"type": "output_text", "text": value, "annotations": []}
 
 
-def to_claude(answer: dict, **options: Any) -> dict:
-    openai.types.responses.Response.model_validate(answer)
-    body = responses_answer_to_messages(answer, **options)
-    anthropic.types.Message.model_validate(body)  # an Anthropic client accepts it
-    return body
-
-
 def test_a_responses_answer_becomes_an_anthropic_message():
     answer = response_answer(
         {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAA"},
@@ -828,12 +750,12 @@ def test_a_translated_answer_replays_as_history_with_its_call_ids_paired():
         {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
         stop="tool_use",
     )
-    first = request(user("weather?"), tools=[WEATHER])
+    first = request(user("weather?"), tools=[RESPONSES_WEATHER])
     served = to_response(answer, request=first)
     history = [*first["input"], *served["output"]]
     call_id = served["output"][1]["call_id"]
     follow_up = request(function_output(call_id), previous_response_id=served["id"])
-    out = to_anthropic(follow_up, history=history).body
+    out = responses_to_anthropic(follow_up, history=history).body
     assert out["messages"] == [
         {"role": "user", "content": [text("weather?")]},
         {"role": "assistant", "content": [text("Checking."), tool_use("toolu_1")]},

@@ -18,10 +18,6 @@ import openai
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai import omit
-from openai.lib.streaming.responses import ResponseStreamState
-from openai.types.responses import ResponseStreamEvent
-from pydantic import TypeAdapter
 
 from taplog.recorder.vendors.anthropic import wire as anthropic_messages
 from taplog.recorder.vendors.naming import ClientTool
@@ -32,87 +28,44 @@ from taplog.recorder.vendors.openai_responses.answers import (
 )
 from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
 from taplog.recorder.vendors.openai_responses.stream_to_neutral import ResponsesToAnthropicStream
-from taplog.recorder.vendors.sse import SseEvent
-from tests.recorder.vendors.openai_chat.test_streams import (
+from tests.builders import (
     COUNTS,
+    CREATED,
     INPUTS,
     MESSAGE_STOP,
     NAMES,
+    REQUEST,
+    RESPONSE_ID,
     TEXT_BLOCK,
+    a_message,
+    a_response,
+    a_text,
     anthropic_answers,
     block_delta,
     block_start,
     block_stop,
+    item_events,
     json_delta,
     message_delta,
     message_start,
-    messages_view,
-    sdk_message,
+    numbered,
     split,
-    sse_events,
     text_delta,
     tool_block,
 )
-
-CREATED = 1_790_000_000
-RESPONSE_ID = "resp_T1"
-REQUEST = {"model": "gpt-test", "input": "hi", "store": False, "tool_choice": "auto"}
-RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)
-ANTHROPIC_EVENT = TypeAdapter(anthropic.types.RawMessageStreamEvent)
-
-# docs/protocols.md 2: the order of a translated Responses stream, one letter per event type.
-_LETTERS = {
-    "response.created": "C",
-    "response.in_progress": "P",
-    "response.output_item.added": "A",
-    "response.content_part.added": "a",
-    "response.output_text.delta": "t",
-    "response.output_text.done": "T",
-    "response.content_part.done": "d",
-    "response.function_call_arguments.delta": "f",
-    "response.function_call_arguments.done": "F",
-    "response.output_text.annotation.added": "n",
-    "response.custom_tool_call_input.delta": "i",
-    "response.custom_tool_call_input.done": "I",
-    "response.web_search_call.in_progress": "w",
-    "response.web_search_call.searching": "s",
-    "response.web_search_call.completed": "W",
-    "response.output_item.done": "D",
-    "response.completed": "Z",
-    "response.incomplete": "Z",
-    "error": "E",
-    "response.failed": "X",
-}
-# text (annotations last), function call, freeform call, web search (completed or not)
-_ITEMS = r"CP(?:Aat+n*TdD|Af+FD|Ai?ID|AwsW?D)*"
-_OPEN = r"(?:Aat*|Af*|Aw?s?)?"  # an item still open (a freeform call shows nothing yet)
-_GRAMMAR = re.compile(_ITEMS + r"(?:Z|" + _OPEN + "EX)")
-_CUT = re.compile(_ITEMS + _OPEN)  # an upstream stream that just stopped
-
-
-def check_sequence(events: list[SseEvent], *, cut: bool = False) -> list[dict]:
-    """Parse a Responses stream; numbering, names, SDK types and order must all hold."""
-    parsed = [orjson.loads(e.data) for e in events]
-    assert [e.event for e in events] == [p["type"] for p in parsed]
-    assert [p["sequence_number"] for p in parsed] == list(range(len(parsed)))
-    for event in parsed:  # a Responses client parses every event
-        RESPONSES_EVENT.validate_python(event)
-    letters = "".join(_LETTERS[p["type"]] for p in parsed)
-    assert (_CUT if cut else _GRAMMAR).fullmatch(letters), letters
-    return parsed
-
-
-def run_to_responses(events: list[dict], **options: Any) -> tuple[list[dict], Any]:
-    stream = AnthropicToResponsesStream(
-        response_id=RESPONSE_ID, created_at=CREATED, request=REQUEST, **options
-    )
-    raw = b"".join(b for event in events for b in stream.feed(event["type"], event))
-    cut = not stream.finished and stream.error is None
-    return check_sequence(sse_events(raw), cut=cut), stream
-
-
-def types(events: list[dict]) -> list[str]:
-    return [e["type"] for e in events]
+from tests.recorder.vendors.checks import (
+    ANTHROPIC_EVENT,
+    RESPONSES_EVENT,
+    check_sequence,
+    deltas_add_up,
+    messages_view,
+    run_responses_to_messages,
+    run_to_responses,
+    sdk_message,
+    sdk_response,
+    sse_events,
+    types,
+)
 
 
 def payload(event: dict) -> dict:
@@ -297,47 +250,6 @@ def _bytes(events: list[dict]) -> bytes:
 # ---------------------------------------------------------------- Responses -> Anthropic
 
 
-def item_events(index: int, item: dict, *, pieces: list[list[str]] | None = None) -> list[dict]:
-    """The events that deliver one output item; `pieces` splits each part or the arguments."""
-    opened = {**item, "status": "in_progress"}
-    if item["type"] == "message":
-        opened["content"] = []
-    if item["type"] == "function_call":
-        opened["arguments"] = ""
-    out = [{"type": "response.output_item.added", "output_index": index, "item": opened}]
-    where = {"item_id": item["id"], "output_index": index}
-    if item["type"] == "message" and pieces is not None:
-        for k, part in enumerate(item["content"]):
-            family, field = (
-                ("output_text", "text") if part["type"] == "output_text" else ("refusal", "refusal")
-            )
-            at = {**where, "content_index": k}
-            empty = {**part, field: ""}
-            out.append({"type": "response.content_part.added", **at, "part": empty})
-            extra = {"logprobs": []} if family == "output_text" else {}
-            out += [
-                {"type": f"response.{family}.delta", **at, "delta": p, **extra} for p in pieces[k]
-            ]
-            out.append({"type": f"response.{family}.done", **at, field: part[field], **extra})
-            out.append({"type": "response.content_part.done", **at, "part": part})
-    elif item["type"] == "web_search_call":
-        opened["action"] = {"type": "search"}
-        phases = ["in_progress", "searching"] + (
-            ["completed"] if item["status"] != "failed" else []
-        )
-        out += [{"type": f"response.web_search_call.{phase}", **where} for phase in phases]
-    elif item["type"] == "function_call" and pieces is not None:
-        delta = "response.function_call_arguments.delta"
-        out += [{"type": delta, **where, "delta": p} for p in pieces[0]]
-        done = {"type": "response.function_call_arguments.done", **where}
-        out.append({**done, "arguments": item["arguments"]})
-    return [*out, {"type": "response.output_item.done", "output_index": index, "item": item}]
-
-
-def numbered(events: list[dict]) -> list[dict]:
-    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
-
-
 def responses_stream(answer: dict, pieces: dict[int, list[list[str]]]) -> list[dict]:
     opened = {**answer, "status": "in_progress", "output": [], "usage": None}
     events = [
@@ -348,42 +260,6 @@ def responses_stream(answer: dict, pieces: dict[int, list[list[str]]]) -> list[d
         events += item_events(index, item, pieces=pieces.get(index))
     terminal = "response.completed" if answer["status"] == "completed" else "response.incomplete"
     return numbered([*events, {"type": terminal, "response": answer}])
-
-
-def a_response(*output: dict, status: str = "completed", reason: str | None = None) -> dict:
-    return {
-        "id": "resp_9",
-        "object": "response",
-        "created_at": CREATED,
-        "status": status,
-        "incomplete_details": {"reason": reason} if reason else None,
-        "model": "gpt-served",
-        "output": list(output),
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": {
-            "input_tokens": 30,
-            "input_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 0},
-            "output_tokens": 4,
-            "output_tokens_details": {"reasoning_tokens": 1},
-            "total_tokens": 34,
-        },
-    }
-
-
-def a_message(item_id: str, *parts: dict) -> dict:
-    return {
-        "id": item_id,
-        "type": "message",
-        "status": "completed",
-        "role": "assistant",
-        "content": list(parts),
-    }
-
-
-def a_text(value: str) -> dict:
-    return {"type": "output_text", "text": value, "annotations": []}
 
 
 def a_call(index: int, name: str, arguments: str) -> dict:
@@ -410,21 +286,9 @@ def a_search(index: int, query: str, urls: list[str], status: str = "completed")
 REASONING = {"id": "rs_0", "type": "reasoning", "summary": [], "encrypted_content": "gAAA"}
 
 
-def run_to_messages(events: list[dict], **options: Any) -> tuple[list[dict], Any]:
-    stream = ResponsesToAnthropicStream(model="gpt-requested", **options)
-    raw = b"".join(b for event in events for b in stream.feed(event["type"], event))
-    parsed = sse_events(raw)
-    assert all(e.event == orjson.loads(e.data)["type"] for e in parsed)
-    out = [orjson.loads(e.data) for e in parsed]
-    for event in out:  # an Anthropic client parses every event
-        if event["type"] != "error":
-            ANTHROPIC_EVENT.validate_python(event)
-    return out, stream
-
-
 def test_a_responses_text_answer_becomes_the_anthropic_event_sequence():
     answer = a_response(REASONING, a_message("msg_1", a_text("Hello")))
-    out, stream = run_to_messages(responses_stream(answer, {1: [["Hel", "lo"]]}))
+    out, stream = run_responses_to_messages(responses_stream(answer, {1: [["Hel", "lo"]]}))
     assert out == [
         {
             "type": "message_start",
@@ -466,7 +330,7 @@ def test_function_calls_open_tool_use_blocks_and_items_without_deltas_still_arri
         a_call(2, "now", ""),
     )
     events = responses_stream(answer, {1: [['{"city"', ':"Oslo"}']], 2: [[]]})
-    out, _ = run_to_messages(events, tools={"w_1": ClientTool("weather")})
+    out, _ = run_responses_to_messages(events, tools={"w_1": ClientTool("weather")})
     assert types(out) == [
         "message_start",
         *("content_block_start", "content_block_delta", "content_block_stop"),
@@ -488,12 +352,12 @@ def test_function_calls_open_tool_use_blocks_and_items_without_deltas_still_arri
 
 def test_refusals_and_incomplete_answers_set_the_stop_reason():
     refusal = a_message("msg_1", {"type": "refusal", "refusal": "No."})
-    out, _ = run_to_messages(responses_stream(a_response(refusal), {0: [["No."]]}))
+    out, _ = run_responses_to_messages(responses_stream(a_response(refusal), {0: [["No."]]}))
     assert out[-2]["delta"]["stop_reason"] == "refusal"
     cut = a_response(
         a_message("msg_1", a_text("x")), status="incomplete", reason="max_output_tokens"
     )
-    out, _ = run_to_messages(responses_stream(cut, {0: [["x"]]}))
+    out, _ = run_responses_to_messages(responses_stream(cut, {0: [["x"]]}))
     assert out[-2]["delta"]["stop_reason"] == "max_tokens"
 
 
@@ -509,11 +373,11 @@ def test_a_failed_response_becomes_an_anthropic_error():
             {"type": "response.failed", "response": failed},
         ]
     )
-    out, stream = run_to_messages(events)
+    out, stream = run_responses_to_messages(events)
     assert out[-1] == {"type": "error", "error": {"type": "api_error", "message": "boom"}}
     assert stream.error == out[-1]["error"] and not stream.finished
     bad = {**failed, "error": {"code": "invalid_image", "message": "bad image"}}
-    out, _ = run_to_messages([{"type": "response.failed", "response": bad}])
+    out, _ = run_responses_to_messages([{"type": "response.failed", "response": bad}])
     assert out[-1]["error"]["type"] == "invalid_request_error"
 
 
@@ -523,7 +387,7 @@ def test_an_error_event_becomes_an_anthropic_error_and_nothing_after():
         {"type": "error", "code": "rate_limit_exceeded", "message": "Slow down", "param": None},
         {"type": "response.completed", "response": a_response()},
     ]
-    out, stream = run_to_messages(numbered(events))
+    out, stream = run_responses_to_messages(numbered(events))
     assert types(out) == ["message_start", "error"]
     assert out[-1]["error"] == {"type": "rate_limit_error", "message": "Slow down"}
     assert anthropic_messages.reassemble(sse_events(_bytes(out))).error == stream.error
@@ -548,34 +412,6 @@ def responses_view(body: dict) -> dict:
 
 def _set(value: Any) -> Any:
     return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
-
-
-def sdk_response(events: list[SseEvent]) -> dict:
-    """The final response as openai-python's own stream accumulator builds it."""
-    state = ResponseStreamState(input_tools=omit, text_format=omit)
-    final = None
-    for event in events:
-        for out in state.handle_event(RESPONSES_EVENT.validate_json(event.data)):
-            if out.type in ("response.completed", "response.incomplete"):
-                final = out.response
-    assert final is not None
-    return final.model_dump(mode="json")
-
-
-def deltas_add_up(parsed: list[dict]) -> None:
-    """Each text, argument and freeform input ``done`` is exactly its deltas joined."""
-    joined: dict[tuple[str, int], str] = {}
-    for event in parsed:
-        family, _, phase = event["type"].removeprefix("response.").rpartition(".")
-        key = (family, event.get("output_index", -1))
-        if phase == "delta":
-            joined[key] = joined.get(key, "") + event["delta"]
-        elif family == "output_text" and phase == "done":
-            assert joined[key] == event["text"]
-        elif family == "function_call_arguments" and phase == "done":
-            assert joined[key] == event["arguments"]
-        elif family == "custom_tool_call_input" and phase == "done":
-            assert joined.get(key, "") == event["input"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
