@@ -13,12 +13,18 @@ import anthropic
 import openai
 import pytest
 
-from tests.fakes.harness import FAILOVER_RULES, FALLBACK_TTFB, Taplog, Vendors, start_on_fake
+from tests.fakes.clients import anthropic_at, openai_at
+from tests.fakes.harness import (
+    FAILOVER_RULES,
+    FALLBACK_TTFB,
+    Taplog,
+    Vendors,
+    serve_fake,
+    start_on_fake,
+)
 from tests.fakes.keys import (
     ANTHROPIC_FALLBACK_KEY,
-    ANTHROPIC_KEY,
     OPENAI_FALLBACK_KEY,
-    OPENAI_KEY,
 )
 from tests.fakes.servers import ServerThread
 from tests.fakes.ui_traffic import Recorded, record_sessions
@@ -27,16 +33,13 @@ from tests.fakes.vendor import FakeVendor
 
 @pytest.fixture
 def servers() -> Iterator[ServerThread]:
-    thread = ServerThread()
-    yield thread
-    thread.stop()
+    with ServerThread() as thread:
+        yield thread
 
 
 @pytest.fixture
 def fake(servers: ServerThread) -> FakeVendor:
-    vendor = FakeVendor()
-    vendor.url = servers.serve(vendor.app(), handler_cancellation=True)
-    return vendor
+    return serve_fake(servers, handler_cancellation=True)
 
 
 @pytest.fixture
@@ -46,22 +49,22 @@ def taplog(servers: ServerThread, fake: FakeVendor, tmp_path) -> Taplog:
 
 @pytest.fixture
 def oai(taplog: Taplog) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    return openai_at(taplog.url)
 
 
 @pytest.fixture
 def ant(taplog: Taplog) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=taplog.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    return anthropic_at(taplog.url)
 
 
 @pytest.fixture
 def oai_direct(fake: FakeVendor) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{fake.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    return openai_at(fake.url)
 
 
 @pytest.fixture
 def ant_direct(fake: FakeVendor) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=fake.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    return anthropic_at(fake.url)
 
 
 # -- two fake vendors, and taplog failing over between them -----------------------------
@@ -82,12 +85,12 @@ def failover_proxy(servers: ServerThread, vendors: Vendors, tmp_path) -> Taplog:
 
 @pytest.fixture
 def failover_oai(failover_proxy: Taplog) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{failover_proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    return openai_at(failover_proxy.url)
 
 
 @pytest.fixture
 def failover_ant(failover_proxy: Taplog) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=failover_proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    return anthropic_at(failover_proxy.url)
 
 
 @pytest.fixture
@@ -99,7 +102,7 @@ def fallback_proxy(servers: ServerThread, vendors: Vendors, tmp_path) -> Taplog:
 
 @pytest.fixture
 def fallback_client(fallback_proxy: Taplog) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{fallback_proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    return openai_at(fallback_proxy.url)
 
 
 # -- the web UI's sessions (tests/fakes/ui_traffic.py) ----------------------------------
@@ -110,10 +113,7 @@ def ui_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
         env.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
-        servers = ServerThread()
-        try:
+        with ServerThread() as servers:
             vendors = Vendors(servers)
             data_dir = tmp_path_factory.mktemp("ui") / "data"
             yield Recorded(record_sessions(servers, vendors, data_dir, ui=True), vendors)
-        finally:
-            servers.stop()

@@ -25,6 +25,16 @@ from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 _DROP = ("content-encoding", "content-length", "transfer-encoding")
 
 
+def openai_at(url: str, **options: Any) -> openai.OpenAI:
+    """The OpenAI SDK for taplog (or a fake vendor) at `url`: the test key, no retries."""
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=OPENAI_KEY, max_retries=0, **options)
+
+
+def anthropic_at(url: str, **options: Any) -> anthropic.Anthropic:
+    """The Anthropic SDK for taplog (or a fake vendor) at `url`: the test key, no retries."""
+    return anthropic.Anthropic(base_url=url, api_key=ANTHROPIC_KEY, max_retries=0, **options)
+
+
 class Capture:
     """Every exchange the SDK made: path, request body, status, answer bytes.
 
@@ -54,12 +64,8 @@ def sdk_client(api: str, base: str, capture: Capture | None = None):
     transport = capture.transport(http) if capture else http.HTTPTransport()
     http_client = http.Client(transport=transport)
     if api == "anthropic":
-        return anthropic.Anthropic(
-            base_url=base, api_key=ANTHROPIC_KEY, max_retries=0, http_client=http_client
-        )
-    return openai.OpenAI(
-        base_url=f"{base}/v1", api_key=OPENAI_KEY, max_retries=0, http_client=http_client
-    )
+        return anthropic_at(base, http_client=http_client)
+    return openai_at(base, http_client=http_client)
 
 
 # -- one call, the text collected as the client sees it ----------------------------------

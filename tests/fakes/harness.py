@@ -102,13 +102,19 @@ def start_on_fake(
     )
 
 
+def serve_fake(servers: ServerThread, **runner_kwargs: Any) -> FakeVendor:
+    """A fake vendor served on `servers`, its `url` set."""
+    vendor = FakeVendor()
+    vendor.url = servers.serve(vendor.app(), **runner_kwargs)
+    return vendor
+
+
 class Vendors:
     """Two fake vendors, one per provider, so one can be down while the other serves."""
 
     def __init__(self, servers: ServerThread) -> None:
-        self.openai, self.anthropic = FakeVendor(), FakeVendor()
-        self.openai.url = servers.serve(self.openai.app(), handler_cancellation=True)
-        self.anthropic.url = servers.serve(self.anthropic.app(), handler_cancellation=True)
+        self.openai = serve_fake(servers, handler_cancellation=True)
+        self.anthropic = serve_fake(servers, handler_cancellation=True)
 
     def proxy(
         self, servers: ServerThread, data_dir: Path, rules: dict[str, Any], **overrides: Any
@@ -190,3 +196,19 @@ class TaplogProcess:
         self.process.send_signal(signal.SIGTERM)
         _, err = self.process.communicate(timeout=20)
         return self.process.returncode, err
+
+
+def serve_on_fake(
+    fake: FakeVendor, data_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> TaplogProcess:
+    """`taplog serve` with both vendors pointed at the fake one, and more options."""
+    return TaplogProcess(
+        "--data-dir",
+        str(data_dir),
+        "--openai-base",
+        f"{fake.url}/v1",
+        "--anthropic-base",
+        fake.url,
+        *args,
+        env=env,
+    )

@@ -51,6 +51,12 @@ class ServerThread:
 
         return self.call(start)
 
+    def __enter__(self) -> ServerThread:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         async def cleanup() -> None:
             for runner in reversed(self._runners):

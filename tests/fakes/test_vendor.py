@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.fakes.harness import serve_fake
 from tests.fakes.servers import ServerThread
 from tests.fakes.vendor import FakeVendor
 
@@ -30,16 +31,13 @@ WEATHER_TOOL = {
 
 @pytest.fixture(scope="module")
 def fake_thread() -> Iterator[ServerThread]:
-    servers = ServerThread()
-    yield servers
-    servers.stop()
+    with ServerThread() as servers:
+        yield servers
 
 
 @pytest.fixture
 def lone_fake(fake_thread: ServerThread) -> FakeVendor:
-    vendor = FakeVendor()
-    vendor.url = fake_thread.serve(vendor.app())
-    return vendor
+    return serve_fake(fake_thread)
 
 
 @pytest.fixture

@@ -22,24 +22,11 @@ from taplog.recorder.reader import read_all, read_session
 from tests import ROOT
 from tests.builders import HELLO
 from tests.fakes.clients import Scrape, scrape
-from tests.fakes.harness import TaplogProcess, taplog_env
+from tests.fakes.harness import TaplogProcess, serve_on_fake, taplog_env
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 PLANTED_KEY = "sk-planted-3f9a7c1e5b2d4f6a8c0e1d2c"
 PROMPT = "the words of a private prompt"
-
-
-def _serve(fake, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> TaplogProcess:
-    return TaplogProcess(
-        "--data-dir",
-        str(data_dir),
-        "--openai-base",
-        f"{fake.url}/v1",
-        "--anthropic-base",
-        fake.url,
-        *args,
-        env=env,
-    )
 
 
 def _client(
@@ -128,7 +115,7 @@ def test_a_probe_of_the_base_url_is_answered_by_taplog_and_goes_nowhere(taplog, 
 
 
 def test_one_json_line_per_call_on_stderr_and_no_secrets_anywhere(fake, tmp_path):
-    served = _serve(fake, tmp_path / "data", "--log-format", "json")
+    served = serve_on_fake(fake, tmp_path / "data", "--log-format", "json")
     try:
         client = _client(served, "logged", key=PLANTED_KEY)
         client.chat.completions.create(
@@ -169,7 +156,7 @@ def test_one_json_line_per_call_on_stderr_and_no_secrets_anywhere(fake, tmp_path
 
 
 def test_text_call_lines_cannot_be_forged_by_a_model_name(fake, tmp_path):
-    served = _serve(fake, tmp_path / "data", "--log-level", "info")
+    served = serve_on_fake(fake, tmp_path / "data", "--log-level", "info")
     try:
         client = _client(served, "plain")
         client.chat.completions.create(model="gpt-4.1", messages=HELLO)
@@ -193,7 +180,7 @@ def test_text_call_lines_cannot_be_forged_by_a_model_name(fake, tmp_path):
 
 
 def test_log_level_warning_keeps_only_failed_calls(fake, tmp_path):
-    served = _serve(fake, tmp_path / "data", env=taplog_env(TAPLOG_LOG_LEVEL="warning"))
+    served = serve_on_fake(fake, tmp_path / "data", env=taplog_env(TAPLOG_LOG_LEVEL="warning"))
     try:
         client = _client(served)
         client.chat.completions.create(model="gpt-4.1", messages=HELLO)
@@ -217,7 +204,7 @@ def test_log_level_warning_keeps_only_failed_calls(fake, tmp_path):
 def test_a_restart_on_the_same_data_dir_continues_sessions_with_the_next_seq(fake, tmp_path):
     data = tmp_path / "data"
     for run in range(2):
-        served = _serve(fake, data)
+        served = serve_on_fake(fake, data)
         try:
             answer = _client(served, "long-run").chat.completions.create(
                 model="gpt-4.1", messages=[{"role": "user", "content": f"run {run}"}]
@@ -234,7 +221,7 @@ def test_a_restart_on_the_same_data_dir_continues_sessions_with_the_next_seq(fak
 
 
 def test_sigterm_during_concurrent_streams_loses_nothing(fake, tmp_path):
-    served = _serve(fake, tmp_path / "data")
+    served = serve_on_fake(fake, tmp_path / "data")
     count, texts, started = 5, {}, threading.Barrier(6)
 
     def stream(n: int) -> None:

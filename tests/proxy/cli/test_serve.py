@@ -11,20 +11,13 @@ import openai
 import pytest
 
 from taplog.recorder.reader import read_all
-from tests.fakes.harness import TAPLOG, TaplogProcess, taplog_env
+from tests.fakes.harness import TAPLOG, TaplogProcess, serve_on_fake, taplog_env
 from tests.fakes.keys import OPENAI_KEY
 
 
 @pytest.fixture
 def served(fake, tmp_path):
-    server = TaplogProcess(
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--openai-base",
-        f"{fake.url}/v1",
-        "--anthropic-base",
-        fake.url,
-    )
+    server = serve_on_fake(fake, tmp_path / "data")
     yield server
     if server.process.poll() is None:
         server.stop()

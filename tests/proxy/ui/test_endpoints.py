@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.connect import connect
 from taplog.recorder.reader import read_session
-from tests.fakes.harness import TAPLOG, TaplogProcess, start_on_fake, taplog_env
+from tests.fakes.harness import TAPLOG, serve_on_fake, start_on_fake, taplog_env
 from tests.fakes.keys import OPENAI_KEY
 from tests.fakes.ui_traffic import SESSIONS, ask, openai_client
 
@@ -276,15 +276,7 @@ def test_tokens_guard_the_ui_like_metrics(servers, fake, tmp_path):
 
 
 def test_serve_ui_prints_where_the_pages_are_and_serves_them(fake, tmp_path):
-    served = TaplogProcess(
-        "--ui",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--openai-base",
-        f"{fake.url}/v1",
-        "--anthropic-base",
-        fake.url,
-    )
+    served = serve_on_fake(fake, tmp_path / "data", "--ui")
     try:
         page = next(line for line in served.banner if "web UI" in line).split()[-1]
         assert page == served.url + "/ui/"

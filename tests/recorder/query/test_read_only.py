@@ -26,10 +26,9 @@ from click.testing import CliRunner, Result
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.query.connect import connect
-from tests.fakes.harness import TAPLOG, start_on_fake, taplog_env
+from tests.fakes.harness import TAPLOG, serve_fake, start_on_fake, taplog_env
 from tests.fakes.keys import OPENAI_KEY
 from tests.fakes.servers import ServerThread
-from tests.fakes.vendor import FakeVendor
 
 SLOW = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = 7"
 
@@ -39,8 +38,7 @@ def sql_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two sessions, one with a body in blobs/, both compacted into compacted/."""
     servers = ServerThread()
     try:
-        fake = FakeVendor()
-        fake.url = servers.serve(fake.app(), handler_cancellation=True)
+        fake = serve_fake(servers, handler_cancellation=True)
         data = tmp_path_factory.mktemp("sql") / "data"
         taplog = start_on_fake(servers, fake, data, body_inline_max_kb=2)
         for session, prompt in (("big", "summarise " + "lorem ipsum " * 2000), ("small", "hi")):

@@ -37,7 +37,7 @@ from taplog.recorder.store.logfile import SessionFile, open_session_file
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify, verify_file
 from tests.fakes.clients import wait_written
-from tests.fakes.harness import TAPLOG, TaplogProcess, start_on_fake, taplog_env
+from tests.fakes.harness import TAPLOG, serve_on_fake, start_on_fake, taplog_env
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 
@@ -445,16 +445,7 @@ def test_kill_9_under_streaming_load_loses_no_answer_a_client_completed(
 ):
     data, completed, rng = tmp_path / "data", [], random.Random(rounds)
     for round_ in range(rounds):
-        served = TaplogProcess(
-            "--data-dir",
-            str(data),
-            "--openai-base",
-            f"{fake.url}/v1",
-            "--anthropic-base",
-            fake.url,
-            "--fsync",
-            fsync,
-        )
+        served = serve_on_fake(fake, data, "--fsync", fsync)
         traffic = Traffic(served.url, round_)
         traffic.first_completed.wait(30)  # under load: only kill once calls flow
         time.sleep(rng.uniform(0.05, 0.6))

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from taplog.recorder.reader import read_all
-from tests.fakes.harness import TaplogProcess
+from tests.fakes.harness import serve_on_fake
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 MIB = 2**20
@@ -59,10 +59,7 @@ def _settled_rss(pid: int) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("api", sorted(CALLS))
 def test_a_64_mib_streamed_answer_costs_at_most_its_size_and_is_given_back(fake, tmp_path, api):
-    served = TaplogProcess(
-        "--data-dir", str(tmp_path / "data"), "--openai-base", f"{fake.url}/v1",
-        "--anthropic-base", fake.url, "--log-level", "warning",
-    )  # fmt: skip
+    served = serve_on_fake(fake, tmp_path / "data", "--log-level", "warning")
     try:
         path, body, headers = CALLS[api]
         prompt = {"messages": [{"role": "user", "content": "hi"}]}

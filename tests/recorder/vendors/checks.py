@@ -54,14 +54,15 @@ def force(value: Any) -> Any:
     return value
 
 
-# Module-level adapters: pydantic's lazy iterators need their adapter alive while iterated.
-_ANTHROPIC = {
-    stream: TypeAdapter(kind)
-    for stream, kind in (
-        (True, anthropic_params.MessageCreateParamsStreaming),
-        (False, anthropic_params.MessageCreateParamsNonStreaming),
-    )
-}
+def adapters(streaming: type, plain: type) -> dict[bool, TypeAdapter]:
+    """A request type's adapters by `stream`; kept at module level, since pydantic's lazy
+    iterators need their adapter alive while iterated."""
+    return {True: TypeAdapter(streaming), False: TypeAdapter(plain)}
+
+
+_ANTHROPIC = adapters(
+    anthropic_params.MessageCreateParamsStreaming, anthropic_params.MessageCreateParamsNonStreaming
+)
 
 
 def assert_anthropic_request(body: dict) -> None:
@@ -83,6 +84,17 @@ def sse_events(raw: bytes, cuts: list[int] | None = None) -> list[SseEvent]:
     blocks = [b for a, z in itertools.pairwise(edges) for b in splitter.feed(raw[a:z])]
     assert splitter.flush() == b""
     return [e for e in map(parse_block, blocks) if e is not None]
+
+
+def anthropic_events(raw: bytes) -> list[dict]:
+    """An Anthropic stream's events, each named for its type and parsed by the Anthropic SDK."""
+    events = sse_events(raw)
+    assert all(e.event == orjson.loads(e.data)["type"] for e in events)
+    parsed = [orjson.loads(e.data) for e in events]
+    for event in parsed:  # an Anthropic client parses every event
+        if event["type"] != "error":
+            ANTHROPIC_EVENT.validate_python(event)
+    return parsed
 
 
 def sdk_message(events: list[SseEvent]) -> dict:
@@ -116,10 +128,10 @@ def messages_view(body: dict) -> dict:
 RESPONSES_KEYS = declared_keys(responses_params.ResponseCreateParamsStreaming)
 
 
-_RESPONSES = {
-    True: TypeAdapter(responses_params.ResponseCreateParamsStreaming),
-    False: TypeAdapter(responses_params.ResponseCreateParamsNonStreaming),
-}
+_RESPONSES = adapters(
+    responses_params.ResponseCreateParamsStreaming,
+    responses_params.ResponseCreateParamsNonStreaming,
+)
 
 
 def responses_to_anthropic(body: dict, **options: Any) -> Translated:
@@ -213,13 +225,7 @@ def types(events: list[dict]) -> list[str]:
 def run_responses_to_messages(events: list[dict], **options: Any) -> tuple[list[dict], Any]:
     stream = ResponsesToAnthropicStream(model="gpt-requested", **options)
     raw = b"".join(b for event in events for b in stream.feed(event["type"], event))
-    parsed = sse_events(raw)
-    assert all(e.event == orjson.loads(e.data)["type"] for e in parsed)
-    out = [orjson.loads(e.data) for e in parsed]
-    for event in out:  # an Anthropic client parses every event
-        if event["type"] != "error":
-            ANTHROPIC_EVENT.validate_python(event)
-    return out, stream
+    return anthropic_events(raw), stream
 
 
 def sdk_response(events: list[SseEvent]) -> dict:

@@ -10,7 +10,6 @@ from typing import Any
 
 import openai.types.chat.completion_create_params as openai_params
 import pytest
-from pydantic import TypeAdapter
 
 from taplog.recorder.vendors.anthropic.thinking import disable_thinking, thinking_conflict
 from taplog.recorder.vendors.naming import ClientTool, fit
@@ -18,18 +17,14 @@ from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 from taplog.recorder.vendors.translation import Translated, Untranslatable
 from tests.builders import CHAT_WEATHER, CLAUDE_WEATHER, chat, claude, text, tool_call, tool_use
-from tests.recorder.vendors.checks import assert_anthropic_request, declared_keys, force
+from tests.recorder.vendors.checks import adapters, assert_anthropic_request, declared_keys, force
 
 OPENAI_KEYS = declared_keys(openai_params.CompletionCreateParamsStreaming)
 
 
-_OPENAI = {
-    stream: TypeAdapter(kind)
-    for stream, kind in (
-        (True, openai_params.CompletionCreateParamsStreaming),
-        (False, openai_params.CompletionCreateParamsNonStreaming),
-    )
-}
+_OPENAI = adapters(
+    openai_params.CompletionCreateParamsStreaming, openai_params.CompletionCreateParamsNonStreaming
+)
 
 
 def assert_openai_request(body: dict) -> None:

@@ -47,7 +47,12 @@ from tests.builders import (
     tool_block,
     tool_call,
 )
-from tests.recorder.vendors.checks import ANTHROPIC_EVENT, messages_view, sdk_message, sse_events
+from tests.recorder.vendors.checks import (
+    anthropic_events,
+    messages_view,
+    sdk_message,
+    sse_events,
+)
 
 
 def data_of(events: list[SseEvent]) -> list[Any]:
@@ -254,13 +259,7 @@ def run_chat_to_messages(
 ) -> tuple[list, ChatToAnthropicStream]:
     stream = ChatToAnthropicStream(model="gpt-requested", **options)
     raw = b"".join(b for c in chunks for b in stream.feed(c))
-    events = sse_events(raw)
-    assert all(e.event == orjson.loads(e.data)["type"] for e in events)
-    parsed = [orjson.loads(e.data) for e in events]
-    for event in parsed:  # an Anthropic client parses every event
-        if event["type"] != "error":
-            ANTHROPIC_EVENT.validate_python(event)
-    return parsed, stream
+    return anthropic_events(raw), stream
 
 
 def names(events: list[dict]) -> list[str]:
