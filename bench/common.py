@@ -30,7 +30,7 @@ KEYS = {"OPENAI_API_KEY": "sk-bench-o", "ANTHROPIC_API_KEY": "sk-bench-a"}
 FAKE = """
 import sys
 from aiohttp import web
-from tests.fake_vendor import FakeVendor
+from tests.fakes.vendor import FakeVendor
 web.run_app(FakeVendor().app(), host="127.0.0.1", port=int(sys.argv[1]), print=None)
 """
 

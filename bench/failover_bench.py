@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BODY, HEADERS, Service, spread, start_taplog
 from taplog.recorder.reader import read_all
-from tests.fake_vendor import FakeVendor
-from tests.servers import ServerThread
+from tests.fakes.servers import ServerThread
+from tests.fakes.vendor import FakeVendor
 
 
 def _serve(data_dir: str, openai_url: str, anthropic_url: str, *extra: str) -> Service:

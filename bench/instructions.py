@@ -30,8 +30,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bench.tree  # noqa: E402  (`import taplog` loads this tree)
-from tests.fake_vendor import FakeVendor  # noqa: E402
-from tests.servers import ServerThread  # noqa: E402
+from tests.fakes.servers import ServerThread  # noqa: E402
+from tests.fakes.vendor import FakeVendor  # noqa: E402
 
 WARM_UP = 20
 CALLS = {

@@ -34,8 +34,8 @@ from taplog.proxy.config import Settings  # noqa: E402
 from taplog.proxy.runner import ProxyRunner  # noqa: E402
 from taplog.recorder.query.compaction import COMPACTED_DIR, compact  # noqa: E402
 from taplog.recorder.query.connect import connect  # noqa: E402
-from tests.fake_vendor import FakeVendor  # noqa: E402
-from tests.servers import ServerThread  # noqa: E402
+from tests.fakes.servers import ServerThread  # noqa: E402
+from tests.fakes.vendor import FakeVendor  # noqa: E402
 
 
 def _median_ms(url: str, repeats: int) -> float:

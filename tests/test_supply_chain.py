@@ -16,7 +16,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
 
 # Start-up hooks we know: setuptools' distutils shim, and pip's editable installs of taplog.
 KNOWN_PTH = ("distutils-precedence.pth", "__editable__.taplog-*.pth")

@@ -1,0 +1,112 @@
+"""Outages that end: a silent vendor is left at once, and a vendor that is back gets calls
+again within seconds, even after every circuit of the chain opened.
+
+Both fake vendors serve one OpenAI client through a rule `gpt-* -> anthropic`, with the
+rule's defaults (retries 2, timeout_retries 0) and short timeouts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import orjson
+import pytest
+
+from taplog.proxy.failover.breaker import COOL_DOWN
+from taplog.proxy.keys import BREAKERS
+from tests.builders import HELLO
+from tests.fakes.harness import FALLBACK_TTFB, model_requests
+from tests.fakes.keys import OPENAI_KEY
+
+
+def _ask(client) -> str:
+    return (
+        client.chat.completions.create(model="gpt-4.1", messages=HELLO).choices[0].message.content
+    )
+
+
+def test_a_silent_vendor_is_left_after_one_timeout(vendors, fallback_client):
+    vendors.openai.down = {"hang": ""}
+    started = time.monotonic()
+    assert _ask(fallback_client) == "Echo: hello"
+    assert time.monotonic() - started < 2 * FALLBACK_TTFB  # not three timeouts in a row
+    assert len(model_requests(vendors.openai)) == 1
+    assert len(model_requests(vendors.anthropic)) == 1
+
+
+@pytest.mark.slow
+def test_after_every_vendor_failed_the_first_one_back_is_used_within_seconds(
+    vendors, fallback_proxy, fallback_client
+):
+    vendors.openai.down = vendors.anthropic.down = {"status": "500"}
+    with pytest.raises(openai.InternalServerError) as first:
+        _ask(fallback_client)
+    assert first.value.body["message"].startswith("Error 500 scripted")  # OpenAI's own
+    states = fallback_proxy.app[BREAKERS].states()
+    assert set(states.values()) == {"open"}  # both circuits opened
+
+    vendors.anthropic.down = {}  # the fallback is back; OpenAI is not
+    with pytest.raises(openai.InternalServerError):
+        _ask(fallback_client)  # the circuit that opened first is tried, not nothing at all
+    deadline = time.monotonic() + COOL_DOWN + 3
+    while True:
+        try:
+            answer = _ask(fallback_client)
+            break
+        except openai.InternalServerError:
+            assert time.monotonic() < deadline, "the vendor that was back got no calls"
+            time.sleep(0.5)
+    assert answer == "Echo: hello"
+    served = [e for e in fallback_proxy.events("llm.response") if e["status"] == 200]
+    assert [e["provider"] for e in served] == ["anthropic"]
+
+
+def test_when_every_vendor_is_down_the_client_gets_its_own_vendors_error(
+    vendors, fallback_proxy, fallback_client
+):
+    vendors.openai.down = {"status": "503"}
+    vendors.anthropic.down = {"status": "529"}
+    with pytest.raises(openai.InternalServerError) as caught:
+        _ask(fallback_client)
+    assert (
+        caught.value.status_code == 503 and "x-taplog-fallback" not in caught.value.response.headers
+    )
+    answers = fallback_proxy.events("llm.response")
+    assert [(e["provider"], e["status"]) for e in answers] == [("openai", 503)] * 3 + [
+        ("anthropic", 529)
+    ] * 3
+    assert all(e["outcome"] == "upstream_error" for e in answers)
+    (failover,) = fallback_proxy.events("failover")
+    assert (failover["from_provider"], failover["to_provider"]) == ("openai", "anthropic")
+
+
+def test_a_prompt_too_long_for_its_model_goes_to_one_with_a_larger_window(
+    servers, vendors, tmp_path
+):
+    # gpt-4o takes no more than gpt-4o-mini (128k tokens): skipped; gpt-4.1 takes 1M.
+    rule = {"model": "gpt-4o-mini", "to": ["openai:gpt-4o", "openai:gpt-4.1"]}
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.openai.next_faults = [{"status": "400", "code": "context_length_exceeded"}]
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+    answer = client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
+
+    assert (answer.model, answer.choices[0].message.content) == ("gpt-4.1", "Echo: hello")
+    sent = [orjson.loads(r.body)["model"] for r in model_requests(vendors.openai)]
+    assert sent == ["gpt-4o-mini", "gpt-4.1"]
+    (failover,) = proxy.events("failover")
+    assert failover["reason"] == "the prompt is too long for openai:gpt-4o-mini"
+    assert (failover["to_provider"], failover["to_model"]) == ("openai", "gpt-4.1")
+
+
+def test_a_prompt_too_long_for_every_window_gets_its_vendors_refusal(servers, vendors, tmp_path):
+    rule = {"model": "gpt-4.1", "to": ["anthropic:claude-haiku-4-5"]}
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.openai.down = {"status": "400", "code": "context_length_exceeded"}
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="gpt-4.1", messages=HELLO)
+    assert refused.value.code == "context_length_exceeded"  # OpenAI's own answer
+    assert "context window is not larger" in refused.value.response.headers["x-taplog-fallback"]
+    assert model_requests(vendors.anthropic) == []

@@ -1,0 +1,241 @@
+"""Credentials are kept out of everything taplog writes by their shape and by their name,
+not only when they are the client's own key (issue 18, items 3, 8 and 9).
+
+A property test plants random credentials of every shape in every place a request can
+carry one (path, query, header names and values, body) and has the vendor echo all of it
+back (in answers and in error bodies); none of them, nor their first 8 characters, may
+be found under the data dir (Parquet included), in stderr or in /metrics.
+"""
+
+from __future__ import annotations
+
+import string
+import time
+from urllib.parse import quote
+
+import duckdb
+import httpx
+import orjson
+import pytest
+from aiohttp import web
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from taplog.recorder.events import make_event, seal
+from taplog.recorder.query.compaction import compact
+from taplog.recorder.secrets import redact_text, redact_url, safe_headers, scrub
+from tests.fakes.harness import TaplogProcess, taplog_env
+
+ALNUM = string.ascii_letters + string.digits
+URLSAFE = ALNUM + "_-"
+
+
+def _random(alphabet: str, size: int) -> st.SearchStrategy[str]:
+    """Random text: drawn from a seeded generator, so that shrinking keeps it random (a
+    shrunk `00000000…` would be found in any number)."""
+    return st.randoms(use_true_random=False).map(
+        lambda rng: "".join(rng.choice(alphabet) for _ in range(size))
+    )
+
+
+def _mixed(alphabet: str, size: int) -> st.SearchStrategy[str]:
+    """Random text with a lower case letter, an upper case letter and a digit, as keys have."""
+    return _random(alphabet, size - 3).map(lambda text: text + "xQ7")
+
+
+SHAPES = {
+    "openai": _mixed(URLSAFE, 48).map(lambda s: "sk-" + s),
+    "project": _mixed(URLSAFE, 60).map(lambda s: "sk-proj-" + s),
+    "anthropic": _mixed(URLSAFE, 80).map(lambda s: "sk-ant-api03-" + s),
+    "bearer": _mixed(ALNUM + "._~+/", 32),  # sent as `Bearer <it>` in a header of any name
+    "jwt": st.tuples(*[_random(URLSAFE, n) for n in (20, 40, 43)]).map(
+        lambda p: f"eyJ{p[0]}.eyJ{p[1]}.{p[2]}"
+    ),
+    "aws": _random(string.ascii_uppercase + string.digits, 16).map(lambda s: "AKIA" + s),
+    "google": _random(URLSAFE, 35).map(lambda s: "AIza" + s),
+}
+
+
+async def _echo(request: web.Request) -> web.Response:
+    """The vendor echoes everything it got; `fail` in the body makes it an error body."""
+    body = await request.read()
+    said = {
+        "path": request.path_qs,
+        "headers": {str(name): value for name, value in request.headers.items()},
+        "body": body.decode(errors="replace"),
+    }
+    text = orjson.dumps(said).decode()
+    if b"fail" in body:
+        error = {"message": f"rejected: {text}", "type": "server_error", "code": None}
+        return web.json_response({"error": error}, status=500)
+    message = {"role": "assistant", "content": text}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    answer = {"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-4.1"}
+    return web.json_response({**answer, "choices": [choice]})
+
+
+@pytest.fixture(scope="module")
+def echoing(tmp_path_factory):
+    from tests.fakes.servers import ServerThread
+
+    servers = ServerThread()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", _echo)
+    data = tmp_path_factory.mktemp("shapes") / "data"
+    served = TaplogProcess(
+        "--data-dir",
+        str(data),
+        "--openai-base",
+        f"{servers.serve(app)}/v1",
+        "--log-level",
+        "debug",
+        "--log-format",
+        "json",
+        env=taplog_env(),
+    )
+    planted: list[str] = []
+    yield served, data, planted
+    if served.process.poll() is None:
+        served.stop()
+    servers.stop()
+
+
+def _header_name_safe(value: str) -> bool:
+    return all(c in ALNUM + "!#$%&'*+-.^_`|~" for c in value)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(shape=st.sampled_from(sorted(SHAPES)), data=st.data(), fail=st.booleans())
+def test_planted_credentials_of_every_shape_are_written_nowhere(echoing, shape, data, fail):
+    served, _, planted = echoing
+    secret = data.draw(SHAPES[shape])
+    named = data.draw(_mixed(ALNUM, 24))  # no shape at all: only its name marks it
+    planted += [secret, named]
+    carried = f"Bearer {secret}" if shape == "bearer" else secret
+    headers = {
+        "authorization": "Bearer sk-client-key-placeholder-0000",
+        "x-trace": carried,  # a header of any name
+        "x-auth": named,  # named like a credential
+        "helicone-auth": f"Bearer {named}",
+    }
+    if shape != "bearer" and _header_name_safe(secret):
+        headers[f"x-{secret}"] = "1"  # a credential as a header name
+    query = f"?trace={quote(carried)}&access_token={named}&client_secret={named}&sig={named}"
+    body = {
+        "model": "gpt-4.1",
+        "messages": [{"role": "user", "content": f"{'fail ' if fail else ''}use {carried}"}],
+        "user": carried,
+    }
+    answer = httpx.post(
+        f"{served.url}/v1/chat/completions{query}", headers=headers, json=body, timeout=10
+    )
+    assert answer.status_code == (500 if fail else 200)
+    assert secret in answer.text  # the vendor's answer reached the client as it was sent
+
+
+def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(echoing):
+    served, data, planted = echoing
+    assert planted, "the property test ran first and planted credentials"
+    deadline = time.monotonic() + 10
+    while "taplog_calls_total" not in (metrics := httpx.get(f"{served.url}/metrics").text):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    code, err = served.stop()
+    assert code == 0, err
+    assert compact(data, 0)  # Parquet too
+    places = {"stderr": err, "/metrics": metrics}
+    for path in data.rglob("*"):
+        if path.is_file():
+            places[str(path)] = path.read_bytes().decode(errors="replace")
+    for segment in (data / "compacted").glob("*.parquet"):
+        rows = duckdb.sql(f"SELECT * FROM read_parquet('{segment}')").fetchall()
+        places[f"{segment} read back"] = orjson.dumps(rows, default=str).decode()
+    for secret in planted:
+        for where, text in places.items():
+            at = text.find(secret[:8])
+            assert at < 0, f"{secret} in {where}: …{text[max(0, at - 200) : at + 60]}…"
+    logged = "".join(t for w, t in places.items() if w.endswith(".jsonl"))
+    assert logged.count("[redacted]") >= len(planted)
+
+
+# -- the nets one by one ----------------------------------------------------------------
+
+
+def test_a_short_configured_key_never_rewrites_recorded_text():
+    answer = b'{"usage":{"input_tokens":12,"output_tokens":3},"k":"k"}'
+    assert scrub(answer, (b"k",)) == answer  # too short to be a credential: never used
+    assert scrub(b'"input_tokens" and k-9f8e7d6c', (b"k-9f8e7d6c",)) == (
+        b'"input_tokens" and [redacted]'
+    )
+    assert scrub(b"xk-9f8e7d6c k-9f8e7d6cx", (b"k-9f8e7d6c",)) == b"xk-9f8e7d6c k-9f8e7d6cx"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a task-management-and-planning-board-for-teams",  # `sk-` and a long word
+        "the author field",
+        '{"author": "Ada Lovelace", "max_tokens": 4096, "token_type": "bearer"}',
+        '{"prompt_cache_key": "019a1b2c-3d4e-5f60-7182-93a4b5c6d7e8"}',
+        '{"signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}',  # thinking
+    ],
+)
+def test_ordinary_text_is_left_as_it_is(text):
+    assert redact_text(text) == text
+
+
+def test_credential_named_query_parameters_and_headers_are_redacted_whatever_their_value():
+    url = "https://h/v1/x?access_token=a&Password=b&sig=c&jwt=d&api-key=e&model=gpt-4.1&q=f"
+    assert redact_url(url) == (
+        "https://h/v1/x?access_token=[redacted]&Password=[redacted]&sig=[redacted]"
+        "&jwt=[redacted]&api-key=[redacted]&model=gpt-4.1&q=f"
+    )
+    assert redact_url("https://user:pw@h/v1") == "https://[redacted]@h/v1"
+    kept = safe_headers(
+        [("X-Auth", "v"), ("Helicone-Auth", "v"), ("X-Refresh-Token", "v"), ("Accept", "*/*")]
+    )
+    assert kept == {"accept": "*/*"}
+
+
+def test_log_lines_escape_every_line_separator():
+    event = make_event("error", "s", None, reason="a\u2028b\u2029c\x85d\x0be\x1cf")
+    line, _ = seal(event, 1, None)
+    assert len(line.decode().splitlines()) == 1  # what a splitlines() reader counts
+    assert orjson.loads(line)["reason"] == "a\u2028b\u2029c\x85d\x0be\x1cf"
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_json_printed_for_a_terminal_escapes_c1_controls_and_line_separators(fmt):
+    from taplog.recorder.query.tables import render
+
+    text = "csi \x9b2J, nel \x85, del \x7f, ls \u2028, esc \x1b"
+    printed = render(["reason"], ["VARCHAR"], [[text]], fmt)
+    assert not any(char in printed for char in "\x9b\x85\x7f\u2028\x1b")
+    assert "\\u009b" in printed and "\\u2028" in printed
+    rows = orjson.loads(printed)
+    assert (rows[0] if fmt == "json" else rows)["reason"] == text  # the same JSON
+
+
+def test_a_key_streamed_back_in_pieces_is_redacted_in_the_reassembled_answer():
+    from taplog.recorder.store.stream_fields import stream_fields
+    from taplog.recorder.vendors.apis import api_module
+
+    key = "sk-proj-" + "AbCdEf0123456789" * 3
+    pieces = [key[:10], key[10:30], key[30:]]
+    chunks = [
+        (
+            float(i),
+            b"data: "
+            + orjson.dumps({"choices": [{"index": 0, "delta": {"content": p}}]})
+            + b"\n\n",
+        )
+        for i, p in enumerate(pieces)
+    ]
+    chunks.append((9.0, b"data: [DONE]\n\n"))
+    fields, body = stream_fields(chunks, (), api_module("openai.chat"), None)
+    assert body["choices"][0]["message"]["content"] == "[redacted]"
+    assert key not in orjson.dumps(fields).decode()

@@ -1,0 +1,159 @@
+"""PreToolUse / PostToolUse from real SDK agent loops, per API, stream and non-stream.
+
+Each agent asks for two tools in parallel, then one tool that fails, then
+gets its answer, then talks five more turns (resending the whole history
+where the API is stateless). The log must pair every call exactly once.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.agents import AGENTS, OUTCOMES, TOOL_NAMES, TOOL_SECONDS
+from tests.fakes.harness import start_on_fake
+
+EXPECTED_ARGUMENTS = {
+    "get_weather": {"city": "Paris"},
+    "get_time": {"q": "get_time"},
+    "read_file": {"path": "README.md"},
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+@pytest.mark.parametrize("api", sorted(AGENTS))
+def test_agent_loop_pairs_every_tool_call_exactly_once(request, taplog, api, stream):
+    agent, client_fixture, model, has_error_flag = AGENTS[api]
+    agent(request.getfixturevalue(client_fixture), stream)
+
+    sessions = taplog.wait_responses(8)  # 3 plan turns + 5 more
+    assert len(sessions) == 1, sorted(sessions)
+    (events,) = sessions.values()
+    pres = [e for e in events if e["type"] == "tool.pre"]
+    posts = [e for e in events if e["type"] == "tool.post"]
+    assert [p["name"] for p in pres] == list(TOOL_NAMES)
+    assert {p["name"]: p["arguments"] for p in pres} == EXPECTED_ARGUMENTS
+    assert all(p["flags"] == [] and p["server"] is False and p["model"] == model for p in pres)
+    assert len({p["call_id"] for p in pres}) == 3
+
+    by_id = {p["call_id"]: p for p in pres}
+    assert sorted(p["call_id"] for p in posts) == sorted(by_id)  # once each, despite resends
+    for post in posts:
+        asked = by_id[post["call_id"]]
+        assert post["name"] == asked["name"]
+        assert post["seq"] > asked["seq"] and post["exchange"] != asked["exchange"]
+        expected, failed = OUTCOMES[asked["name"]]
+        assert post["result"] == expected
+        assert post["is_error"] is (failed and has_error_flag)
+        assert post["duration_ms"] >= TOOL_SECONDS * 1000
+        assert post["flags"] == []
+
+
+def test_a_result_for_a_call_never_seen_is_flagged_orphan(oai, taplog):
+    forged = [
+        {"role": "user", "content": "Imported history."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_from_elsewhere",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_from_elsewhere", "content": "rainy"},
+    ]
+    oai.chat.completions.create(model="gpt-4.1", messages=forged)
+    oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=[
+            *forged,
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "x"},
+        ],
+    )
+    posts = [e for e in taplog.events("tool.post")]
+    assert len(posts) == 1
+    assert posts[0]["call_id"] == "call_from_elsewhere" and posts[0]["flags"] == ["orphan_result"]
+    assert posts[0]["name"] is None and posts[0]["duration_ms"] is None
+
+
+def test_a_call_never_answered_is_flagged_when_the_session_goes_idle(servers, fake, tmp_path):
+    import anthropic
+
+    taplog = start_on_fake(servers, fake, tmp_path / "data", session_idle_minutes=0.01)
+    client = anthropic.Anthropic(base_url=taplog.url, api_key="sk-ant-test-0123456789")
+    client.messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "Weather? !plan=get_weather"}],
+        tools=[{"name": "get_weather", "input_schema": {"type": "object"}}],
+    )
+
+    def unanswered(sessions):
+        return any(
+            e["type"] == "tool.post" and e["flags"] == ["unanswered"]
+            for events in sessions.values()
+            for e in events
+        )
+
+    (events,) = taplog.wait_for(unanswered, timeout=10).values()
+    pre, post = (e for e in events if e["type"].startswith("tool."))
+    assert post["call_id"] == pre["call_id"] and post["name"] == "get_weather"
+    assert post["result"] is None and post["is_error"] is None
+
+
+def test_tool_calls_with_a_normal_stop_reason_are_flagged(oai, ant, taplog):
+    oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=[{"role": "user", "content": "x !plan=get_weather !normal_stop"}],
+        tools=[{"type": "function", "function": {"name": "get_weather"}}],
+    )
+    with ant.messages.stream(
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "y !plan=get_time !normal_stop"}],
+        tools=[{"name": "get_time", "input_schema": {"type": "object"}}],
+    ) as stream:
+        stream.get_final_message()
+    taplog.wait_responses(2)
+    pres = taplog.events("tool.pre")
+    assert sorted(p["name"] for p in pres) == ["get_time", "get_weather"]
+    assert all(p["flags"] == ["finish_mismatch"] for p in pres)
+
+
+def test_no_argument_tools_get_empty_arguments(ant, taplog):
+    with ant.messages.stream(
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "now? !plan=get_time !noargs"}],
+        tools=[{"name": "get_time", "input_schema": {"type": "object"}}],
+    ) as stream:
+        stream.get_final_message()
+    taplog.wait_responses(1)
+    (pre,) = taplog.events("tool.pre")
+    assert pre["arguments"] == {} and pre["arguments_error"] is None
+
+
+def test_malformed_bodies_are_forwarded_and_recorded_without_tool_events(taplog, fake):
+    import httpx
+
+    odd = (
+        b'{"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"},'
+        b' {"role": "tool", "tool_call_id": 7}, {"role": "tool", "content": []}]}'
+    )
+    reply = httpx.post(
+        f"{taplog.url}/v1/chat/completions",
+        content=odd,
+        headers={
+            "authorization": "Bearer sk-test-odd-0123456789",
+            "content-type": "application/json",
+        },
+    )
+    assert fake.requests[-1].body == odd
+    taplog.wait_responses(1)
+    assert reply.status_code == 200
+    (request,) = taplog.events("llm.request")
+    assert request["body"]["messages"][1] == {"role": "tool", "tool_call_id": 7}
+    assert taplog.events("tool.post") == [] and taplog.events("error") == []

@@ -1,0 +1,55 @@
+"""`taplog snapshot --git`: one commit per changed session, none when nothing changed."""
+
+from __future__ import annotations
+
+import subprocess
+
+import orjson
+from click.testing import CliRunner
+
+from taplog.proxy.cli.main import main
+from tests.fakes.agents import chat_agent
+
+
+def snapshot(taplog, repo):
+    args = ["snapshot", "--git", str(repo), "--data-dir", str(taplog.data_dir)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def log(repo) -> list[str]:
+    out = subprocess.run(["git", "-C", str(repo), "log", "--format=%s"], capture_output=True)
+    return out.stdout.decode().splitlines()
+
+
+def test_snapshot_twice_gives_one_commit_and_a_change_gives_one_more(taplog, oai, tmp_path):
+    chat_agent(oai, stream=False)
+    ((session, events),) = taplog.wait_responses(8).items()
+    repo = tmp_path / "history"
+
+    assert snapshot(taplog, repo).endswith("1 of 1 sessions changed\n")
+    assert log(repo) == [f"{session}: conversation through seq {events[-1]['seq']}"]
+    saved = orjson.loads((repo / f"{session}.json").read_bytes())
+    assert saved == [e for e in events if e["type"] == "llm.request"][-1]["body"]
+
+    assert snapshot(taplog, repo).endswith("0 of 1 sessions changed\n")
+    assert len(log(repo)) == 1
+
+    oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=[*saved["messages"], {"role": "user", "content": "And Rome?"}],
+        extra_headers={"X-Taplog-Session": session},
+    )
+    taplog.wait_responses(9)
+    other = oai.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "Unrelated"}]
+    )
+    assert other.choices
+    sessions = taplog.wait_responses(10)
+    output = snapshot(taplog, repo)
+    assert output.endswith("2 of 2 sessions changed\n")
+    assert len(log(repo)) == 3
+    assert all(name in output for name in sessions)
+    saved = orjson.loads((repo / f"{session}.json").read_bytes())
+    assert saved["messages"][-1] == {"role": "user", "content": "And Rome?"}
