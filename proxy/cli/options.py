@@ -72,9 +72,9 @@ format_option = click.option(
 )
 
 
-def inbound_auth_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--auth-token and --insecure-no-auth, for every command that listens (`serve` has
-    them from its settings): the same bind and token rule for all of them."""
+def listening_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--host, --port, --auth-token and --insecure-no-auth, for every command that listens
+    beside `serve` (which has them from its settings): the same bind and token rule for all."""
     command = click.option(
         "--insecure-no-auth",
         is_flag=True,
@@ -82,9 +82,15 @@ def inbound_auth_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="DANGER: listen beyond loopback without tokens; anyone who reaches the port "
         "can read every session.",
     )(command)
-    return click.option(
+    command = click.option(
         "--auth-token",
         envvar="TAPLOG_AUTH_TOKEN",
         help="Tokens a caller must present (/t/<token>/… or X-Taplog-Token); required "
         "beyond loopback. [$TAPLOG_AUTH_TOKEN]",
+    )(command)
+    command = click.option(
+        "--port", type=click.IntRange(0, 65535), default=8788, show_default=True
+    )(command)
+    return click.option(
+        "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
     )(command)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from taplog.proxy.cli.options import config_option, data_dir_option, inbound_auth_options
+from taplog.proxy.cli.options import config_option, data_dir_option, listening_options
 from taplog.proxy.config import REPLAY_MODES
 from taplog.recorder.tools.export import FORMATS
 
@@ -180,8 +180,6 @@ def resume(
 
 @click.command("replay")
 @click.argument("source", type=click.Path(path_type=Path, exists=True))
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
 @click.option(
     "--speed",
     type=click.FloatRange(min=0),
@@ -202,7 +200,7 @@ def resume(
     type=click.Path(path_type=Path, file_okay=False),
     help="passthrough / record-missing: where misses are recorded (as taplog serve's).",
 )
-@inbound_auth_options
+@listening_options
 @config_option
 def replay(
     source: Path,

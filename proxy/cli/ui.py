@@ -6,15 +6,13 @@ from typing import Any
 
 import click
 
-from taplog.proxy.cli.options import data_dir_option, inbound_auth_options
+from taplog.proxy.cli.options import data_dir_option, listening_options
 from taplog.proxy.config import ConfigError, load
 
 
 @click.command("ui")
 @data_dir_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
-@inbound_auth_options
+@listening_options
 def ui(**flags: Any) -> None:
     """Serve the web UI over a data dir: sessions, timelines, costs, live updates.
 
