@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from taplog.recorder.bodies import parse_json
+import orjson
+
 from taplog.recorder.vendors.apis import api_module
 from taplog.recorder.vendors.sse import MalformedEvent, SseSplitter, load_object, parse_block
 
@@ -164,5 +165,13 @@ class BodyWatch:
         if self._remaining is not None:
             self.ended = self._remaining <= 0
         else:
-            self.ended = not self._check_json or parse_json(b"".join(self._kept)) is not None
+            self.ended = not self._check_json or _parses(b"".join(self._kept))
         return []
+
+
+def _parses(raw: bytes) -> bool:
+    """Whether a body is whole JSON (`null` does not count: no API answers that)."""
+    try:
+        return orjson.loads(raw) is not None
+    except orjson.JSONDecodeError:
+        return False
