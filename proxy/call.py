@@ -29,7 +29,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from taplog.proxy.failover.attempts import Attempt
 from taplog.proxy.failover.rules import Rule, Target
 from taplog.proxy.keys import Services
-from taplog.proxy.routing import Route
+from taplog.proxy.routing import CallRoute
 from taplog.recorder import events
 from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
 from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
@@ -41,7 +41,7 @@ class Call:
     """The client's call, as the handler admitted and resolved it."""
 
     services: Services
-    route: Route
+    route: CallRoute
     method: str
     session: str
     id: str  # the exchange id, shared by every event of this call

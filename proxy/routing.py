@@ -38,7 +38,7 @@ class RouteError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class CallRoute:
     provider: str  # "openai" or "anthropic"
     api: str  # openai.chat, openai.responses, anthropic.messages or passthrough
     path: str  # the client's path and query, without the /s/<session> prefix
@@ -66,7 +66,7 @@ def provider_for(raw_target: str) -> str:
     return _provider_of(_api_path(_split_session(raw_target.partition("?")[0])[1]))
 
 
-def route(raw_target: str, method: str, settings: Settings) -> Route:
+def route(raw_target: str, method: str, settings: Settings) -> CallRoute:
     """Route a raw request target (path and query, as the client sent them)."""
     path, question, query = raw_target.partition("?")
     session, path = _split_session(path)
@@ -83,7 +83,7 @@ def route(raw_target: str, method: str, settings: Settings) -> Route:
     else:
         upstream = settings.openai_base.rstrip("/") + rest
     api = _APIS.get((provider, rest), PASSTHROUGH) if method == "POST" else PASSTHROUGH
-    return Route(provider, api, path + question + query, upstream + question + query, session)
+    return CallRoute(provider, api, path + question + query, upstream + question + query, session)
 
 
 def upstream_override(headers: dict[str, str], parsed: object) -> str | None:
