@@ -30,18 +30,12 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import request_headers
 from taplog.recorder import __version__
+from taplog.recorder.vendors.apis import api_url, endpoint, served_api
 from taplog.recorder.vendors.routes import Options, is_taplog_answer, route_for
 from taplog.recorder.vendors.translation import Translated, Untranslatable
 
 OK, RETRY, FINAL = "ok", "retry", "final"
-ANTHROPIC_VERSION = "2023-06-01"
 _RETRYABLE = frozenset({408, 409, 429, 529})
-_PATHS = {
-    "openai.chat": "/chat/completions",
-    "openai.responses": "/responses",
-    "anthropic.messages": "/v1/messages",
-}
-OPENAI_APIS = ("openai.chat", "openai.responses")
 
 
 @dataclass(slots=True)
@@ -77,29 +71,23 @@ def as_sent(
 
 
 def target_api(target: Target, client_api: str) -> str:
-    """The API a target is called with: an OpenAI-type target speaks the client's own OpenAI
-    API, and serves Anthropic clients through the API its provider names."""
-    if target.provider.type == "anthropic":
-        return "anthropic.messages"
-    return client_api if client_api in OPENAI_APIS else f"openai.{target.provider.api}"
+    """The API a target is called with: the client's own where its provider speaks it,
+    else the API its provider names (`recorder.vendors.apis.served_api`)."""
+    return served_api(target.provider.type, client_api, target.provider.api)
 
 
 def _url(target: Target, api: str) -> str:
-    return target.provider.base_url.rstrip("/") + _PATHS[api]
+    return api_url(target.provider.base_url, api)
 
 
-def _own_headers(target: Target, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+def _own_headers(target: Target, api: str, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """Headers for a provider other than the client's: its own key, from the environment."""
     key = target.provider.api_key() or ""
     headers = CIMultiDict(
         {"content-type": "application/json", "accept": client.get("accept", "application/json")}
     )
     headers["user-agent"] = f"{client.get('user-agent', 'unknown')} taplog/{__version__}"
-    if target.provider.type == "anthropic":
-        headers["x-api-key"] = key
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-    else:
-        headers["authorization"] = f"Bearer {key}"
+    headers.extend(endpoint(api).auth_headers(key))
     return headers
 
 
@@ -129,11 +117,13 @@ def plan(
         options = Options(target.model, allow_prefill, history, leave_out)
         translation = route.request(parsed, options)
         body = orjson.dumps(translation.body)
-        headers = _own_headers(target, client_headers)
+        headers = _own_headers(target, api, client_headers)
         url = _url(target, api)
         return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
     headers = (
-        request_headers(client_headers) if same_provider else _own_headers(target, client_headers)
+        request_headers(client_headers)
+        if same_provider
+        else _own_headers(target, api, client_headers)
     )
     changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
     if same_provider and changed is parsed and parsed.get("model") == target.model:

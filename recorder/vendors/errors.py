@@ -34,6 +34,7 @@ __all__ = [
     "ErrorKind",
     "anthropic_error_kind",
     "anthropic_error_to_openai",
+    "any_client_error",
     "openai_error_kind",
     "openai_error_to_anthropic",
 ]
@@ -173,3 +174,9 @@ def openai_error_to_anthropic(status: int, body: dict | None) -> tuple[int, dict
     if request_id := as_str(dig(body, "request_id")):
         out["request_id"] = request_id
     return _ANTHROPIC_STATUS[kind], out
+
+
+def any_client_error(message: str, code: str) -> dict:
+    """An error body both vendors' SDKs read, for a request whose API is not known."""
+    error = {"type": "invalid_request_error", "message": message, "param": None}
+    return {"type": "error", "error": {**error, "code": code}}
