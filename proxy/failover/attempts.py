@@ -10,9 +10,9 @@ translated (recorder.vendors). Whatever came back is judged once, here:
     connection error, timeout                 retry, then fail over
     408, 409, 5xx, 529                        retry, then fail over
     429 rate limit                            retry after `retry-after` if it fits, else fail over
-    429 spend limit / insufficient_quota      final
+    429 spend limit (vendors.errors)          final
     400/413 the prompt is over the context    final for this target; the next one whose
-      window (context_overflow)                 context window is larger takes the call
+      window (vendors.errors)                   context window is larger takes the call
     400, 401, 403, 404, 413, 422, other 4xx   final: never tried again on any target
     2xx stream whose first event is an error  retry, then fail over (recorder.vendors.watch)
 """
@@ -31,6 +31,7 @@ from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import request_headers
 from taplog.recorder import __version__
 from taplog.recorder.vendors.apis import api_url, endpoint, served_api
+from taplog.recorder.vendors.errors import spend_limit
 from taplog.recorder.vendors.routes import Options, is_taplog_answer, route_for
 from taplog.recorder.vendors.translation import Translated, Untranslatable
 
@@ -168,35 +169,11 @@ def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | No
         return max(0.0, when.timestamp() - time.time()) if when else None
 
 
-def _spend_limit(body: Any) -> bool:
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return False
-    return (
-        error.get("code") == "insufficient_quota"
-        or error.get("type") == "insufficient_quota"
-        or (isinstance(error.get("details"), dict) and bool(error["details"].get("error_code")))
-    )
-
-
-def context_overflow(status: int, body: Any) -> bool:
-    """A refusal because the prompt does not fit the model's context window."""
-    if status not in (400, 413):
-        return False
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return False
-    if error.get("code") == "context_length_exceeded" or error.get("type") == "request_too_large":
-        return True
-    message = str(error.get("message", "")).lower()
-    return "prompt is too long" in message or "context window" in message
-
-
 def verdict(status: int, body: Any) -> str:
     """What an HTTP answer means for this call (see the module table)."""
     if status < 400:
         return OK
-    if status == 429 and _spend_limit(body):
+    if status == 429 and spend_limit(body):
         return FINAL
     if status in _RETRYABLE or status >= 500:
         return RETRY
