@@ -34,6 +34,7 @@ from taplog.recorder import events
 from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
 from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
 from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.vendors.openai_responses.chaining import answer_id, output_items
 
 
 @dataclass(slots=True, eq=False)
@@ -142,13 +143,12 @@ class Call:
         """A Responses answer the client got: later calls may chain to it by id."""
         if self.api != "openai.responses" or not isinstance(answer, dict):
             return
-        answer_id = answer.get("id")
-        if not isinstance(answer_id, str):
+        named = answer_id(answer)
+        if named is None:
             return
-        self.services.resolver.remember_response(answer_id, self.session)
+        self.services.resolver.remember_response(named, self.session)
         if isinstance(self.parsed, dict):
-            output = answer.get("output") if isinstance(answer.get("output"), list) else []
-            self.services.history.remember(answer_id, self.parsed, output)
+            self.services.history.remember(named, self.parsed, output_items(answer))
 
 
 @dataclass(slots=True, eq=False)

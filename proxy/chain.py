@@ -48,7 +48,6 @@ from taplog.proxy.failover.attempts import (
     RETRY,
     Attempt,
     as_sent,
-    needs_unchaining,
     plan,
     retry_after,
     verdict,
@@ -64,6 +63,7 @@ from taplog.proxy.upstream import (
 )
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.vendors.errors import context_overflow
+from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining
 from taplog.recorder.vendors.sse import SseTooLarge
 from taplog.recorder.vendors.translation import Untranslatable
 from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch

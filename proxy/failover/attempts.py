@@ -32,7 +32,8 @@ from taplog.proxy.upstream import request_headers
 from taplog.recorder import __version__
 from taplog.recorder.vendors.apis import api_url, endpoint, served_api
 from taplog.recorder.vendors.errors import spend_limit
-from taplog.recorder.vendors.routes import Options, is_taplog_answer, route_for
+from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining, unchained
+from taplog.recorder.vendors.routes import Options, route_for
 from taplog.recorder.vendors.translation import Translated, Untranslatable
 
 OK, RETRY, FINAL = "ok", "retry", "final"
@@ -133,23 +134,6 @@ def plan(
     url = client_url if same_provider else _url(target, api)
     body = orjson.dumps(changed)
     return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
-
-
-def needs_unchaining(parsed: dict[str, Any], same_provider: bool) -> bool:
-    """A Responses call chained to an answer this vendor never gave (taplog made it, or
-    another provider did) must carry its history itself."""
-    previous = parsed.get("previous_response_id")
-    return isinstance(previous, str) and (not same_provider or is_taplog_answer(previous))
-
-
-def unchained(parsed: dict[str, Any], history: list[Any] | None) -> dict[str, Any]:
-    """The call with its chain spelled out as input items, for a vendor without it."""
-    if history is None:
-        raise Untranslatable("the answer named by previous_response_id is not in taplog's log")
-    items = parsed.get("input")
-    items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
-    body = {k: v for k, v in parsed.items() if k != "previous_response_id"}
-    return {**body, "input": [*history, *items], "store": False}
 
 
 def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | None:

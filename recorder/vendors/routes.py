@@ -33,19 +33,13 @@ from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 from taplog.recorder.vendors.openai_chat.stream_from_neutral import AnthropicToChatStream
 from taplog.recorder.vendors.openai_chat.stream_to_neutral import ChatToAnthropicStream
+from taplog.recorder.vendors.openai_responses.chaining import TAPLOG_ANSWER_PREFIX
 from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
 from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
 from taplog.recorder.vendors.openai_responses.stream_to_neutral import ResponsesToAnthropicStream
 from taplog.recorder.vendors.sse import SseEvent
 from taplog.recorder.vendors.translation import Translated
-
-TAPLOG_ANSWER_PREFIX = "resp_tl"
-
-
-def is_taplog_answer(response_id: str) -> bool:
-    """A Responses answer id that taplog made (the vendor never saw it)."""
-    return response_id.startswith(TAPLOG_ANSWER_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
