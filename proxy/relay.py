@@ -41,7 +41,6 @@ from taplog.proxy.end_guard import ClientGone, cut_off, deliver_end, send
 from taplog.proxy.failover.attempts import Attempt, plan
 from taplog.proxy.failover.continuation import (
     CONTINUABLE_APIS,
-    ClientView,
     Restarted,
     Splice,
     client_view,
@@ -51,6 +50,7 @@ from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import BrokenStream, classify, open_upstream, response_headers
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.vendors.routes import answer_context, route_for
+from taplog.recorder.vendors.splice import ClientView
 from taplog.recorder.vendors.sse import SseTooLarge, parse_block
 from taplog.recorder.vendors.translation import Untranslatable
 from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch

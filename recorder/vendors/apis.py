@@ -5,6 +5,7 @@ provider, or by the path a client called) through this module and knows no vendo
 
     api_module(api)        its wire module: stream reassembly, answer summary, tool calls
     endpoint(api)          its endpoint module: path, key headers, refusals, stream errors
+    splice_module(api)     for an API whose broken streams can be continued: its splice
     provider_endpoint(p)   the endpoint of a provider's main API, which answers for the
                            provider's other paths (passed through) as well
 
@@ -17,8 +18,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from taplog.recorder.vendors.anthropic import endpoint as anthropic_endpoint
+from taplog.recorder.vendors.anthropic import splice as anthropic_splice
 from taplog.recorder.vendors.anthropic import wire as anthropic_wire
 from taplog.recorder.vendors.openai_chat import endpoint as chat_endpoint
+from taplog.recorder.vendors.openai_chat import splice as chat_splice
 from taplog.recorder.vendors.openai_chat import wire as chat_wire
 from taplog.recorder.vendors.openai_responses import endpoint as responses_endpoint
 from taplog.recorder.vendors.openai_responses import wire as responses_wire
@@ -31,6 +34,10 @@ _APIS: dict[str, tuple[ModuleType, ModuleType]] = {
 }
 API_MODULES: dict[str, ModuleType] = {name: wire for name, (wire, _) in _APIS.items()}
 ENDPOINTS: dict[str, ModuleType] = {name: endpoint for name, (_, endpoint) in _APIS.items()}
+SPLICES: dict[str, ModuleType] = {
+    "openai.chat": chat_splice,
+    "anthropic.messages": anthropic_splice,
+}
 PROVIDERS = {"openai": "openai.chat", "anthropic": "anthropic.messages"}  # -> its main API
 DEFAULT_PROVIDER = "openai"  # paths no API claims: OpenAI-compatible servers serve the rest
 VERSION = "/v1"  # every API path lives under it; a client may leave it out
@@ -46,6 +53,11 @@ def api_module(api: str) -> ModuleType | None:
 def endpoint(api: str) -> ModuleType:
     """The endpoint module of an API; for a pass-through call, the default provider's."""
     return ENDPOINTS.get(api) or ENDPOINTS[PROVIDERS[DEFAULT_PROVIDER]]
+
+
+def splice_module(api: str) -> ModuleType:
+    """The splice module of a continuable API (`SPLICES`)."""
+    return SPLICES[api]
 
 
 def provider_endpoint(provider: str) -> ModuleType:
