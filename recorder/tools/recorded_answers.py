@@ -28,10 +28,10 @@ import orjson
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.reader import read_all, read_events
-from taplog.recorder.vendors.apis import api_ending
+from taplog.recorder.vendors.apis import API_MODULES, PER_RUN_FIELDS, api_ending
 
-IGNORED_FIELDS = frozenset({"user", "metadata", "safety_identifier", "prompt_cache_key"})
-REPLAYED_APIS = ("openai.chat", "openai.responses", "anthropic.messages")
+IGNORED_FIELDS = PER_RUN_FIELDS  # a user, metadata, a cache key: the run's, not the question
+REPLAYED_APIS = tuple(API_MODULES)
 # Answer headers that describe the original connection, not the answer.
 _HOP_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "date"}

@@ -4,7 +4,8 @@ Each API subpackage owns its whole format; the rest of taplog picks one by API n
 provider, or by the path a client called) through this module and knows no vendor by name:
 
     api_module(api)        its wire module: stream reassembly, answer summary, tool calls
-    endpoint(api)          its endpoint module: path, key headers, refusals, stream errors
+    endpoint(api)          its endpoint: base URL, path, key headers, refusals, stream errors
+    conversation(api)      where a request's conversation sits, an answer's text
     splice_module(api)     for an API whose broken streams can be continued: its splice
     provider_endpoint(p)   the endpoint of a provider's main API, which answers for the
                            provider's other paths (passed through) as well
@@ -15,34 +16,47 @@ for a new provider, one in `PROVIDERS`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
+from taplog.recorder.vendors.anthropic import conversation as anthropic_conversation
 from taplog.recorder.vendors.anthropic import endpoint as anthropic_endpoint
 from taplog.recorder.vendors.anthropic import splice as anthropic_splice
 from taplog.recorder.vendors.anthropic import wire as anthropic_wire
+from taplog.recorder.vendors.openai_chat import conversation as chat_conversation
 from taplog.recorder.vendors.openai_chat import endpoint as chat_endpoint
 from taplog.recorder.vendors.openai_chat import splice as chat_splice
 from taplog.recorder.vendors.openai_chat import wire as chat_wire
+from taplog.recorder.vendors.openai_responses import conversation as responses_conversation
 from taplog.recorder.vendors.openai_responses import endpoint as responses_endpoint
 from taplog.recorder.vendors.openai_responses import wire as responses_wire
 
-# name -> (wire module, endpoint module)
-_APIS: dict[str, tuple[ModuleType, ModuleType]] = {
-    "openai.chat": (chat_wire, chat_endpoint),
-    "openai.responses": (responses_wire, responses_endpoint),
-    "anthropic.messages": (anthropic_wire, anthropic_endpoint),
+
+@dataclass(frozen=True, slots=True)
+class _Api:
+    wire: ModuleType
+    endpoint: ModuleType
+    conversation: ModuleType
+    splice: ModuleType | None = None  # None: its broken streams are not continued
+
+
+_APIS = {
+    "openai.chat": _Api(chat_wire, chat_endpoint, chat_conversation, chat_splice),
+    "openai.responses": _Api(responses_wire, responses_endpoint, responses_conversation),
+    "anthropic.messages": _Api(
+        anthropic_wire, anthropic_endpoint, anthropic_conversation, anthropic_splice
+    ),
 }
-API_MODULES: dict[str, ModuleType] = {name: wire for name, (wire, _) in _APIS.items()}
-ENDPOINTS: dict[str, ModuleType] = {name: endpoint for name, (_, endpoint) in _APIS.items()}
-SPLICES: dict[str, ModuleType] = {
-    "openai.chat": chat_splice,
-    "anthropic.messages": anthropic_splice,
-}
+API_MODULES: dict[str, ModuleType] = {name: api.wire for name, api in _APIS.items()}
+ENDPOINTS: dict[str, ModuleType] = {name: api.endpoint for name, api in _APIS.items()}
+SPLICES: dict[str, ModuleType] = {n: api.splice for n, api in _APIS.items() if api.splice}
 PROVIDERS = {"openai": "openai.chat", "anthropic": "anthropic.messages"}  # -> its main API
 DEFAULT_PROVIDER = "openai"  # paths no API claims: OpenAI-compatible servers serve the rest
 VERSION = "/v1"  # every API path lives under it; a client may leave it out
 # Where a client's key may come, in the order they are looked at.
 KEY_HEADERS = (*anthropic_endpoint.KEY_HEADERS, *chat_endpoint.KEY_HEADERS)
+# Request fields that name the run (a user, a cache key), not what is asked.
+PER_RUN_FIELDS = frozenset().union(*(api.conversation.PER_RUN for api in _APIS.values()))
 
 
 def api_module(api: str) -> ModuleType | None:
@@ -53,6 +67,12 @@ def api_module(api: str) -> ModuleType | None:
 def endpoint(api: str) -> ModuleType:
     """The endpoint module of an API; for a pass-through call, the default provider's."""
     return ENDPOINTS.get(api) or ENDPOINTS[PROVIDERS[DEFAULT_PROVIDER]]
+
+
+def conversation(api: str) -> ModuleType | None:
+    """The conversation module of a known LLM API, None for pass-through calls."""
+    found = _APIS.get(api)
+    return found.conversation if found is not None else None
 
 
 def splice_module(api: str) -> ModuleType:
