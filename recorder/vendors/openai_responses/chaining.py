@@ -15,7 +15,7 @@ from typing import Any
 from taplog.recorder.vendors.translation import Untranslatable
 
 TAPLOG_ANSWER_PREFIX = "resp_tl"
-_PREVIOUS = "previous_response_id"
+PREVIOUS_FIELD = "previous_response_id"  # also how a session found by it names its source
 
 
 def is_taplog_answer(response_id: str) -> bool:
@@ -25,7 +25,7 @@ def is_taplog_answer(response_id: str) -> bool:
 
 def previous_answer(body: dict[str, Any]) -> Any:
     """The answer a request chains to, as it sent it (a string, or nothing)."""
-    return body.get(_PREVIOUS)
+    return body.get(PREVIOUS_FIELD)
 
 
 def input_items(body: dict[str, Any]) -> list[Any]:
@@ -60,7 +60,7 @@ def conversation(earlier: list[Any], request: dict[str, Any], output: list[Any])
 
 
 def without_chain(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k != _PREVIOUS}
+    return {k: v for k, v in body.items() if k != PREVIOUS_FIELD}
 
 
 def spelled_out(body: dict[str, Any], history: list[Any]) -> dict[str, Any]:
@@ -79,5 +79,5 @@ def unchained(body: dict[str, Any], history: list[Any] | None) -> dict[str, Any]
     """The call with its chain spelled out, for a vendor without it; `history` is None
     when taplog does not know the chain."""
     if history is None:
-        raise Untranslatable(f"the answer named by {_PREVIOUS} is not in taplog's log")
+        raise Untranslatable(f"the answer named by {PREVIOUS_FIELD} is not in taplog's log")
     return spelled_out(body, history)
