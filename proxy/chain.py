@@ -62,6 +62,7 @@ from taplog.proxy.upstream import (
     response_headers,
 )
 from taplog.recorder.bodies import parse_json
+from taplog.recorder.vendors.apis import API_MODULES
 from taplog.recorder.vendors.errors import context_overflow
 from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining
 from taplog.recorder.vendors.sse import SseTooLarge
@@ -82,7 +83,7 @@ class _NoTimer(contextlib.AbstractAsyncContextManager):
 
 
 NO_TIMER = _NoTimer()
-LLM_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
+LLM_APIS = frozenset(API_MODULES)
 
 
 @dataclass(slots=True)

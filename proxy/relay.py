@@ -72,9 +72,7 @@ def watch_for(
     each event is checked whole (see `recorder.vendors.watch`)."""
     api = attempt.api
     if upstream.content_type == "text/event-stream":
-        parsed = attempt.parsed if isinstance(attempt.parsed, dict) else {}
-        choices = parsed.get("n") if isinstance(parsed.get("n"), int) else 1
-        return StreamWatch(api, int(settings.max_sse_event_mb * MIB), every, choices)
+        return StreamWatch(api, int(settings.max_sse_event_mb * MIB), every, attempt.parsed)
     headers = upstream.headers
     length = headers.get("content-length", "")
     known = int(length) if length.isdigit() and "content-encoding" not in headers else None

@@ -42,11 +42,11 @@ class StreamWatch:
     streamed = True
 
     def __init__(
-        self, api: str, max_event_bytes: int, every: bool = True, choices: int = 1
+        self, api: str, max_event_bytes: int, every: bool = True, request: Any = None
     ) -> None:
         module = api_module(api)
         self._splitter = SseSplitter(max_event_bytes)
-        self._progress: Any = module.Progress(every, choices) if module is not None else None
+        self._progress: Any = module.Progress(every, request) if module is not None else None
         self.end_event: bytes | None = module.END_EVENT if module is not None else None
         self.events = 0  # events (not comments) passed so far
         self.failure: str | None = None

@@ -265,7 +265,7 @@ class Progress:
 
     __slots__ = ("ended", "error", "every", "finished")
 
-    def __init__(self, every: bool = True, choices: int = 1) -> None:
+    def __init__(self, every: bool = True, request: object = None) -> None:
         self.every = every
         self.ended = self.finished = False
         self.error: dict | None = None

@@ -260,10 +260,16 @@ def tool_results(body: dict) -> list[ToolResult]:
 END_EVENT = b"data: [DONE]\n\n"  # what completes a stream whose every choice has finished
 
 
+def _choices(request: object) -> int:
+    """How many answers (choices) a request asked for: one stream carries them all."""
+    n = request.get("n") if isinstance(request, dict) else None
+    return n if isinstance(n, int) else 1
+
+
 class Progress:
     """What a Chat stream has said so far, told event by event (`recorder.vendors.watch`).
 
-    Ended at `data: [DONE]`; finished once each of the request's `choices` has
+    Ended at `data: [DONE]`; finished once each of the request's choices (`n`) has
     its finish reason (the answer is whole, only the end marker may still be
     missing); failed at a data object with an `error`. With `every`, each
     event's data is parsed and one that is not a JSON object is malformed;
@@ -274,8 +280,8 @@ class Progress:
 
     __slots__ = ("_done", "choices", "ended", "error", "every", "finished")
 
-    def __init__(self, every: bool = True, choices: int = 1) -> None:
-        self.every, self.choices = every, max(1, choices)
+    def __init__(self, every: bool = True, request: object = None) -> None:
+        self.every, self.choices = every, max(1, _choices(request))
         self.ended = self.finished = False
         self.error: dict | None = None
         self._done: set[Any] = set()  # indexes of the choices that finished
