@@ -28,6 +28,7 @@ import orjson
 
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.reader import read_events
+from taplog.recorder.vendors.apis import STREAMING_FIELDS
 from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 from taplog.recorder.vendors.openai_responses import chaining
@@ -40,7 +41,6 @@ API_FORMATS = {
     "anthropic.messages": "anthropic",
     "openai.responses": "responses",
 }
-_STREAM_KEYS = ("stream", "stream_options")
 
 
 class ExportError(ValueError):
@@ -80,7 +80,7 @@ def export_body(
     source = API_FORMATS[last["api"]]
     if source == "responses":
         body = _unchained(body, events, last["seq"])
-    for key in _STREAM_KEYS:
+    for key in STREAMING_FIELDS:
         body.pop(key, None)
     return translate(body, source, fmt, model or body.get("model") or "")
 

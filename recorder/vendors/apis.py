@@ -57,6 +57,8 @@ VERSION = "/v1"  # every API path lives under it; a client may leave it out
 KEY_HEADERS = (*anthropic_endpoint.KEY_HEADERS, *chat_endpoint.KEY_HEADERS)
 # Request fields that name the run (a user, a cache key), not what is asked.
 PER_RUN_FIELDS = frozenset().union(*(api.conversation.PER_RUN for api in _APIS.values()))
+# Request fields that ask for a stream, and how.
+STREAMING_FIELDS = frozenset().union(*(api.conversation.STREAMING for api in _APIS.values()))
 
 
 def api_module(api: str) -> ModuleType | None:

@@ -9,6 +9,7 @@ from taplog.recorder.vendors.transcripts import note_before, parts
 
 TURNS = "messages"  # the request field that holds the turns
 PER_RUN = frozenset({"metadata"})  # request fields that name the run, not what is asked
+STREAMING = frozenset({"stream"})  # request fields that ask for a stream, and how
 
 
 def transcript(body: dict[str, Any]) -> tuple[Any, Any]:

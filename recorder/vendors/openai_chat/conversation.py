@@ -11,6 +11,7 @@ from taplog.recorder.vendors.transcripts import note_before
 
 TURNS = "messages"  # the request field that holds the turns
 PER_RUN = frozenset({"user", "metadata", "safety_identifier", "prompt_cache_key"})
+STREAMING = frozenset({"stream", "stream_options"})
 _SYSTEM = ("system", "developer")
 
 
