@@ -13,7 +13,7 @@ The rest of taplog asks for these through `recorder.vendors.apis`, by API or pro
 
 from __future__ import annotations
 
-import orjson
+from taplog.recorder.vendors.sse import event_bytes
 
 PROVIDER = "anthropic"
 BASE_URL = "https://api.anthropic.com"
@@ -47,4 +47,4 @@ def error_body(status: int, message: str, code: str) -> dict:
 def stream_error(message: str) -> bytes:
     """The in-band error event that ends a broken stream."""
     error = {"type": "error", "error": {"type": "api_error", "message": message}}
-    return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+    return event_bytes("error", error)

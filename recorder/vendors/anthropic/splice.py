@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from taplog.recorder.vendors.splice import ClientView, Held, event_data
-from taplog.recorder.vendors.sse import SseEvent, as_list, dig
+from taplog.recorder.vendors.sse import SseEvent, as_list, dig, event_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,4 +97,4 @@ class Fitter:
 
     @staticmethod
     def encode(item: Held) -> bytes:
-        return f"event: {item.name}\ndata: ".encode() + orjson.dumps(item.data) + b"\n\n"
+        return event_bytes(item.name, item.data)

@@ -12,7 +12,7 @@ Responses (`openai_responses.endpoint`) shares all of it but its path and stream
 
 from __future__ import annotations
 
-import orjson
+from taplog.recorder.vendors.sse import event_bytes
 
 PROVIDER = "openai"
 BASE_URL = "https://api.openai.com/v1"
@@ -47,4 +47,4 @@ def error_body(status: int, message: str, code: str) -> dict:
 
 def stream_error(message: str) -> bytes:
     """The in-band error chunk that ends a broken stream."""
-    return b"data: " + orjson.dumps(error(message, "server_error", "stream_interrupted")) + b"\n\n"
+    return event_bytes(None, error(message, "server_error", "stream_interrupted"))

@@ -9,10 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from taplog.recorder.vendors.splice import ClientView, Held, event_data
-from taplog.recorder.vendors.sse import SseEvent, as_list
+from taplog.recorder.vendors.sse import SseEvent, as_list, event_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,4 +81,4 @@ class Fitter:
 
     @staticmethod
     def encode(item: Held) -> bytes:
-        return b"data: " + orjson.dumps(item.data) + b"\n\n"
+        return event_bytes(None, item.data)

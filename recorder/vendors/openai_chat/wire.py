@@ -28,6 +28,7 @@ from taplog.recorder.vendors.sse import (
     dig,
     extend,
     load_object,
+    summary,
 )
 from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string
 
@@ -216,19 +217,18 @@ def _finish_call(call: dict) -> dict:
     return call
 
 
+_USAGE = {  # Summary field -> where the usage holds it
+    "input_tokens": ("prompt_tokens",),
+    "output_tokens": ("completion_tokens",),
+    "cached_tokens": ("prompt_tokens_details", "cached_tokens"),
+    "cache_write_tokens": ("prompt_tokens_details", "cache_write_tokens"),
+    "reasoning_tokens": ("completion_tokens_details", "reasoning_tokens"),
+}
+
+
 def summarize(body: dict) -> Summary:
     """Facts from a `chat.completion` body; odd or missing fields become None."""
-    usage = dig(body, "usage")
-    return Summary(
-        response_id=as_str(dig(body, "id")),
-        model=as_str(dig(body, "model")),
-        finish_reason=as_str(dig(body, "choices", 0, "finish_reason")),
-        input_tokens=as_int(dig(usage, "prompt_tokens")),
-        output_tokens=as_int(dig(usage, "completion_tokens")),
-        cached_tokens=as_int(dig(usage, "prompt_tokens_details", "cached_tokens")),
-        cache_write_tokens=as_int(dig(usage, "prompt_tokens_details", "cache_write_tokens")),
-        reasoning_tokens=as_int(dig(usage, "completion_tokens_details", "reasoning_tokens")),
-    )
+    return summary(body, as_str(dig(body, "choices", 0, "finish_reason")), _USAGE)
 
 
 def tool_calls(body: dict) -> list[ToolCall]:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import orjson
-
 from taplog.recorder.vendors.openai_chat.endpoint import (
     BASE_URL,
     KEY_HEADERS,
@@ -14,6 +12,7 @@ from taplog.recorder.vendors.openai_chat.endpoint import (
     auth_headers,
     error_body,
 )
+from taplog.recorder.vendors.sse import event_bytes
 
 __all__ = [
     "BASE_URL",
@@ -33,4 +32,4 @@ PATH = "/responses"
 def stream_error(message: str) -> bytes:
     """The in-band error event that ends a broken stream."""
     error = {"type": "error", "code": "stream_interrupted", "message": message, "param": None}
-    return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+    return event_bytes("error", error)
