@@ -49,7 +49,6 @@ from taplog.proxy.failover.attempts import (
     Attempt,
     as_sent,
     plan,
-    retry_after,
     verdict,
 )
 from taplog.proxy.failover.rules import Target
@@ -63,7 +62,7 @@ from taplog.proxy.upstream import (
 )
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.vendors.apis import API_MODULES
-from taplog.recorder.vendors.errors import context_overflow
+from taplog.recorder.vendors.errors import context_overflow, retry_after
 from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining
 from taplog.recorder.vendors.sse import SseTooLarge
 from taplog.recorder.vendors.translation import Untranslatable

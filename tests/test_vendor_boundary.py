@@ -31,6 +31,7 @@ VENDOR_HEADERS = frozenset(
         "x-api-key",  # Anthropic's key
         "api-key",  # Azure OpenAI's key
         "anthropic-version",
+        "retry-after-ms",  # the wait the vendors ask for, in milliseconds
         "x-stainless-retry-count",  # the official SDKs' retry counter
         "x-claude-code-session-id",  # Claude Code's session
         "x-opencode-session",  # opencode's

@@ -9,7 +9,8 @@ translated (recorder.vendors). Whatever came back is judged once, here:
     2xx (a stream whose first event is fine)  ok: relay it to the client
     connection error, timeout                 retry, then fail over
     408, 409, 5xx, 529                        retry, then fail over
-    429 rate limit                            retry after `retry-after` if it fits, else fail over
+    429 rate limit                            retry after the wait the vendor asked for if it fits
+                                              (vendors.errors.retry_after), else fail over
     429 spend limit (vendors.errors)          final
     400/413 the prompt is over the context    final for this target; the next one whose
       window (vendors.errors)                   context window is larger takes the call
@@ -19,8 +20,6 @@ translated (recorder.vendors). Whatever came back is judged once, here:
 
 from __future__ import annotations
 
-import email.utils
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,23 +133,6 @@ def plan(
     url = client_url if same_provider else _url(target, api)
     body = orjson.dumps(changed)
     return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
-
-
-def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | None:
-    """Seconds the vendor asked to wait (`retry-after-ms`, `retry-after` seconds or date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when else None
 
 
 def verdict(status: int, body: Any) -> str:

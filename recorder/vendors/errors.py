@@ -25,6 +25,9 @@ An in-band error (status below 400, as after HTTP 200) is classified by its type
 
 from __future__ import annotations
 
+import email.utils
+import time
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -39,6 +42,7 @@ __all__ = [
     "error_message",
     "openai_error_kind",
     "openai_error_to_anthropic",
+    "retry_after",
     "spend_limit",
 ]
 
@@ -215,3 +219,20 @@ def error_message(body: Any) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
     return str(message) if message else None
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the vendor asked to wait (`retry-after-ms`, `retry-after` seconds or date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
