@@ -40,6 +40,8 @@ class RouteError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CallRoute:
+    """Where a client call goes, from its path alone (`route`)."""
+
     provider: str  # "openai" or "anthropic" (`recorder.vendors.apis.PROVIDERS`)
     api: str  # openai.chat, openai.responses, anthropic.messages or passthrough
     path: str  # the client's path and query, without the /s/<session> prefix
