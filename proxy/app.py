@@ -56,6 +56,7 @@ from taplog.recorder.sessions import SessionResolver
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.tools.recorded_answers import load_index
+from taplog.recorder.vendors.apis import DEFAULT_PROVIDER
 
 log = logging.getLogger("taplog")
 
@@ -175,7 +176,7 @@ def _probe_writable(folder: Path) -> str | None:
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; rendered off the loop from a copy of the breaker states."""
     if not request.app[TOKENS].accepts(*auth.presented(request)):
-        return errors.error_response("openai", 401, auth.REFUSED, "unauthorized")
+        return errors.error_response(DEFAULT_PROVIDER, 401, auth.REFUSED, "unauthorized")
     app_metrics = request.app[METRICS]
     app_metrics.breaker_states = request.app[BREAKERS].states()
     body = await asyncio.to_thread(app_metrics.render)

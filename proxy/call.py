@@ -29,11 +29,12 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from taplog.proxy.failover.attempts import Attempt
 from taplog.proxy.failover.rules import Rule, Target
 from taplog.proxy.keys import Services
-from taplog.proxy.routing import Route
+from taplog.proxy.routing import CallRoute
 from taplog.recorder import events
 from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
 from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
 from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.vendors.openai_responses.chaining import answer_id, output_items
 
 
 @dataclass(slots=True, eq=False)
@@ -41,7 +42,7 @@ class Call:
     """The client's call, as the handler admitted and resolved it."""
 
     services: Services
-    route: Route
+    route: CallRoute
     method: str
     session: str
     id: str  # the exchange id, shared by every event of this call
@@ -142,13 +143,12 @@ class Call:
         """A Responses answer the client got: later calls may chain to it by id."""
         if self.api != "openai.responses" or not isinstance(answer, dict):
             return
-        answer_id = answer.get("id")
-        if not isinstance(answer_id, str):
+        named = answer_id(answer)
+        if named is None:
             return
-        self.services.resolver.remember_response(answer_id, self.session)
+        self.services.resolver.remember_response(named, self.session)
         if isinstance(self.parsed, dict):
-            output = answer.get("output") if isinstance(answer.get("output"), list) else []
-            self.services.history.remember(answer_id, self.parsed, output)
+            self.services.history.remember(named, self.parsed, output_items(answer))
 
 
 @dataclass(slots=True, eq=False)

@@ -48,10 +48,7 @@ from taplog.proxy.failover.attempts import (
     RETRY,
     Attempt,
     as_sent,
-    context_overflow,
-    needs_unchaining,
     plan,
-    retry_after,
     verdict,
 )
 from taplog.proxy.failover.rules import Target
@@ -64,6 +61,9 @@ from taplog.proxy.upstream import (
     response_headers,
 )
 from taplog.recorder.bodies import parse_json
+from taplog.recorder.vendors.apis import API_MODULES
+from taplog.recorder.vendors.errors import context_overflow, retry_after
+from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining
 from taplog.recorder.vendors.sse import SseTooLarge
 from taplog.recorder.vendors.translation import Untranslatable
 from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch
@@ -82,7 +82,7 @@ class _NoTimer(contextlib.AbstractAsyncContextManager):
 
 
 NO_TIMER = _NoTimer()
-LLM_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
+LLM_APIS = frozenset(API_MODULES)
 
 
 @dataclass(slots=True)

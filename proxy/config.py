@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from taplog.recorder.vendors.apis import provider_endpoint
+
 FSYNC_CHOICES = ("always", "interval", "never")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -145,12 +147,12 @@ class Settings:
     port: int = setting(8787, "Port to listen on (0: any free port).", _port)
     data_dir: Path = setting(Path("taplog-data"), "Where session logs are kept.")
     openai_base: str = setting(
-        "https://api.openai.com/v1",
+        provider_endpoint("openai").BASE_URL,
         "OpenAI API root, in the form of OPENAI_BASE_URL.",
         check_base_url,
     )
     anthropic_base: str = setting(
-        "https://api.anthropic.com",
+        provider_endpoint("anthropic").BASE_URL,
         "Anthropic API root, in the form of ANTHROPIC_BASE_URL.",
         check_base_url,
     )
@@ -263,6 +265,10 @@ class Settings:
     @property
     def auth_tokens(self) -> tuple[str, ...]:
         return tuple(token for token in self.auth_token.split(",") if token)
+
+    def base_url(self, provider: str) -> str:
+        """The configured base URL of a built-in provider (`openai` for any other)."""
+        return self.anthropic_base if provider == "anthropic" else self.openai_base
 
     def __repr__(self) -> str:
         shown = (f"{name}={_shown(name, getattr(self, name))}" for name in SETTINGS)

@@ -35,15 +35,11 @@ from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
 from taplog.recorder.store.writer import EventRecord
+from taplog.recorder.vendors.clients import retry_count
 
 
 def _is_json(request: web.Request) -> bool:
     return request.content_type in ("application/json", "")
-
-
-def _retry_count(headers: dict[str, str]) -> int:
-    value = headers.get("x-stainless-retry-count", "0")
-    return int(value) if value.isdigit() else 0
 
 
 async def proxy_call(request: web.Request) -> web.StreamResponse:
@@ -100,7 +96,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         if replayed is not None:
             return replayed
     key_fp = fingerprint(api_key(headers))
-    clues = CallClues(route.api, headers, parsed, key_fp, route.session, _retry_count(headers) > 0)
+    clues = CallClues(route.api, headers, parsed, key_fp, route.session, retry_count(headers) > 0)
     try:
         resolution = services.resolver.resolve(clues)
     except InvalidSessionId as exc:

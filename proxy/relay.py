@@ -41,7 +41,6 @@ from taplog.proxy.end_guard import ClientGone, cut_off, deliver_end, send
 from taplog.proxy.failover.attempts import Attempt, plan
 from taplog.proxy.failover.continuation import (
     CONTINUABLE_APIS,
-    ClientView,
     Restarted,
     Splice,
     client_view,
@@ -50,7 +49,8 @@ from taplog.proxy.failover.continuation import (
 from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import BrokenStream, classify, open_upstream, response_headers
 from taplog.recorder.bodies import parse_json
-from taplog.recorder.vendors.routes import context, route_for
+from taplog.recorder.vendors.routes import answer_context, route_for
+from taplog.recorder.vendors.splice import ClientView
 from taplog.recorder.vendors.sse import SseTooLarge, parse_block
 from taplog.recorder.vendors.translation import Untranslatable
 from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch
@@ -72,9 +72,7 @@ def watch_for(
     each event is checked whole (see `recorder.vendors.watch`)."""
     api = attempt.api
     if upstream.content_type == "text/event-stream":
-        parsed = attempt.parsed if isinstance(attempt.parsed, dict) else {}
-        choices = parsed.get("n") if isinstance(parsed.get("n"), int) else 1
-        return StreamWatch(api, int(settings.max_sse_event_mb * MIB), every, choices)
+        return StreamWatch(api, int(settings.max_sse_event_mb * MIB), every, attempt.parsed)
     headers = upstream.headers
     length = headers.get("content-length", "")
     known = int(length) if length.isdigit() and "content-encoding" not in headers else None
@@ -82,7 +80,7 @@ def watch_for(
     return BodyWatch(api, known, close_delimited)
 
 
-class Relayed:
+class RelayedStream:
     """The vendor's events (or body) as they came: the client speaks its API."""
 
     answer: dict | None = None
@@ -91,10 +89,10 @@ class Relayed:
         return b"".join(passed)
 
 
-RELAYED = Relayed()  # it holds nothing: one serves every call
+RELAYED = RelayedStream()  # it holds nothing: one serves every call
 
 
-class Translated:
+class TranslatedStream:
     """The vendor's events translated one by one into the client's API."""
 
     def __init__(self, call: Call, attempt_try: Try) -> None:
@@ -102,7 +100,7 @@ class Translated:
         route = route_for(call.api, attempt.api)
         assert route is not None and attempt.translation is not None  # planned that way
         self.translator = route.stream(
-            context(call.parsed, attempt.target.model, attempt.translation)
+            answer_context(call.parsed, attempt.target.model, attempt.translation)
         )
 
     @property
@@ -170,7 +168,7 @@ async def relay(
     translated = attempt.translation is not None
     if translated and not attempt.stream:
         return await _relay_translated_body(request, call, attempt_try, upstream)
-    stream = Translated(call, attempt_try) if translated else RELAYED
+    stream = TranslatedStream(call, attempt_try) if translated else RELAYED
     headers = CIMultiDict(SSE_HEADERS) if translated else attempt_try.headers
     if watch.streamed and "content-length" in headers:  # a stream's end is its own
         headers = CIMultiDict(headers)
@@ -268,12 +266,15 @@ def _only_the_end_is_missing(watch: StreamWatch | BodyWatch) -> bool:
 
 
 def _remember(
-    call: Call, attempt_try: Try, watch: StreamWatch | BodyWatch, stream: Relayed | Translated
+    call: Call,
+    attempt_try: Try,
+    watch: StreamWatch | BodyWatch,
+    stream: RelayedStream | TranslatedStream,
 ) -> None:
     """A Responses answer later calls may chain to (`previous_response_id`)."""
     if call.api != "openai.responses" or attempt_try.status != 200:
         return
-    if isinstance(stream, Translated):
+    if isinstance(stream, TranslatedStream):
         call.remember(stream.answer)
     elif watch.progress is not None:
         call.remember(watch.progress.answer)
@@ -400,7 +401,7 @@ async def _splice(
     is told apart from a restart (proxy.failover.continuation); never a passage twice."""
     settings = call.services.settings
     watch = watch_for(settings, attempt_try.attempt, upstream, every=False)  # the last resort
-    stream = Translated(call, attempt_try) if attempt_try.attempt.translation else RELAYED
+    stream = TranslatedStream(call, attempt_try) if attempt_try.attempt.translation else RELAYED
     splice = Splice(call.api, view, prefilled=prefill)
     continued = Delivery(
         delivery.request, delivery.response, lambda passed: splice.convert(stream.convert(passed))
@@ -445,7 +446,7 @@ async def _relay_translated_body(
     upstream.release()
     route = route_for(call.api, attempt.api)
     assert route is not None and attempt.translation is not None  # planned that way
-    ctx = context(call.parsed, attempt.target.model, attempt.translation)
+    ctx = answer_context(call.parsed, attempt.target.model, attempt.translation)
     answer = route.answer(parse_json(attempt_try.body()), ctx)
     call.remember(answer)
     translated = orjson.dumps(answer)

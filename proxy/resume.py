@@ -41,6 +41,7 @@ from taplog.recorder.store.lock import DataDirBusy, DataDirLock
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
 from taplog.recorder.tools.resume_request import answer_text, resume_body
+from taplog.recorder.vendors.errors import error_message
 from taplog.recorder.vendors.translation import Untranslatable
 
 USER_AGENT = "taplog-resume"
@@ -175,6 +176,4 @@ def _started(resumption: Resumption) -> Event:
 
 
 def _vendor_error(answer: Any) -> str:
-    error = answer.get("error") if isinstance(answer, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    return str(message or "the vendor refused the call")
+    return error_message(answer) or "the vendor refused the call"

@@ -1,7 +1,12 @@
 """Where a client call goes: provider, API and upstream URL, from the path alone.
 
-    [/s/<session>] [/v1] /messages[/…]   → Anthropic  (anthropic_base + /v1/messages…)
-    [/s/<session>] [/v1] /<anything else> → OpenAI     (openai_base + /<anything else>)
+    [/s/<session>] [/v1] <an API's path>[/…]  → that API's provider (its base URL and prefix)
+    [/s/<session>] [/v1] <anything else>      → the default provider (OpenAI-compatible)
+
+The APIs, their paths and their providers are `recorder.vendors.apis`'s; with today's:
+
+    [/v1] /messages[/…]   → Anthropic  (anthropic_base + /v1/messages…)
+    [/v1] /<anything else> → OpenAI     (openai_base + /<anything else>)
 
 Upstream hosts come only from configuration; the client's path (kept raw,
 percent-encoding and query string included) is appended to a configured base,
@@ -17,12 +22,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from taplog.proxy.config import Settings
+from taplog.recorder.vendors.apis import api_of_path, provider_of_path, unversioned, upstream_path
 
-_APIS = {
-    ("openai", "/chat/completions"): "openai.chat",
-    ("openai", "/responses"): "openai.responses",
-    ("anthropic", "/messages"): "anthropic.messages",
-}
 PASSTHROUGH = "passthrough"
 
 UPSTREAM_FIELDS = frozenset({"api_base", "base_url", "api_url", "azure_endpoint", "upstream_url"})
@@ -38,8 +39,10 @@ class RouteError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
-    provider: str  # "openai" or "anthropic"
+class CallRoute:
+    """Where a client call goes, from its path alone (`route`)."""
+
+    provider: str  # "openai" or "anthropic" (`recorder.vendors.apis.PROVIDERS`)
     api: str  # openai.chat, openai.responses, anthropic.messages or passthrough
     path: str  # the client's path and query, without the /s/<session> prefix
     upstream_url: str
@@ -53,37 +56,26 @@ def _split_session(path: str) -> tuple[str | None, str]:
     return unquote(session), slash + rest
 
 
-def _provider_of(rest: str) -> str:
-    return "anthropic" if rest == "/messages" or rest.startswith("/messages/") else "openai"
-
-
-def _api_path(path: str) -> str:
-    return path[3:] if path == "/v1" or path.startswith("/v1/") else path
-
-
 def provider_for(raw_target: str) -> str:
     """The provider whose error shape a refusal of this target takes."""
-    return _provider_of(_api_path(_split_session(raw_target.partition("?")[0])[1]))
+    return provider_of_path(unversioned(_split_session(raw_target.partition("?")[0])[1]))
 
 
-def route(raw_target: str, method: str, settings: Settings) -> Route:
+def route(raw_target: str, method: str, settings: Settings) -> CallRoute:
     """Route a raw request target (path and query, as the client sent them)."""
     path, question, query = raw_target.partition("?")
     session, path = _split_session(path)
-    rest = _api_path(path)
-    provider = _provider_of(rest)
+    rest = unversioned(path)
+    provider = provider_of_path(rest)
     if not raw_target.startswith("/"):
         raise RouteError("request target must be a path", provider)
     if any(segment in (".", "..") for segment in unquote(path).split("/")):
         raise RouteError("path must not contain '.' or '..' segments", provider)
     if session is not None and not rest:
         raise RouteError("a /s/<session>/ prefix must be followed by an API path", provider)
-    if provider == "anthropic":
-        upstream = settings.anthropic_base.rstrip("/") + "/v1" + rest
-    else:
-        upstream = settings.openai_base.rstrip("/") + rest
-    api = _APIS.get((provider, rest), PASSTHROUGH) if method == "POST" else PASSTHROUGH
-    return Route(provider, api, path + question + query, upstream + question + query, session)
+    upstream = settings.base_url(provider).rstrip("/") + upstream_path(provider, rest)
+    api = (api_of_path(provider, rest) or PASSTHROUGH) if method == "POST" else PASSTHROUGH
+    return CallRoute(provider, api, path + question + query, upstream + question + query, session)
 
 
 def upstream_override(headers: dict[str, str], parsed: object) -> str | None:

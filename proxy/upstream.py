@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -32,9 +32,6 @@ from yarl import URL
 
 from taplog.proxy.config import Settings
 from taplog.proxy.failover.rules import Rule
-
-if TYPE_CHECKING:
-    from taplog.proxy.failover.attempts import Attempt
 
 HOP_BY_HOP = frozenset(
     {
@@ -147,8 +144,17 @@ def classify(
     return UpstreamFailure("unreachable", 502, "cannot reach the vendor")
 
 
+class Sendable(Protocol):
+    """What `open_upstream` sends: a try of the failover (`proxy.failover.attempts.Attempt`)."""
+
+    method: str
+    url: str
+    body: bytes
+    headers: CIMultiDict[str]
+
+
 async def open_upstream(
-    pool: aiohttp.ClientSession, attempt: Attempt, rule: Rule
+    pool: aiohttp.ClientSession, attempt: Sendable, rule: Rule
 ) -> aiohttp.ClientResponse:
     """Send one try upstream and wait for its headers, under the rule's timeouts."""
     return await pool.request(

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
+from taplog.recorder.vendors.apis import KEY_HEADERS
+
 REDACTED = "[redacted]"
 _REDACTED = REDACTED.encode()
 MIN_SECRET_LEN = 8
@@ -219,7 +221,7 @@ def _replaced(raw: bytes, spans: Iterable[tuple[int, int]]) -> bytes:
 
 def api_key(headers: Mapping[str, str]) -> str | None:
     """The vendor key a client sent, whichever auth style it used."""
-    for name in ("x-api-key", "api-key", "authorization"):
+    for name in KEY_HEADERS:
         value = headers.get(name)
         if value:
             return _BEARER.sub("", value).strip() or None

@@ -2,10 +2,11 @@
 
 1. the `X-Taplog-Session` header;
 2. the path prefix `/s/<id>/` (found by the router, passed in);
-3. what the client already sends (docs/protocols.md §7): Claude Code's session
-   header and `metadata.user_id`, Codex's and opencode's session headers, a
-   Responses `previous_response_id` recorded earlier, `conversation`,
-   `prompt_cache_key`, `metadata.session_id`;
+3. what the client already sends (docs/protocols.md §7): a Responses
+   `previous_response_id` recorded earlier, then the session ids agents send
+   (`recorder.vendors.clients`: Claude Code's session header and
+   `metadata.user_id`, Codex's and opencode's session headers, `conversation`,
+   `prompt_cache_key`, `metadata.session_id`);
 4. conversation stitching: a stateless chat that resends an earlier call's
    messages plus new ones continues that call's session;
 5. otherwise a new session.
@@ -30,10 +31,11 @@ import orjson
 
 from taplog.recorder.secrets import redact_text
 from taplog.recorder.stitching import conversation_prefixes
+from taplog.recorder.vendors.clients import session_hints
+from taplog.recorder.vendors.openai_responses.chaining import PREVIOUS_FIELD, previous_answer
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_HEADER = "x-taplog-session"
-_CLAUDE_CODE_LEGACY = re.compile(r"_session_([0-9A-Za-z-]{8,64})$")
 
 
 class InvalidSessionId(ValueError):
@@ -96,41 +98,6 @@ def _text(value: Any) -> str | None:
     if isinstance(value, str) and value.strip():
         return value.strip()
     return None
-
-
-def _claude_code_metadata(body: dict[str, Any]) -> str | None:
-    metadata = body.get("metadata")
-    user_id = _text(metadata.get("user_id")) if isinstance(metadata, dict) else None
-    if user_id is None:
-        return None
-    if user_id.startswith("{"):
-        try:
-            return _text(orjson.loads(user_id).get("session_id"))
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
-    match = _CLAUDE_CODE_LEGACY.search(user_id)
-    return match.group(1) if match else None
-
-
-def client_hints(headers: Mapping[str, str], body: Any) -> list[tuple[str, str]]:
-    """Session ids the client already sends, strongest signal first."""
-    body = body if isinstance(body, dict) else {}
-    hints = [
-        ("claude-code", headers.get("x-claude-code-session-id")),
-        ("claude-code", _claude_code_metadata(body)),
-        ("codex", headers.get("session_id") or headers.get("session-id")),
-        ("codex", headers.get("conversation_id")),
-        ("opencode", headers.get("x-opencode-session") or headers.get("x-session-affinity")),
-    ]
-    conversation = body.get("conversation")
-    if isinstance(conversation, dict):
-        conversation = conversation.get("id")
-    hints.append(("conversation", conversation))
-    hints.append(("prompt_cache_key", body.get("prompt_cache_key")))
-    metadata = body.get("metadata")
-    if isinstance(metadata, dict):
-        hints.append(("metadata", metadata.get("session_id")))
-    return [(source, value) for source, v in hints if (value := _text(v)) is not None]
 
 
 class _Recent:
@@ -205,11 +172,11 @@ class SessionResolver:
 
     def _from_client(self, call: CallClues) -> tuple[str, str, str | None] | None:
         body = call.body if isinstance(call.body, dict) else {}
-        previous = _text(body.get("previous_response_id"))
+        previous = _text(previous_answer(body))
         session = None if previous is None else self._responses.get(previous)
         if session is not None:
-            return session, "client:previous_response_id", None
-        for source, value in client_hints(call.headers, body):
+            return session, f"client:{PREVIOUS_FIELD}", None
+        for source, value in session_hints(call.headers, body):
             session = safe_session_id(value)
             return session, f"client:{source}", value if session != value else None
         return None

@@ -155,6 +155,7 @@ def resume(
     from taplog.proxy.server import client_base
     from taplog.recorder.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.tools.export import dumps
+    from taplog.recorder.vendors.apis import provider_endpoint
 
     try:
         settings, fallbacks = load_settings(config, {"data_dir": data_dir}, ())
@@ -170,7 +171,7 @@ def resume(
     except (ResumeError, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(resumed.text)
-    suffix = "/v1" if resumption.attempt.target.provider.type == "openai" else ""
+    suffix = provider_endpoint(resumption.attempt.target.provider.type).SDK_BASE
     base = f"{client_base(settings, settings.port)}/s/{resumed.new}{suffix}"
     click.echo(f"\nsession {resumed.new} (resumes {session}); continue it through taplog serve")
     click.echo(f"  with the base URL {base}")

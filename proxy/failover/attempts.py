@@ -9,18 +9,17 @@ translated (recorder.vendors). Whatever came back is judged once, here:
     2xx (a stream whose first event is fine)  ok: relay it to the client
     connection error, timeout                 retry, then fail over
     408, 409, 5xx, 529                        retry, then fail over
-    429 rate limit                            retry after `retry-after` if it fits, else fail over
-    429 spend limit / insufficient_quota      final
+    429 rate limit                            retry after the wait the vendor asked for if it fits
+                                              (vendors.errors.retry_after), else fail over
+    429 spend limit (vendors.errors)          final
     400/413 the prompt is over the context    final for this target; the next one whose
-      window (context_overflow)                 context window is larger takes the call
+      window (vendors.errors)                   context window is larger takes the call
     400, 401, 403, 404, 413, 422, other 4xx   final: never tried again on any target
     2xx stream whose first event is an error  retry, then fail over (recorder.vendors.watch)
 """
 
 from __future__ import annotations
 
-import email.utils
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,18 +29,14 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import request_headers
 from taplog.recorder import __version__
-from taplog.recorder.vendors.routes import Options, is_taplog_answer, route_for
+from taplog.recorder.vendors.apis import api_url, endpoint, served_api
+from taplog.recorder.vendors.errors import spend_limit
+from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining, unchained
+from taplog.recorder.vendors.routes import Options, route_for
 from taplog.recorder.vendors.translation import Translated, Untranslatable
 
 OK, RETRY, FINAL = "ok", "retry", "final"
-ANTHROPIC_VERSION = "2023-06-01"
 _RETRYABLE = frozenset({408, 409, 429, 529})
-_PATHS = {
-    "openai.chat": "/chat/completions",
-    "openai.responses": "/responses",
-    "anthropic.messages": "/v1/messages",
-}
-OPENAI_APIS = ("openai.chat", "openai.responses")
 
 
 @dataclass(slots=True)
@@ -77,29 +72,23 @@ def as_sent(
 
 
 def target_api(target: Target, client_api: str) -> str:
-    """The API a target is called with: an OpenAI-type target speaks the client's own OpenAI
-    API, and serves Anthropic clients through the API its provider names."""
-    if target.provider.type == "anthropic":
-        return "anthropic.messages"
-    return client_api if client_api in OPENAI_APIS else f"openai.{target.provider.api}"
+    """The API a target is called with: the client's own where its provider speaks it,
+    else the API its provider names (`recorder.vendors.apis.served_api`)."""
+    return served_api(target.provider.type, client_api, target.provider.api)
 
 
 def _url(target: Target, api: str) -> str:
-    return target.provider.base_url.rstrip("/") + _PATHS[api]
+    return api_url(target.provider.base_url, api)
 
 
-def _own_headers(target: Target, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+def _own_headers(target: Target, api: str, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """Headers for a provider other than the client's: its own key, from the environment."""
     key = target.provider.api_key() or ""
     headers = CIMultiDict(
         {"content-type": "application/json", "accept": client.get("accept", "application/json")}
     )
     headers["user-agent"] = f"{client.get('user-agent', 'unknown')} taplog/{__version__}"
-    if target.provider.type == "anthropic":
-        headers["x-api-key"] = key
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-    else:
-        headers["authorization"] = f"Bearer {key}"
+    headers.extend(endpoint(api).auth_headers(key))
     return headers
 
 
@@ -129,11 +118,13 @@ def plan(
         options = Options(target.model, allow_prefill, history, leave_out)
         translation = route.request(parsed, options)
         body = orjson.dumps(translation.body)
-        headers = _own_headers(target, client_headers)
+        headers = _own_headers(target, api, client_headers)
         url = _url(target, api)
         return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
     headers = (
-        request_headers(client_headers) if same_provider else _own_headers(target, client_headers)
+        request_headers(client_headers)
+        if same_provider
+        else _own_headers(target, api, client_headers)
     )
     changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
     if same_provider and changed is parsed and parsed.get("model") == target.model:
@@ -144,69 +135,11 @@ def plan(
     return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
 
 
-def needs_unchaining(parsed: dict[str, Any], same_provider: bool) -> bool:
-    """A Responses call chained to an answer this vendor never gave (taplog made it, or
-    another provider did) must carry its history itself."""
-    previous = parsed.get("previous_response_id")
-    return isinstance(previous, str) and (not same_provider or is_taplog_answer(previous))
-
-
-def unchained(parsed: dict[str, Any], history: list[Any] | None) -> dict[str, Any]:
-    """The call with its chain spelled out as input items, for a vendor without it."""
-    if history is None:
-        raise Untranslatable("the answer named by previous_response_id is not in taplog's log")
-    items = parsed.get("input")
-    items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
-    body = {k: v for k, v in parsed.items() if k != "previous_response_id"}
-    return {**body, "input": [*history, *items], "store": False}
-
-
-def retry_after(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> float | None:
-    """Seconds the vendor asked to wait (`retry-after-ms`, `retry-after` seconds or date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when else None
-
-
-def _spend_limit(body: Any) -> bool:
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return False
-    return (
-        error.get("code") == "insufficient_quota"
-        or error.get("type") == "insufficient_quota"
-        or (isinstance(error.get("details"), dict) and bool(error["details"].get("error_code")))
-    )
-
-
-def context_overflow(status: int, body: Any) -> bool:
-    """A refusal because the prompt does not fit the model's context window."""
-    if status not in (400, 413):
-        return False
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return False
-    if error.get("code") == "context_length_exceeded" or error.get("type") == "request_too_large":
-        return True
-    message = str(error.get("message", "")).lower()
-    return "prompt is too long" in message or "context window" in message
-
-
 def verdict(status: int, body: Any) -> str:
     """What an HTTP answer means for this call (see the module table)."""
     if status < 400:
         return OK
-    if status == 429 and _spend_limit(body):
+    if status == 429 and spend_limit(body):
         return FINAL
     if status in _RETRYABLE or status >= 500:
         return RETRY

@@ -6,7 +6,8 @@ target takes one (`Target.takes_prefill`: declared, else litellm's
 catalogue), otherwise with the partial text as the assistant's turn and an
 instruction to go on. Only the continuation goes into the client's open
 stream, its opening events dropped and its block indexes and ids fitted to
-what the client has seen (`Splice`).
+what the client has seen (`Splice`, with the client API's own splice module,
+`recorder.vendors.splice`: only APIs that have one are continued).
 
 A model told to continue may start the answer again instead. So the
 continuation's opening text is held until it can be told apart (`opening`):
@@ -36,12 +37,11 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from taplog.recorder.vendors.apis import SPLICES, api_module, splice_module
+from taplog.recorder.vendors.splice import ClientView, Held, replayed, sent_events
+from taplog.recorder.vendors.sse import SseSplitter, parse_block
 
-from taplog.recorder.vendors.apis import api_module
-from taplog.recorder.vendors.sse import SseEvent, SseSplitter, as_list, dig, parse_block
-
-CONTINUABLE_APIS = frozenset({"openai.chat", "anthropic.messages"})
+CONTINUABLE_APIS = frozenset(SPLICES)
 INSTRUCTION = (
     "Your previous answer was cut off. Continue it exactly where it stopped: do not repeat "
     "anything already written, do not comment on the interruption, output only the rest."
@@ -57,71 +57,16 @@ class Restarted(Exception):
     """The continuation began the answer again in a way that cannot be trimmed exactly."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClientView:
-    """What the client has received of the broken answer."""
-
-    text: str  # the answer's text so far
-    has_tool_calls: bool
-    chat_id: str | None  # OpenAI clients: the chunk id to keep using
-    blocks: int  # Anthropic clients: content blocks started so far
-    open_text_block: int | None  # Anthropic clients: index of a text block left open
-
-    @property
-    def continuable(self) -> bool:
-        return not self.has_tool_calls
-
-    @property
-    def estimated_tokens(self) -> int:
-        return -(-len(self.text.encode()) // BYTES_PER_TOKEN)
-
-
-def _events(sent: bytes) -> list[tuple[str | None, dict]]:
-    splitter, out = SseSplitter(max_event_bytes=None), []
-    for block in [*splitter.feed(sent), splitter.flush()]:
-        event = parse_block(block) if block else None
-        if event is None or event.data.startswith("[DONE]"):
-            continue
-        try:
-            data = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(data, dict):
-            out.append((event.event, data))
-    return out
+def estimated_tokens(view: ClientView) -> int:
+    """The output tokens of what the client has, which its broken stream never reported."""
+    return -(-len(view.text.encode()) // BYTES_PER_TOKEN)
 
 
 def client_view(client_api: str, sent: bytes) -> ClientView:
     """Read back the client-format bytes sent so far."""
-    events = _events(sent)
-    replayed = (SseEvent(name, orjson.dumps(data).decode()) for name, data in events)
-    body = api_module(client_api).reassemble(replayed).body or {}
-    if client_api == "openai.chat":
-        return _chat_view(body, events)
-    return _messages_view(body, events)
-
-
-def _chat_view(body: dict, events: list[tuple[str | None, dict]]) -> ClientView:
-    choice = (as_list(body.get("choices")) or [{}])[0]
-    message = choice.get("message") or {}
-    chat_id = next((d.get("id") for _, d in events if d.get("id")), None)
-    text, calls = message.get("content") or "", bool(message.get("tool_calls"))
-    return ClientView(text, calls, chat_id, 0, None)
-
-
-def _messages_view(body: dict, events: list[tuple[str | None, dict]]) -> ClientView:
-    blocks = [b for b in as_list(body.get("content")) if isinstance(b, dict)]
-    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    kinds = [((name or d.get("type")), d) for name, d in events]
-    started = [d for kind, d in kinds if kind == "content_block_start"]
-    stopped = {d.get("index") for kind, d in kinds if kind == "content_block_stop"}
-    last = started[-1] if started else {}
-    is_open_text = (last.get("content_block") or {}).get("type") == "text" and (
-        last.get("index") not in stopped
-    )
-    has_tools = any(b.get("type") == "tool_use" for b in blocks)
-    open_index = last.get("index") if is_open_text else None
-    return ClientView(text, has_tools, None, len(started), open_index)
+    events = sent_events(sent)
+    body = api_module(client_api).reassemble(replayed(events)).body or {}
+    return splice_module(client_api).client_view(body, events)
 
 
 def continuation_request(client_api: str, parsed: dict[str, Any], text: str, prefill: bool) -> dict:
@@ -130,15 +75,7 @@ def continuation_request(client_api: str, parsed: dict[str, Any], text: str, pre
         return {**parsed, "stream": True}
     if prefill:
         text = text.rstrip()  # Anthropic refuses a prefill that ends in whitespace
-    if client_api == "openai.chat":
-        turns = [{"role": "assistant", "content": text}]
-        if not prefill:
-            turns.append({"role": "user", "content": INSTRUCTION})
-    else:
-        turns = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
-        if not prefill:
-            turns.append({"role": "user", "content": [{"type": "text", "text": INSTRUCTION}]})
-    return {**parsed, "messages": [*parsed.get("messages", []), *turns], "stream": True}
+    return splice_module(client_api).with_answer(parsed, text, None if prefill else INSTRUCTION)
 
 
 def opening(sent: str, said: str, final: bool) -> int | None:
@@ -206,16 +143,6 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 @dataclass(slots=True)
-class _Held:
-    """A client-format event of the continuation, held while its opening is judged."""
-
-    data: dict | None  # None: raw bytes (`[DONE]`)
-    name: str | None
-    text: str | None  # the answer text it carries
-    raw: bytes = b""
-
-
-@dataclass(slots=True)
 class Splice:
     """Client-format events of the continuation, fitted into the client's open stream."""
 
@@ -223,11 +150,13 @@ class Splice:
     view: ClientView
     prefilled: bool = False  # the partial text went as a prefill, its end whitespace left off
     splitter: SseSplitter = field(default_factory=SseSplitter)
-    index_map: dict[int, int] = field(default_factory=dict)  # its block index -> client's
-    new_blocks: int = 0
-    held: list[_Held] | None = field(default_factory=list)  # None once the opening is judged
+    held: list[Held] | None = field(default_factory=list)  # None once the opening is judged
     said: str = ""  # the continuation's text while held
     trimmed: int = 0  # characters of it dropped as a repeat
+    fitter: Any = field(init=False)  # the client API's (`recorder.vendors.splice`)
+
+    def __post_init__(self) -> None:
+        self.fitter = splice_module(self.client_api).Fitter(self.view, estimated_tokens(self.view))
 
     @property
     def verdict(self) -> str:
@@ -241,7 +170,7 @@ class Splice:
             "sent_chars": len(self.view.text),
             "trimmed_chars": self.trimmed,
             "verdict": self.verdict,
-            "partial_output_tokens_estimated": self.view.estimated_tokens,
+            "partial_output_tokens_estimated": estimated_tokens(self.view),
         }
 
     def convert(self, chunk: bytes) -> bytes:
@@ -250,7 +179,7 @@ class Splice:
             event = parse_block(block)
             if event is None:
                 continue
-            held = self._fit(event)
+            held = self.fitter.fit(event)
             if held is not None:
                 out.append(self._through(held))
         return b"".join(out)
@@ -261,7 +190,7 @@ class Splice:
             return b""
         return self._decide(final=True)
 
-    def _through(self, item: _Held) -> bytes:
+    def _through(self, item: Held) -> bytes:
         """One fitted event, passed on, or held while the opening is undecided."""
         if self.held is None:
             return self._encode(item)
@@ -291,101 +220,13 @@ class Splice:
                 item.text = item.text[cut:]
                 if not item.text:
                     continue
-                self._set_text(item)
+                self.fitter.set_text(item)
             out.append(self._encode(item))
         return b"".join(out)
 
-    # -- the client's API ------------------------------------------------
-
-    def _fit(self, event: SseEvent) -> _Held | None:
-        if event.data.startswith("[DONE]"):
-            return _Held(None, None, None, b"data: [DONE]\n\n")
-        try:
-            data = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        if self.client_api == "openai.chat":
-            return self._fit_chat(data)
-        return self._fit_messages(event.event, data)
-
-    def _fit_chat(self, chunk: dict) -> _Held | None:
-        text = None
-        for choice in as_list(chunk.get("choices")):
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict):
-                delta.pop("role", None)
-                if not any(delta.values()) and not choice.get("finish_reason"):
-                    return None  # an empty chunk, such as the continuation's opening one
-                if isinstance(delta.get("content"), str):
-                    text = delta["content"]
-        if self.view.chat_id is not None and "id" in chunk:
-            chunk["id"] = self.view.chat_id
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            added = self.view.estimated_tokens
-            for key in ("completion_tokens", "total_tokens"):
-                if isinstance(usage.get(key), int):
-                    usage[key] += added
-        return _Held(chunk, None, text or None)
-
-    def _fit_messages(self, name: str | None, data: dict) -> _Held | None:
-        kind = name or data.get("type")
-        if kind == "message_start":
-            return None
-        index = data.get("index")
-        if kind == "content_block_start" and isinstance(index, int):
-            continuing = (
-                not self.index_map
-                and self.view.open_text_block is not None
-                and (data.get("content_block") or {}).get("type") == "text"
-            )
-            if continuing:
-                self.index_map[index] = self.view.open_text_block
-                return None  # the client's text block is still open: write into it
-            self.index_map[index] = self.view.blocks + self.new_blocks
-            self.new_blocks += 1
-        if isinstance(index, int) and index in self.index_map:
-            data["index"] = self.index_map[index]
-        usage = data.get("usage")
-        if kind == "message_delta" and isinstance(dig(usage, "output_tokens"), int):
-            usage["output_tokens"] += self.view.estimated_tokens
-        delta = data.get("delta") if kind == "content_block_delta" else None
-        is_text = isinstance(delta, dict) and delta.get("type") == "text_delta"
-        text = delta.get("text") if is_text else None
-        return _Held(data, kind, text if isinstance(text, str) and text else None)
-
-    def _ends_text(self, item: _Held) -> bool:
+    def _ends_text(self, item: Held) -> bool:
         """Whether this event means the continuation's text (so far) is all it says."""
-        if item.data is None:
-            return True  # [DONE]
-        if self.client_api == "openai.chat":
-            choices = as_list(item.data.get("choices"))
-            return not choices or any(
-                isinstance(c, dict)
-                and (c.get("finish_reason") or (c.get("delta") or {}).get("tool_calls"))
-                for c in choices
-            )
-        if item.name in ("message_delta", "message_stop"):
-            return True
-        block = item.data.get("content_block") or {}
-        if item.name == "content_block_start":
-            return block.get("type") not in ("thinking", "redacted_thinking")
-        return False
+        return item.data is None or self.fitter.ends_text(item)  # None: the end marker
 
-    def _set_text(self, item: _Held) -> None:
-        data = item.data or {}
-        if self.client_api == "openai.chat":
-            for choice in as_list(data.get("choices")):
-                if isinstance(choice, dict) and isinstance(choice.get("delta"), dict):
-                    choice["delta"]["content"] = item.text
-        else:
-            data["delta"]["text"] = item.text
-
-    def _encode(self, item: _Held) -> bytes:
-        if item.data is None:
-            return item.raw
-        if self.client_api == "openai.chat":
-            return b"data: " + orjson.dumps(item.data) + b"\n\n"
-        return f"event: {item.name}\ndata: ".encode() + orjson.dumps(item.data) + b"\n\n"
+    def _encode(self, item: Held) -> bytes:
+        return item.raw if item.data is None else self.fitter.encode(item)

@@ -5,8 +5,8 @@ items; the earlier ones live at OpenAI. When such a call fails over, the other
 vendor needs the whole conversation, so taplog keeps it: for each answer id,
 the items so far (earlier history, then this call's input, then its output).
 It learns them when each answer ends, on the event loop, so the agent's very
-next call finds them: from the answers it passes on and the ones it translates.
-`instructions` are not part of it: the API does not carry them over a chain.
+next call finds them: from the answers it passes on and the ones it translates
+(`recorder.vendors.openai_responses.chaining`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-
-def input_items(body: dict[str, Any]) -> list[Any]:
-    items = body.get("input")
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
-    return list(items) if isinstance(items, list) else []
+from taplog.recorder.vendors.openai_responses.chaining import conversation, previous_answer
 
 
 class ResponsesHistory:
@@ -31,14 +26,13 @@ class ResponsesHistory:
 
     def items_before(self, body: dict[str, Any]) -> list[Any] | None:
         """The earlier items a request chains to; None when it names an answer not seen."""
-        previous = body.get("previous_response_id")
+        previous = previous_answer(body)
         if not previous:
             return []
         return self._items.get(previous)
 
     def remember(self, response_id: str, request: dict[str, Any], output: list[Any]) -> None:
-        earlier = self.items_before(request) or []
-        self._put(response_id, [*earlier, *input_items(request), *output])
+        self._put(response_id, conversation(self.items_before(request) or [], request, output))
 
     def _put(self, key: str, value: list[Any]) -> None:
         self._items[key] = value

@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from taplog.recorder import prices
 from taplog.recorder.secrets import redact_text
 from taplog.recorder.toolevents import FINISH_MISMATCH, ORPHAN_RESULT, UNANSWERED
+from taplog.recorder.vendors.apis import API_MODULES
 
 OTHER = "other"
 NONE = "none"
-APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "passthrough"})
+APIS = frozenset({*API_MODULES, "passthrough"})
 OUTCOMES = frozenset(
     {
         "ok",

@@ -44,6 +44,7 @@ from taplog.proxy.observe.counters import CounterSeries, Families, HistogramSeri
 from taplog.recorder import __version__
 from taplog.recorder.events import Event
 from taplog.recorder.store.writer import SYNC_BUCKETS, Recorder
+from taplog.recorder.vendors.apis import API_MODULES
 
 # `_created` samples would double every counter's series and nobody alerts on them.
 prometheus_client.disable_created_metrics()
@@ -61,7 +62,7 @@ TOKEN_TYPES = {
     "cache_write_tokens": "cache_creation",
     "reasoning_tokens": "reasoning",
 }
-LLM_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages"})
+LLM_APIS = frozenset(API_MODULES)
 CALL = ("api", "provider", "model")
 GEN_AI = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model")
 GEN_AI_MODELS = (*GEN_AI, "gen_ai_response_model")

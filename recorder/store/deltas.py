@@ -31,12 +31,10 @@ from typing import Any
 import orjson
 
 from taplog.recorder.events import LLM_REQUEST, Event
+from taplog.recorder.vendors.apis import API_MODULES, conversation
 
-LIST_FIELDS = {
-    "openai.chat": "messages",
-    "anthropic.messages": "messages",
-    "openai.responses": "input",
-}
+# API -> the request field that holds its transcript (`recorder.vendors.apis.conversation`)
+LIST_FIELDS = {api: module.TURNS for api in API_MODULES if (module := conversation(api))}
 
 
 class TranscriptError(ValueError):

@@ -3,9 +3,10 @@
 The conversation "as the model last saw it" is the body of the session's last
 `llm.request` (or the last one at or before `--at SEQ`): system prompt,
 messages, tool calls and results, and the tool definitions it offered. A
-Responses request that chains with `previous_response_id` carries only its new
-items, so the chain is rebuilt from the same session's earlier requests and
-answers and inlined as `input` (no `previous_response_id`, `store: false`).
+Responses request that chains to an earlier answer carries only its new items,
+so the chain is rebuilt from the same session's earlier requests and answers
+and inlined as its input, unchained and not stored
+(`recorder.vendors.openai_responses.chaining`).
 
 Another vendor's shape goes through the failover translation
 (`recorder.vendors`), so an export reads exactly as a failed-over call would:
@@ -27,8 +28,10 @@ import orjson
 
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.reader import read_events
+from taplog.recorder.vendors.apis import STREAMING_FIELDS
 from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
+from taplog.recorder.vendors.openai_responses import chaining
 from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
 
@@ -38,7 +41,6 @@ API_FORMATS = {
     "anthropic.messages": "anthropic",
     "openai.responses": "responses",
 }
-_STREAM_KEYS = ("stream", "stream_options")
 
 
 class ExportError(ValueError):
@@ -78,7 +80,7 @@ def export_body(
     source = API_FORMATS[last["api"]]
     if source == "responses":
         body = _unchained(body, events, last["seq"])
-    for key in _STREAM_KEYS:
+    for key in STREAMING_FIELDS:
         body.pop(key, None)
     return translate(body, source, fmt, model or body.get("model") or "")
 
@@ -100,14 +102,14 @@ def translate(body: dict[str, Any], source: str, target: str, model: str) -> dic
 
 
 def _unchained(body: dict[str, Any], events: list[Event], before: int) -> dict[str, Any]:
-    """A Responses request with the chain it names inlined as `input`."""
-    previous = body.pop("previous_response_id", None)
+    """A Responses request with the chain it names inlined as its input."""
+    previous = chaining.previous_answer(body)
     if not previous:
-        return body
+        return chaining.without_chain(body)
     chains = _responses_chains(events, before)
     if previous not in chains:
-        raise ExportError(f"previous_response_id {previous!r} is not in this session's log")
-    return {**body, "input": [*chains[previous], *_input_items(body)], "store": False}
+        raise ExportError(f"the answer {previous!r} it chains to is not in this session's log")
+    return chaining.spelled_out(body, chains[previous])
 
 
 def _responses_chains(events: list[Event], before: int) -> dict[str, list[Any]]:
@@ -121,26 +123,13 @@ def _responses_chains(events: list[Event], before: int) -> dict[str, list[Any]]:
             requests[event["exchange"]] = event["body"]
         elif event["type"] == LLM_RESPONSE and event["exchange"] in requests:
             request, answer = requests[event["exchange"]], event["body"]
-            if event.get("status") != 200 or not answer.get("id"):
+            named = chaining.answer_id(answer)
+            if event.get("status") != 200 or not named:
                 continue
-            earlier = chains.get(request.get("previous_response_id") or "", [])
-            output = [_as_input(item) for item in answer.get("output") or []]
-            chains[answer["id"]] = [*earlier, *_input_items(request), *output]
+            earlier = chains.get(chaining.previous_answer(request) or "", [])
+            output = [chaining.as_input(item) for item in chaining.output_items(answer)]
+            chains[named] = chaining.conversation(earlier, request, output)
     return chains
-
-
-def _input_items(body: dict[str, Any]) -> list[Any]:
-    items = body.get("input")
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
-    return list(items) if isinstance(items, list) else []
-
-
-def _as_input(item: Any) -> Any:
-    """An output item as an input item: a message's `status` is output-only."""
-    if isinstance(item, dict) and item.get("type") == "message":
-        return {k: v for k, v in item.items() if k != "status"}
-    return item
 
 
 def dumps(body: dict[str, Any]) -> str:

@@ -28,9 +28,10 @@ import orjson
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.reader import read_all, read_events
+from taplog.recorder.vendors.apis import API_MODULES, PER_RUN_FIELDS, api_ending
 
-IGNORED_FIELDS = frozenset({"user", "metadata", "safety_identifier", "prompt_cache_key"})
-REPLAYED_APIS = ("openai.chat", "openai.responses", "anthropic.messages")
+IGNORED_FIELDS = PER_RUN_FIELDS  # a user, metadata, a cache key: the run's, not the question
+REPLAYED_APIS = tuple(API_MODULES)
 # Answer headers that describe the original connection, not the answer.
 _HOP_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "date"}
@@ -39,15 +40,7 @@ _HOP_HEADERS = frozenset(
 
 def api_of_path(path: str) -> str | None:
     """The API a request path calls (with or without /v1 or a /s/<id>/ prefix)."""
-    path = path.partition("?")[0].rstrip("/")
-    for suffix, api in (
-        ("/chat/completions", "openai.chat"),
-        ("/responses", "openai.responses"),
-        ("/messages", "anthropic.messages"),
-    ):
-        if path.endswith(suffix):
-            return api
-    return None
+    return api_ending(path.partition("?")[0].rstrip("/"))
 
 
 def canonical(body: Any) -> bytes:

@@ -1,25 +1,135 @@
-"""Wire formats of the vendor APIs: pure functions, no I/O.
+"""The vendor APIs by name, and the providers that serve them: the one registry.
 
-Each API module owns its whole format (stream reassembly, answer summary,
-client-facing error shape); the rest of taplog picks one by API name through
-`api_module` and knows no vendor by name.
+Each API subpackage owns its whole format; the rest of taplog picks one by API name (or by
+provider, or by the path a client called) through this module and knows no vendor by name:
+
+    api_module(api)        its wire module: stream reassembly, answer summary, tool calls
+    endpoint(api)          its endpoint: base URL, path, key headers, refusals, stream errors
+    conversation(api)      where a request's conversation sits, an answer's text
+    splice_module(api)     for an API whose broken streams can be continued: its splice
+    provider_endpoint(p)   the endpoint of a provider's main API, which answers for the
+                           provider's other paths (passed through) as well
+
+API names are `<provider>.<api>`. A new API is one subpackage and one line in `_APIS` (and,
+for a new provider, one in `PROVIDERS`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
-from taplog.recorder.vendors.anthropic import wire as anthropic_messages
-from taplog.recorder.vendors.openai_chat import wire as openai_chat
-from taplog.recorder.vendors.openai_responses import wire as openai_responses
+from taplog.recorder.vendors.anthropic import conversation as anthropic_conversation
+from taplog.recorder.vendors.anthropic import endpoint as anthropic_endpoint
+from taplog.recorder.vendors.anthropic import splice as anthropic_splice
+from taplog.recorder.vendors.anthropic import wire as anthropic_wire
+from taplog.recorder.vendors.openai_chat import conversation as chat_conversation
+from taplog.recorder.vendors.openai_chat import endpoint as chat_endpoint
+from taplog.recorder.vendors.openai_chat import splice as chat_splice
+from taplog.recorder.vendors.openai_chat import wire as chat_wire
+from taplog.recorder.vendors.openai_responses import conversation as responses_conversation
+from taplog.recorder.vendors.openai_responses import endpoint as responses_endpoint
+from taplog.recorder.vendors.openai_responses import wire as responses_wire
 
-API_MODULES: dict[str, ModuleType] = {
-    "openai.chat": openai_chat,
-    "openai.responses": openai_responses,
-    "anthropic.messages": anthropic_messages,
+
+@dataclass(frozen=True, slots=True)
+class _Api:
+    wire: ModuleType
+    endpoint: ModuleType
+    conversation: ModuleType
+    splice: ModuleType | None = None  # None: its broken streams are not continued
+
+
+_APIS = {
+    "openai.chat": _Api(chat_wire, chat_endpoint, chat_conversation, chat_splice),
+    "openai.responses": _Api(responses_wire, responses_endpoint, responses_conversation),
+    "anthropic.messages": _Api(
+        anthropic_wire, anthropic_endpoint, anthropic_conversation, anthropic_splice
+    ),
 }
+API_MODULES: dict[str, ModuleType] = {name: api.wire for name, api in _APIS.items()}
+ENDPOINTS: dict[str, ModuleType] = {name: api.endpoint for name, api in _APIS.items()}
+SPLICES: dict[str, ModuleType] = {n: api.splice for n, api in _APIS.items() if api.splice}
+PROVIDERS = {"openai": "openai.chat", "anthropic": "anthropic.messages"}  # -> its main API
+DEFAULT_PROVIDER = "openai"  # paths no API claims: OpenAI-compatible servers serve the rest
+VERSION = "/v1"  # every API path lives under it; a client may leave it out
+# Where a client's key may come, in the order they are looked at.
+KEY_HEADERS = (*anthropic_endpoint.KEY_HEADERS, *chat_endpoint.KEY_HEADERS)
+# Request fields that name the run (a user, a cache key), not what is asked.
+PER_RUN_FIELDS = frozenset().union(*(api.conversation.PER_RUN for api in _APIS.values()))
+# Request fields that ask for a stream, and how.
+STREAMING_FIELDS = frozenset().union(*(api.conversation.STREAMING for api in _APIS.values()))
 
 
 def api_module(api: str) -> ModuleType | None:
     """The wire module of a known LLM API, None for pass-through calls."""
     return API_MODULES.get(api)
+
+
+def endpoint(api: str) -> ModuleType:
+    """The endpoint module of an API; for a pass-through call, the default provider's."""
+    return ENDPOINTS.get(api) or ENDPOINTS[PROVIDERS[DEFAULT_PROVIDER]]
+
+
+def conversation(api: str) -> ModuleType | None:
+    """The conversation module of a known LLM API, None for pass-through calls."""
+    found = _APIS.get(api)
+    return found.conversation if found is not None else None
+
+
+def splice_module(api: str) -> ModuleType:
+    """The splice module of a continuable API (`SPLICES`)."""
+    return SPLICES[api]
+
+
+def provider_endpoint(provider: str) -> ModuleType:
+    """The endpoint of a provider's main API; the default provider's for an unknown one."""
+    return ENDPOINTS[PROVIDERS.get(provider) or PROVIDERS[DEFAULT_PROVIDER]]
+
+
+def unversioned(path: str) -> str:
+    """A client's path without its leading `/v1`, if it has one."""
+    return path[len(VERSION) :] if path == VERSION or path.startswith(f"{VERSION}/") else path
+
+
+def provider_of_path(path: str) -> str:
+    """The provider whose API path (unversioned) is `path` or holds it; else the default."""
+    for module in ENDPOINTS.values():
+        if path == module.PATH or path.startswith(f"{module.PATH}/"):
+            return module.PROVIDER
+    return DEFAULT_PROVIDER
+
+
+def api_of_path(provider: str, path: str) -> str | None:
+    """The API of `provider` at exactly this (unversioned) path; None: passed through."""
+    for name, module in ENDPOINTS.items():
+        if provider == module.PROVIDER and path == module.PATH:
+            return name
+    return None
+
+
+def api_ending(path: str) -> str | None:
+    """The API a recorded request path calls, whatever came before its API path."""
+    return next((name for name, m in ENDPOINTS.items() if path.endswith(m.PATH)), None)
+
+
+def upstream_path(provider: str, path: str) -> str:
+    """A client's (unversioned) path as it goes after the provider's base URL."""
+    return provider_endpoint(provider).PREFIX + path
+
+
+def api_url(base_url: str, api: str) -> str:
+    """Where a call of `api` goes at a provider with this base URL."""
+    module = ENDPOINTS[api]
+    return base_url.rstrip("/") + module.PREFIX + module.PATH
+
+
+def served_api(provider: str, client_api: str, choice: str) -> str:
+    """The API a target of `provider` takes a `client_api` call in: the client's own where
+    the provider speaks it, else the one the provider's configuration chose (`choice`:
+    `chat`, `responses`), else the provider's main API."""
+    own = ENDPOINTS.get(client_api)
+    if own is not None and provider == own.PROVIDER:
+        return client_api
+    chosen = f"{provider}.{choice}"
+    return chosen if chosen in ENDPOINTS else PROVIDERS[provider]

@@ -25,6 +25,9 @@ An in-band error (status below 400, as after HTTP 200) is classified by its type
 
 from __future__ import annotations
 
+import email.utils
+import time
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -34,8 +37,13 @@ __all__ = [
     "ErrorKind",
     "anthropic_error_kind",
     "anthropic_error_to_openai",
+    "any_client_error",
+    "context_overflow",
+    "error_message",
     "openai_error_kind",
     "openai_error_to_anthropic",
+    "retry_after",
+    "spend_limit",
 ]
 
 
@@ -173,3 +181,58 @@ def openai_error_to_anthropic(status: int, body: dict | None) -> tuple[int, dict
     if request_id := as_str(dig(body, "request_id")):
         out["request_id"] = request_id
     return _ANTHROPIC_STATUS[kind], out
+
+
+def any_client_error(message: str, code: str) -> dict:
+    """An error body both vendors' SDKs read, for a request whose API is not known."""
+    error = {"type": "invalid_request_error", "message": message, "param": None}
+    return {"type": "error", "error": {**error, "code": code}}
+
+
+def spend_limit(body: Any) -> bool:
+    """A 429 that waiting will not clear: a quota or spend limit (either vendor's)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return (
+        error.get("code") == "insufficient_quota"
+        or error.get("type") == "insufficient_quota"
+        or (isinstance(error.get("details"), dict) and bool(error["details"].get("error_code")))
+    )
+
+
+def context_overflow(status: int, body: Any) -> bool:
+    """A refusal because the prompt does not fit the model's context window."""
+    if status not in (400, 413):
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    if error.get("code") == "context_length_exceeded" or error.get("type") == "request_too_large":
+        return True
+    message = str(error.get("message", "")).lower()
+    return "prompt is too long" in message or "context window" in message
+
+
+def error_message(body: Any) -> str | None:
+    """The message of a vendor's error body (either vendor's shape), if it has one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message) if message else None
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the vendor asked to wait (`retry-after-ms`, `retry-after` seconds or date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None

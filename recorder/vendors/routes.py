@@ -8,7 +8,7 @@
 
 Each pair translates the request, a whole answer, and a stream event by event.
 
-A new pair is one more `Route` in `ROUTES`; the failover code asks only
+A new pair is one more `Translators` in `ROUTES`; the failover code asks only
 `route_for(client_api, upstream_api)` and uses the three uniform calls.
 """
 
@@ -33,6 +33,7 @@ from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 from taplog.recorder.vendors.openai_chat.stream_from_neutral import AnthropicToChatStream
 from taplog.recorder.vendors.openai_chat.stream_to_neutral import ChatToAnthropicStream
+from taplog.recorder.vendors.openai_responses.chaining import TAPLOG_ANSWER_PREFIX
 from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
 from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
@@ -40,16 +41,9 @@ from taplog.recorder.vendors.openai_responses.stream_to_neutral import Responses
 from taplog.recorder.vendors.sse import SseEvent
 from taplog.recorder.vendors.translation import Translated
 
-TAPLOG_ANSWER_PREFIX = "resp_tl"
-
-
-def is_taplog_answer(response_id: str) -> bool:
-    """A Responses answer id that taplog made (the vendor never saw it)."""
-    return response_id.startswith(TAPLOG_ANSWER_PREFIX)
-
 
 @dataclass(frozen=True, slots=True)
-class Context:
+class AnswerContext:
     """What answer and stream translations need to know about the call."""
 
     request: Mapping[str, Any]  # the client's request
@@ -125,14 +119,16 @@ class Options:
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class Translators:
+    """One pair's three translations: the request, a whole answer, a stream."""
+
     request: Callable[[dict, Options], Translated]
-    answer: Callable[[dict, Context], dict]
-    stream: Callable[[Context], StreamTranslator]
+    answer: Callable[[dict, AnswerContext], dict]
+    stream: Callable[[AnswerContext], StreamTranslator]
 
 
-ROUTES: dict[tuple[str, str], Route] = {
-    ("openai.chat", "anthropic.messages"): Route(
+ROUTES: dict[tuple[str, str], Translators] = {
+    ("openai.chat", "anthropic.messages"): Translators(
         request=lambda body, o: chat_to_messages(
             body, model=o.model, allow_prefill=o.allow_prefill
         ),
@@ -147,14 +143,14 @@ ROUTES: dict[tuple[str, str], Route] = {
             )
         ),
     ),
-    ("anthropic.messages", "openai.chat"): Route(
+    ("anthropic.messages", "openai.chat"): Translators(
         request=lambda body, o: messages_to_chat(
             body, model=o.model, allow_prefill=o.allow_prefill
         ),
         answer=lambda answer, ctx: chat_answer_to_messages(answer, tools=ctx.tools),
         stream=lambda ctx: _FromChat(ChatToAnthropicStream(model=ctx.model, tools=ctx.tools)),
     ),
-    ("openai.responses", "anthropic.messages"): Route(
+    ("openai.responses", "anthropic.messages"): Translators(
         request=lambda body, o: responses_to_messages(
             body,
             model=o.model,
@@ -178,7 +174,7 @@ ROUTES: dict[tuple[str, str], Route] = {
             )
         ),
     ),
-    ("anthropic.messages", "openai.responses"): Route(
+    ("anthropic.messages", "openai.responses"): Translators(
         request=lambda body, o: messages_to_responses(
             body, model=o.model, allow_prefill=o.allow_prefill
         ),
@@ -190,10 +186,12 @@ ROUTES: dict[tuple[str, str], Route] = {
 }
 
 
-def route_for(client_api: str, upstream_api: str) -> Route | None:
+def route_for(client_api: str, upstream_api: str) -> Translators | None:
     return ROUTES.get((client_api, upstream_api))
 
 
-def context(request: Mapping[str, Any], model: str, translation: Translated) -> Context:
+def answer_context(
+    request: Mapping[str, Any], model: str, translation: Translated
+) -> AnswerContext:
     answer_id = f"{TAPLOG_ANSWER_PREFIX}{os.urandom(20).hex()}"
-    return Context(request, model, translation.tools, int(time.time()), answer_id)
+    return AnswerContext(request, model, translation.tools, int(time.time()), answer_id)

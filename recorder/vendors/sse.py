@@ -19,7 +19,7 @@ Contracts:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,12 @@ __all__ = [
     "as_list",
     "as_str",
     "dig",
+    "event_bytes",
     "extend",
     "load_object",
     "parse_block",
+    "summary",
+    "typed_event",
     "typed_payloads",
 ]
 
@@ -179,6 +182,18 @@ class Summary:
     reasoning_tokens: int | None
 
 
+def summary(body: Any, finish_reason: str | None, usage: Mapping[str, tuple[str, ...]]) -> Summary:
+    """An answer's facts: its id, model and `finish_reason`, and each token count where
+    `usage` (Summary field -> path in the body's `usage`) says; odd or missing ones: None."""
+    counts = dig(body, "usage")
+    return Summary(
+        response_id=as_str(dig(body, "id")),
+        model=as_str(dig(body, "model")),
+        finish_reason=finish_reason,
+        **{name: as_int(dig(counts, *path)) for name, path in usage.items()},
+    )
+
+
 class Pieces:
     """Strings that streams build from many deltas: appended in pieces, joined once.
 
@@ -242,6 +257,18 @@ def load_object(data: str | bytes) -> dict | None:
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def event_bytes(name: str | None, data: Any) -> bytes:
+    """One event as the vendors write it: its `event:` line (if named), one `data:` line of
+    compact JSON, the blank line."""
+    head = b"event: " + name.encode() + b"\n" if name is not None else b""
+    return head + b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+def typed_event(name: str, data: dict) -> bytes:
+    """A named event whose data says its type too (Anthropic's and Responses' events)."""
+    return event_bytes(name, {"type": name, **data})
 
 
 def typed_payloads(events: Iterable[SseEvent], result: Reassembled) -> Iterator[tuple[Any, dict]]:

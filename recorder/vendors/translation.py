@@ -12,7 +12,7 @@ import orjson
 from taplog.recorder.vendors.naming import ClientTool, Renames
 
 __all__ = [
-    "Context",
+    "RequestTranslation",
     "Translated",
     "Untranslatable",
     "compact_json",
@@ -42,7 +42,7 @@ class Translated:
 
 
 @dataclass(slots=True)
-class Context:
+class RequestTranslation:
     """What one request translation accumulates: renamed tools and ids, dropped parts."""
 
     renames: Renames

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from taplog.recorder.bodies import parse_json
+import orjson
+
 from taplog.recorder.vendors.apis import api_module
 from taplog.recorder.vendors.sse import MalformedEvent, SseSplitter, load_object, parse_block
 
@@ -41,11 +42,11 @@ class StreamWatch:
     streamed = True
 
     def __init__(
-        self, api: str, max_event_bytes: int, every: bool = True, choices: int = 1
+        self, api: str, max_event_bytes: int, every: bool = True, request: Any = None
     ) -> None:
         module = api_module(api)
         self._splitter = SseSplitter(max_event_bytes)
-        self._progress: Any = module.Progress(every, choices) if module is not None else None
+        self._progress: Any = module.Progress(every, request) if module is not None else None
         self.end_event: bytes | None = module.END_EVENT if module is not None else None
         self.events = 0  # events (not comments) passed so far
         self.failure: str | None = None
@@ -164,5 +165,13 @@ class BodyWatch:
         if self._remaining is not None:
             self.ended = self._remaining <= 0
         else:
-            self.ended = not self._check_json or parse_json(b"".join(self._kept)) is not None
+            self.ended = not self._check_json or _parses(b"".join(self._kept))
         return []
+
+
+def _parses(raw: bytes) -> bool:
+    """Whether a body is whole JSON (`null` does not count: no API answers that)."""
+    try:
+        return orjson.loads(raw) is not None
+    except orjson.JSONDecodeError:
+        return False

@@ -27,6 +27,7 @@ from taplog.recorder.vendors.sse import (
     dig,
     extend,
     load_object,
+    summary,
     typed_payloads,
 )
 from taplog.recorder.vendors.tools import ToolCall, ToolResult
@@ -178,23 +179,22 @@ def _build(state: _State, longer_than: int | None) -> dict | None:
     return body
 
 
+_USAGE = {  # Summary field -> where the usage holds it
+    "input_tokens": ("input_tokens",),  # the fresh ones only: `summarize` adds the cached
+    "output_tokens": ("output_tokens",),
+    "cached_tokens": ("cache_read_input_tokens",),
+    "cache_write_tokens": ("cache_creation_input_tokens",),
+    "reasoning_tokens": ("output_tokens_details", "thinking_tokens"),
+}
+
+
 def summarize(body: dict) -> Summary:
     """Facts from a message body; input tokens add cache reads and writes (OTel meaning)."""
-    usage = dig(body, "usage")
-    fresh = as_int(dig(usage, "input_tokens"))
-    read = as_int(dig(usage, "cache_read_input_tokens"))
-    write = as_int(dig(usage, "cache_creation_input_tokens"))
-    counts = [n for n in (fresh, read, write) if n is not None]
-    return Summary(
-        response_id=as_str(dig(body, "id")),
-        model=as_str(dig(body, "model")),
-        finish_reason=as_str(dig(body, "stop_reason")),
-        input_tokens=sum(counts) if counts else None,
-        output_tokens=as_int(dig(usage, "output_tokens")),
-        cached_tokens=read,
-        cache_write_tokens=write,
-        reasoning_tokens=as_int(dig(usage, "output_tokens_details", "thinking_tokens")),
-    )
+    facts = summary(body, as_str(dig(body, "stop_reason")), _USAGE)
+    inputs = (facts.input_tokens, facts.cached_tokens, facts.cache_write_tokens)
+    counts = [n for n in inputs if n is not None]
+    facts.input_tokens = sum(counts) if counts else None
+    return facts
 
 
 def tool_calls(body: dict) -> list[ToolCall]:
@@ -265,7 +265,7 @@ class Progress:
 
     __slots__ = ("ended", "error", "every", "finished")
 
-    def __init__(self, every: bool = True, choices: int = 1) -> None:
+    def __init__(self, every: bool = True, request: object = None) -> None:
         self.every = every
         self.ended = self.finished = False
         self.error: dict | None = None

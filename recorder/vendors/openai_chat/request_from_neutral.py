@@ -34,7 +34,7 @@ from taplog.recorder.vendors.naming import OPENAI_ID_LIMIT, OPENAI_NAME_LIMIT, R
 from taplog.recorder.vendors.openai_chat.turns_from_neutral import conversation
 from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig
 from taplog.recorder.vendors.translation import (
-    Context,
+    RequestTranslation,
     Translated,
     Untranslatable,
     stable_identifier,
@@ -56,7 +56,7 @@ def messages_to_chat(
     body: dict, *, model: str, reasoning_model: bool = True, allow_prefill: bool = False
 ) -> Translated:
     """Translate an Anthropic request for OpenAI Chat; `model` is the OpenAI model."""
-    ctx = Context(Renames(OPENAI_NAME_LIMIT, OPENAI_ID_LIMIT))
+    ctx = RequestTranslation(Renames(OPENAI_NAME_LIMIT, OPENAI_ID_LIMIT))
     ctx.dropped.extend(key for key in body if key not in _HANDLED)
     role = "developer" if reasoning_model else "system"
     out: dict[str, Any] = {"model": model, "messages": conversation(body, ctx, role, allow_prefill)}
@@ -81,7 +81,7 @@ def messages_to_chat(
     return ctx.result(out)
 
 
-def _tools(body: dict, out: dict, ctx: Context) -> None:
+def _tools(body: dict, out: dict, ctx: RequestTranslation) -> None:
     tools = []
     for k, tool in enumerate(as_list(body.get("tools"))):
         kind = dig(tool, "type")
@@ -110,12 +110,12 @@ def left_out_tool(k: int, kind: Any) -> str:
     return f"tools[{k}] ({kind}: OpenAI cannot run it)"
 
 
-def _strip_cache(block: dict, ctx: Context) -> None:
+def _strip_cache(block: dict, ctx: RequestTranslation) -> None:
     if "cache_control" in block:
         ctx.drop("cache_control (OpenAI caches prompts by itself)")
 
 
-def _choice(choice: Any, out: dict, ctx: Context) -> None:
+def _choice(choice: Any, out: dict, ctx: RequestTranslation) -> None:
     """tool_choice any / tool / none / auto -> required / named / none / auto."""
     if choice is None:
         return
@@ -136,14 +136,14 @@ def _choice(choice: Any, out: dict, ctx: Context) -> None:
         out["parallel_tool_calls"] = False
 
 
-def _stop(body: dict, ctx: Context) -> list[str]:
+def _stop(body: dict, ctx: RequestTranslation) -> list[str]:
     stops = [s for s in as_list(body.get("stop_sequences")) if isinstance(s, str)]
     if len(stops) > _STOP_LIMIT:
         ctx.drop(f"stop_sequences[{_STOP_LIMIT}:] (OpenAI takes at most {_STOP_LIMIT})")
     return stops[:_STOP_LIMIT]
 
 
-def _metadata(body: dict, out: dict, ctx: Context) -> None:
+def _metadata(body: dict, out: dict, ctx: RequestTranslation) -> None:
     metadata = body.get("metadata")
     if user_id := as_str(dig(metadata, "user_id")):
         out["safety_identifier"] = stable_identifier(user_id, 64)
@@ -152,7 +152,7 @@ def _metadata(body: dict, out: dict, ctx: Context) -> None:
             ctx.drop(f"metadata.{key}")
 
 
-def _effort(body: dict, reasoning_model: bool, ctx: Context) -> str | None:
+def _effort(body: dict, reasoning_model: bool, ctx: RequestTranslation) -> str | None:
     mode = dig(body, "thinking", "type")
     effort = dig(body, "output_config", "effort")
     if not reasoning_model:
@@ -169,7 +169,7 @@ def _effort(body: dict, reasoning_model: bool, ctx: Context) -> str | None:
     return None
 
 
-def _output_format(body: dict, out: dict, ctx: Context) -> None:
+def _output_format(body: dict, out: dict, ctx: RequestTranslation) -> None:
     config = body.get("output_config")
     for key in config if isinstance(config, dict) else ():
         if key not in ("effort", "format"):
@@ -184,7 +184,7 @@ def _output_format(body: dict, out: dict, ctx: Context) -> None:
     out["response_format"] = {"type": "json_schema", "json_schema": spec}
 
 
-def _sampling(body: dict, out: dict, reasoning_model: bool, ctx: Context) -> None:
+def _sampling(body: dict, out: dict, reasoning_model: bool, ctx: RequestTranslation) -> None:
     for key in ("temperature", "top_p"):
         if body.get(key) is None:
             continue

@@ -35,7 +35,7 @@ from taplog.recorder.vendors.naming import ANTHROPIC_ID_LIMIT, ANTHROPIC_NAME_LI
 from taplog.recorder.vendors.openai_chat.turns_to_neutral import conversation
 from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig
 from taplog.recorder.vendors.translation import (
-    Context,
+    RequestTranslation,
     Translated,
     Untranslatable,
     looks_like_email,
@@ -73,7 +73,7 @@ def chat_to_messages(
 ) -> Translated:
     """Translate an OpenAI Chat request for Anthropic; `model` is the Anthropic model."""
     _refuse(body)
-    ctx = Context(Renames(ANTHROPIC_NAME_LIMIT, ANTHROPIC_ID_LIMIT))
+    ctx = RequestTranslation(Renames(ANTHROPIC_NAME_LIMIT, ANTHROPIC_ID_LIMIT))
     ctx.dropped.extend(key for key in body if key not in _HANDLED)
     system, messages = conversation(body["messages"], ctx, allow_prefill)
     max_tokens, explicit = _max_tokens(body, default_max_tokens)
@@ -120,7 +120,7 @@ def _max_tokens(body: dict, default: int) -> tuple[int, bool]:
     return default, False
 
 
-def _tools(body: dict, ctx: Context) -> tuple[list[dict], dict | None]:
+def _tools(body: dict, ctx: RequestTranslation) -> tuple[list[dict], dict | None]:
     """Tool definitions and tool_choice; ``allowed_tools`` narrows the tool list."""
     choice = body.get("tool_choice")
     allowed: set[str] | None = None
@@ -135,7 +135,7 @@ def _tools(body: dict, ctx: Context) -> tuple[list[dict], dict | None]:
     return tools, _choice(choice, body.get("parallel_tool_calls"), bool(tools), ctx)
 
 
-def _tool(tool: Any, where: str, ctx: Context) -> dict:
+def _tool(tool: Any, where: str, ctx: RequestTranslation) -> dict:
     if dig(tool, "type") != "function":
         raise Untranslatable(f"{where}: only function tools have an Anthropic equivalent")
     fn = tool.get("function")
@@ -155,7 +155,7 @@ def _tool(tool: Any, where: str, ctx: Context) -> dict:
     return out
 
 
-def _choice(choice: Any, parallel: Any, has_tools: bool, ctx: Context) -> dict | None:
+def _choice(choice: Any, parallel: Any, has_tools: bool, ctx: RequestTranslation) -> dict | None:
     if not has_tools:
         pairs = (("tool_choice", choice), ("parallel_tool_calls", parallel))
         ctx.dropped.extend(f"{key} (no tools)" for key, value in pairs if value is not None)
@@ -175,7 +175,7 @@ def _choice(choice: Any, parallel: Any, has_tools: bool, ctx: Context) -> dict |
     return out
 
 
-def _response_format(body: dict, out: dict, system: list[dict], ctx: Context) -> None:
+def _response_format(body: dict, out: dict, system: list[dict], ctx: RequestTranslation) -> None:
     fmt = body.get("response_format")
     kind = dig(fmt, "type")
     if fmt is None or kind == "text":
@@ -192,7 +192,7 @@ def _response_format(body: dict, out: dict, system: list[dict], ctx: Context) ->
         raise Untranslatable(f"response_format {kind!r} has no Anthropic equivalent")
 
 
-def _stop(body: dict, ctx: Context) -> list[str]:
+def _stop(body: dict, ctx: RequestTranslation) -> list[str]:
     """``stop`` (string or list) -> a list; blank sequences are refused by Anthropic."""
     stop = body.get("stop")
     values = [stop] if isinstance(stop, str) else [s for s in as_list(stop) if isinstance(s, str)]
@@ -202,7 +202,7 @@ def _stop(body: dict, ctx: Context) -> list[str]:
     return kept
 
 
-def _user_id(body: dict, ctx: Context) -> str | None:
+def _user_id(body: dict, ctx: RequestTranslation) -> str | None:
     for key in ("safety_identifier", "user"):
         value = as_str(body.get(key))
         if value and looks_like_email(value):
@@ -212,7 +212,9 @@ def _user_id(body: dict, ctx: Context) -> str | None:
     return None
 
 
-def _thinking(body: dict, out: dict, style: ThinkingStyle, explicit: bool, ctx: Context) -> bool:
+def _thinking(
+    body: dict, out: dict, style: ThinkingStyle, explicit: bool, ctx: RequestTranslation
+) -> bool:
     """Map ``reasoning_effort``; True when thinking was switched on."""
     effort = body.get("reasoning_effort")
     if effort in (None, "none"):
@@ -242,7 +244,7 @@ def _thinking(body: dict, out: dict, style: ThinkingStyle, explicit: bool, ctx: 
     return True
 
 
-def _sampling(body: dict, out: dict, allowed: bool, ctx: Context) -> None:
+def _sampling(body: dict, out: dict, allowed: bool, ctx: RequestTranslation) -> None:
     present = [key for key in ("temperature", "top_p") if body.get(key) is not None]
     if not allowed:
         ctx.dropped.extend(present)

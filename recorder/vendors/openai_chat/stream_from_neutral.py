@@ -33,7 +33,7 @@ import orjson
 from taplog.recorder.vendors.errors import anthropic_error_to_openai
 from taplog.recorder.vendors.naming import OPENAI_ID_LIMIT, ClientTools, client_name, fit
 from taplog.recorder.vendors.openai_chat.vocab import chat_response_id, chat_usage, finish_reason
-from taplog.recorder.vendors.sse import as_int, as_str, dig
+from taplog.recorder.vendors.sse import as_int, as_str, dig, event_bytes
 
 __all__ = ["AnthropicToChatStream"]
 
@@ -95,7 +95,7 @@ class AnthropicToChatStream:
         }
         if self.include_usage and "usage" not in chunk:
             chunk["usage"] = None
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+        return event_bytes(None, chunk)
 
     def _start(self, message: Any) -> list[bytes]:
         if self._started:  # a repeated message_start adds nothing the client can use
@@ -178,4 +178,4 @@ class AnthropicToChatStream:
     def _error(self, data: dict) -> list[bytes]:
         _, body = anthropic_error_to_openai(200, data)
         self.error = body["error"]
-        return [b"data: " + orjson.dumps(body) + b"\n\n"]
+        return [event_bytes(None, body)]

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from taplog.recorder.vendors.errors import openai_error_to_anthropic
 from taplog.recorder.vendors.naming import ANTHROPIC_ID_LIMIT, ClientTools, client_name, fit
 from taplog.recorder.vendors.openai_chat.vocab import (
@@ -40,13 +38,9 @@ from taplog.recorder.vendors.openai_chat.vocab import (
     messages_usage,
     translated_stop_reason,
 )
-from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig
+from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig, typed_event
 
 __all__ = ["ChatToAnthropicStream"]
-
-
-def _event(name: str, data: dict) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
 
 
 class ChatToAnthropicStream:
@@ -101,7 +95,7 @@ class ChatToAnthropicStream:
             "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
-        return [_event("message_start", {"message": message})]
+        return [typed_event("message_start", {"message": message})]
 
     def _choice(self, choice: dict) -> list[bytes]:
         delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
@@ -123,19 +117,22 @@ class ChatToAnthropicStream:
         out = self._close()
         self._open = self._blocks
         self._blocks += 1
-        return [*out, _event("content_block_start", {"index": self._open, "content_block": block})]
+        return [
+            *out,
+            typed_event("content_block_start", {"index": self._open, "content_block": block}),
+        ]
 
     def _close(self) -> list[bytes]:
         if self._open is None:
             return []
         index, self._open, self._text_open = self._open, None, False
-        return [_event("content_block_stop", {"index": index})]
+        return [typed_event("content_block_stop", {"index": index})]
 
     def _text(self, text: str) -> list[bytes]:
         out = [] if self._text_open else self._open_block({"type": "text", "text": ""})
         self._text_open = True
         delta = {"type": "text_delta", "text": text}
-        return [*out, _event("content_block_delta", {"index": self._open, "delta": delta})]
+        return [*out, typed_event("content_block_delta", {"index": self._open, "delta": delta})]
 
     def _tool_part(self, part: dict) -> list[bytes]:
         index = self._tool_index(part)
@@ -152,7 +149,9 @@ class ChatToAnthropicStream:
             self._tools[index] = self._blocks - 1
         if fragment := as_str(dig(part, "function", "arguments")):
             delta = {"type": "input_json_delta", "partial_json": fragment}
-            out.append(_event("content_block_delta", {"index": self._tools[index], "delta": delta}))
+            out.append(
+                typed_event("content_block_delta", {"index": self._tools[index], "delta": delta})
+            )
         return out
 
     def _tool_index(self, part: dict) -> int:
@@ -173,8 +172,8 @@ class ChatToAnthropicStream:
         self.finished = True
         return [
             *self._close(),
-            _event("message_delta", {"delta": delta, "usage": messages_usage(self._usage)}),
-            _event("message_stop", {}),
+            typed_event("message_delta", {"delta": delta, "usage": messages_usage(self._usage)}),
+            typed_event("message_stop", {}),
         ]
 
     def _done(self) -> list[bytes]:
@@ -186,4 +185,4 @@ class ChatToAnthropicStream:
     def _fail(self, chunk: dict) -> list[bytes]:
         _, body = openai_error_to_anthropic(200, chunk)
         self.error = body["error"]
-        return [_event("error", {"error": body["error"]})]
+        return [typed_event("error", {"error": body["error"]})]

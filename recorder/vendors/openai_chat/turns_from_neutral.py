@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from taplog.recorder.vendors.sse import as_list, as_str, dig
-from taplog.recorder.vendors.translation import Context, Untranslatable, compact_json
+from taplog.recorder.vendors.translation import RequestTranslation, Untranslatable, compact_json
 
 __all__ = ["conversation"]
 
@@ -31,7 +31,9 @@ _THINKING = frozenset({"thinking", "redacted_thinking"})
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "mcp_tool_result"})
 
 
-def conversation(body: dict, ctx: Context, system_role: str, allow_prefill: bool) -> list[dict]:
+def conversation(
+    body: dict, ctx: RequestTranslation, system_role: str, allow_prefill: bool
+) -> list[dict]:
     """The OpenAI message list for an Anthropic request body."""
     out: list[dict] = []
     if system := _system(body.get("system"), ctx):
@@ -69,7 +71,7 @@ def _simplest(parts: list[dict]) -> str | list[dict]:
     return parts
 
 
-def _system(system: Any, ctx: Context, where: str = "system") -> str | list[dict] | None:
+def _system(system: Any, ctx: RequestTranslation, where: str = "system") -> str | list[dict] | None:
     if isinstance(system, str):
         return system or None
     parts = []
@@ -81,12 +83,12 @@ def _system(system: Any, ctx: Context, where: str = "system") -> str | list[dict
     return _simplest(parts) if parts else None
 
 
-def _strip_cache(block: dict, ctx: Context) -> None:
+def _strip_cache(block: dict, ctx: RequestTranslation) -> None:
     if "cache_control" in block:
         ctx.drop("cache_control (OpenAI caches prompts by itself)")
 
 
-def _user(content: Any, where: str, ctx: Context) -> list[dict]:
+def _user(content: Any, where: str, ctx: RequestTranslation) -> list[dict]:
     """Tool messages first, then one user message with moved tool images and the rest."""
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
@@ -145,7 +147,7 @@ def _document(block: dict, where: str) -> dict:
     raise Untranslatable(f"{where}: only inline PDF or text documents reach OpenAI")
 
 
-def _tool_message(block: dict, where: str, ctx: Context) -> tuple[dict, list[dict]]:
+def _tool_message(block: dict, where: str, ctx: RequestTranslation) -> tuple[dict, list[dict]]:
     """(the tool message, parts that must move to a user message)."""
     call_id = as_str(block.get("tool_use_id"))
     if not call_id:
@@ -172,7 +174,7 @@ def _tool_message(block: dict, where: str, ctx: Context) -> tuple[dict, list[dic
     return {"role": "tool", "tool_call_id": wire_id, "content": _simplest(parts) or ""}, moved
 
 
-def _assistant(content: Any, where: str, ctx: Context) -> dict | None:
+def _assistant(content: Any, where: str, ctx: RequestTranslation) -> dict | None:
     """Joined text plus tool calls; None when nothing OpenAI can take is left."""
     if isinstance(content, str):
         return {"role": "assistant", "content": content} if content else None
@@ -197,7 +199,7 @@ def _assistant(content: Any, where: str, ctx: Context) -> dict | None:
     return message if message["content"] is not None or calls else None
 
 
-def _tool_call(block: dict, where: str, ctx: Context) -> dict:
+def _tool_call(block: dict, where: str, ctx: RequestTranslation) -> dict:
     call_id, name = as_str(block.get("id")), as_str(block.get("name"))
     if not call_id or not name:
         raise Untranslatable(f"{where}: a tool_use needs an id and a name")

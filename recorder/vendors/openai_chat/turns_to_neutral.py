@@ -18,7 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from taplog.recorder.vendors.sse import as_list, as_str, dig
-from taplog.recorder.vendors.translation import Context, Untranslatable, data_url, parse_object
+from taplog.recorder.vendors.translation import (
+    RequestTranslation,
+    Untranslatable,
+    data_url,
+    parse_object,
+)
 
 __all__ = ["conversation"]
 
@@ -26,7 +31,7 @@ _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "refusal"})
 
 
-def conversation(messages: list, ctx: Context, allow_prefill: bool) -> tuple[list, list]:
+def conversation(messages: list, ctx: RequestTranslation, allow_prefill: bool) -> tuple[list, list]:
     """(system blocks, Anthropic messages) from the OpenAI message list."""
     system: list[dict] = []
     turns: list[dict] = []
@@ -80,7 +85,7 @@ def _text_block(text: Any) -> list[dict]:
     return [{"type": "text", "text": text}] if isinstance(text, str) and text.strip() else []
 
 
-def _parts(content: Any, where: str, ctx: Context) -> list[dict]:
+def _parts(content: Any, where: str, ctx: RequestTranslation) -> list[dict]:
     """User (or tool) content: a string or text/image/file parts."""
     if not isinstance(content, list):
         return _text_block(content)
@@ -99,7 +104,7 @@ def _parts(content: Any, where: str, ctx: Context) -> list[dict]:
     return blocks
 
 
-def _image(spec: Any, where: str, ctx: Context) -> dict:
+def _image(spec: Any, where: str, ctx: RequestTranslation) -> dict:
     url = spec if isinstance(spec, str) else as_str(dig(spec, "url")) or ""
     if dig(spec, "detail") not in (None, "auto"):
         ctx.dropped.append(f"{where}.image_url.detail")
@@ -125,7 +130,7 @@ def _document(spec: Any, where: str) -> dict:
     return block
 
 
-def _assistant(msg: dict, where: str, ctx: Context) -> list[dict]:
+def _assistant(msg: dict, where: str, ctx: RequestTranslation) -> list[dict]:
     """Text blocks (never empty ones, 5.8.1), then one tool_use per tool call."""
     content = msg.get("content")
     texts = [content] if isinstance(content, str) else []
@@ -139,7 +144,7 @@ def _assistant(msg: dict, where: str, ctx: Context) -> list[dict]:
     return blocks
 
 
-def _tool_use(call: Any, where: str, ctx: Context) -> dict:
+def _tool_use(call: Any, where: str, ctx: RequestTranslation) -> dict:
     if not isinstance(call, dict) or call.get("type", "function") != "function":
         raise Untranslatable(f"{where}: custom tool calls have no Anthropic equivalent")
     call_id, name = as_str(call.get("id")), as_str(dig(call, "function", "name"))
@@ -157,7 +162,7 @@ def _tool_use(call: Any, where: str, ctx: Context) -> dict:
     }
 
 
-def _tool_result(msg: dict, where: str, ctx: Context) -> dict:
+def _tool_result(msg: dict, where: str, ctx: RequestTranslation) -> dict:
     call_id = as_str(msg.get("tool_call_id"))
     if not call_id:
         raise Untranslatable(f"{where}: a tool message needs a tool_call_id")

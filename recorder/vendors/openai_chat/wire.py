@@ -28,6 +28,7 @@ from taplog.recorder.vendors.sse import (
     dig,
     extend,
     load_object,
+    summary,
 )
 from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string
 
@@ -216,19 +217,18 @@ def _finish_call(call: dict) -> dict:
     return call
 
 
+_USAGE = {  # Summary field -> where the usage holds it
+    "input_tokens": ("prompt_tokens",),
+    "output_tokens": ("completion_tokens",),
+    "cached_tokens": ("prompt_tokens_details", "cached_tokens"),
+    "cache_write_tokens": ("prompt_tokens_details", "cache_write_tokens"),
+    "reasoning_tokens": ("completion_tokens_details", "reasoning_tokens"),
+}
+
+
 def summarize(body: dict) -> Summary:
     """Facts from a `chat.completion` body; odd or missing fields become None."""
-    usage = dig(body, "usage")
-    return Summary(
-        response_id=as_str(dig(body, "id")),
-        model=as_str(dig(body, "model")),
-        finish_reason=as_str(dig(body, "choices", 0, "finish_reason")),
-        input_tokens=as_int(dig(usage, "prompt_tokens")),
-        output_tokens=as_int(dig(usage, "completion_tokens")),
-        cached_tokens=as_int(dig(usage, "prompt_tokens_details", "cached_tokens")),
-        cache_write_tokens=as_int(dig(usage, "prompt_tokens_details", "cache_write_tokens")),
-        reasoning_tokens=as_int(dig(usage, "completion_tokens_details", "reasoning_tokens")),
-    )
+    return summary(body, as_str(dig(body, "choices", 0, "finish_reason")), _USAGE)
 
 
 def tool_calls(body: dict) -> list[ToolCall]:
@@ -260,10 +260,16 @@ def tool_results(body: dict) -> list[ToolResult]:
 END_EVENT = b"data: [DONE]\n\n"  # what completes a stream whose every choice has finished
 
 
+def _choices(request: object) -> int:
+    """How many answers (choices) a request asked for: one stream carries them all."""
+    n = request.get("n") if isinstance(request, dict) else None
+    return n if isinstance(n, int) else 1
+
+
 class Progress:
     """What a Chat stream has said so far, told event by event (`recorder.vendors.watch`).
 
-    Ended at `data: [DONE]`; finished once each of the request's `choices` has
+    Ended at `data: [DONE]`; finished once each of the request's choices (`n`) has
     its finish reason (the answer is whole, only the end marker may still be
     missing); failed at a data object with an `error`. With `every`, each
     event's data is parsed and one that is not a JSON object is malformed;
@@ -274,8 +280,8 @@ class Progress:
 
     __slots__ = ("_done", "choices", "ended", "error", "every", "finished")
 
-    def __init__(self, every: bool = True, choices: int = 1) -> None:
-        self.every, self.choices = every, max(1, choices)
+    def __init__(self, every: bool = True, request: object = None) -> None:
+        self.every, self.choices = every, max(1, _choices(request))
         self.ended = self.finished = False
         self.error: dict | None = None
         self._done: set[Any] = set()  # indexes of the choices that finished

@@ -1,57 +1,83 @@
-"""Answers that later calls can chain to (Responses `previous_response_id`).
+"""Responses chaining: a request that names an earlier answer (`previous_response_id`)
+sends only its new items; the earlier ones live with the vendor that gave that answer.
 
-Runs on the event loop as soon as an answer ends, so that the very next call
-of an agent finds its session and its history: the answer's id comes from a
-stream's first event (present even when the stream broke later), the whole
-answer from its terminal event (or the body, without streaming).
+taplog keeps each answer's conversation (`proxy.failover.responses_history` while it
+serves, `recorder.tools.export` from the log) so that such a call can go where the chain
+is unknown: to another provider, or after an answer taplog made itself (a translated one,
+`resp_tl…`). It then goes unchained: the conversation spelled out as its input items,
+not stored. `instructions` are not part of a chain: the API does not carry them over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
-import orjson
+from taplog.recorder.vendors.translation import Untranslatable
 
-from taplog.recorder.vendors.sse import SseSplitter, parse_block
-
-CHAINING_APIS = frozenset({"openai.responses"})
-
-Chunks = Sequence[tuple[float, bytes]]
+TAPLOG_ANSWER_PREFIX = "resp_tl"
+PREVIOUS_FIELD = "previous_response_id"  # also how a session found by it names its source
 
 
-def _event_data(chunks: Chunks, last: bool) -> bytes | None:
-    """The data of a stream's first (or last) event."""
-    splitter, found = SseSplitter(max_event_bytes=None), None
-    for _, chunk in chunks:
-        for block in splitter.feed(chunk):
-            event = parse_block(block)
-            if event is not None:
-                found = event
-                if not last:
-                    return event.data.encode()
-    return found.data.encode() if found is not None else None
+def is_taplog_answer(response_id: str) -> bool:
+    """A Responses answer id that taplog made (the vendor never saw it)."""
+    return response_id.startswith(TAPLOG_ANSWER_PREFIX)
 
 
-def _answer(api: str, chunks: Chunks, last: bool) -> dict | None:
-    """The response object a call's first (or last) stream event, or its body, carries."""
-    if api not in CHAINING_APIS or not chunks:
-        return None
-    streamed = chunks[0][1].lstrip().startswith((b"event:", b"data:"))
-    raw = _event_data(chunks, last) if streamed else b"".join(c for _, c in chunks)
-    try:
-        answer = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        return None
-    if streamed:
-        answer = answer.get("response") if isinstance(answer, dict) else None
-    return answer if isinstance(answer, dict) and isinstance(answer.get("id"), str) else None
+def previous_answer(body: dict[str, Any]) -> Any:
+    """The answer a request chains to, as it sent it (a string, or nothing)."""
+    return body.get(PREVIOUS_FIELD)
 
 
-def response_id(api: str, chunks: Chunks) -> str | None:
-    answer = _answer(api, chunks, last=False)
-    return answer["id"] if answer is not None else None
+def input_items(body: dict[str, Any]) -> list[Any]:
+    """A request's input as items: a string is one user message."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    return list(items) if isinstance(items, list) else []
 
 
-def final_answer(api: str, chunks: Chunks) -> dict | None:
-    """The whole answer object of a finished call: the body, or a stream's terminal event's."""
-    return _answer(api, chunks, last=True)
+def answer_id(answer: dict[str, Any]) -> str | None:
+    answer_id = answer.get("id")
+    return answer_id if isinstance(answer_id, str) else None
+
+
+def output_items(answer: dict[str, Any]) -> list[Any]:
+    output = answer.get("output")
+    return output if isinstance(output, list) else []
+
+
+def as_input(item: Any) -> Any:
+    """An output item as an input item: a message's `status` is output-only."""
+    if isinstance(item, dict) and item.get("type") == "message":
+        return {k: v for k, v in item.items() if k != "status"}
+    return item
+
+
+def conversation(earlier: list[Any], request: dict[str, Any], output: list[Any]) -> list[Any]:
+    """The items up to and including an answer: the chain before, the request's input,
+    the answer's output."""
+    return [*earlier, *input_items(request), *output]
+
+
+def without_chain(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != PREVIOUS_FIELD}
+
+
+def spelled_out(body: dict[str, Any], history: list[Any]) -> dict[str, Any]:
+    """The request unchained: `history` ahead of its own input items, not stored."""
+    return {**without_chain(body), "input": [*history, *input_items(body)], "store": False}
+
+
+def needs_unchaining(body: dict[str, Any], same_provider: bool) -> bool:
+    """A call chained to an answer this vendor never gave (taplog made it, or another
+    provider did) must carry its history itself."""
+    previous = previous_answer(body)
+    return isinstance(previous, str) and (not same_provider or is_taplog_answer(previous))
+
+
+def unchained(body: dict[str, Any], history: list[Any] | None) -> dict[str, Any]:
+    """The call with its chain spelled out, for a vendor without it; `history` is None
+    when taplog does not know the chain."""
+    if history is None:
+        raise Untranslatable(f"the answer named by {PREVIOUS_FIELD} is not in taplog's log")
+    return spelled_out(body, history)

@@ -45,7 +45,7 @@ from taplog.recorder.vendors.naming import namespaced
 from taplog.recorder.vendors.openai_chat.turns_to_neutral import _IMAGE_TYPES
 from taplog.recorder.vendors.sse import as_list, as_str, dig
 from taplog.recorder.vendors.translation import (
-    Context,
+    RequestTranslation,
     Untranslatable,
     compact_json,
     data_url,
@@ -58,7 +58,9 @@ _STORED = frozenset({"item_reference", "compaction", "compaction_summary"})
 _ASSISTANT_PARTS = {"output_text": "text", "input_text": "text", "refusal": "refusal"}
 
 
-def chat_messages(body: dict, history: list | None, ctx: Context, leave_out: bool) -> list[dict]:
+def chat_messages(
+    body: dict, history: list | None, ctx: RequestTranslation, leave_out: bool
+) -> list[dict]:
     """The Chat message list for a Responses request and its rebuilt history."""
     out: list[dict] = []
     instructions = body.get("instructions")
@@ -85,7 +87,7 @@ def _items(body: dict, history: list | None) -> Iterator[tuple[str, Any]]:
         yield f"input[{i}]", item
 
 
-def _item(out: list[dict], item: Any, where: str, ctx: Context, leave_out: bool) -> None:
+def _item(out: list[dict], item: Any, where: str, ctx: RequestTranslation, leave_out: bool) -> None:
     if not isinstance(item, dict):
         raise Untranslatable(f"{where} is not an object")
     kind = item.get("type", "message" if "role" in item else None)
@@ -110,7 +112,7 @@ def _item(out: list[dict], item: Any, where: str, ctx: Context, leave_out: bool)
         )
 
 
-def _message(item: dict, where: str, ctx: Context) -> dict:
+def _message(item: dict, where: str, ctx: RequestTranslation) -> dict:
     role, content = item.get("role"), item.get("content")
     if "phase" in item:
         ctx.drop("phase (assistant message labels)")
@@ -148,7 +150,9 @@ def _assistant_text(content: Any, where: str) -> str:
     return "".join(texts)
 
 
-def _parts(content: Any, where: str, ctx: Context, field: str = "content") -> str | list[dict]:
+def _parts(
+    content: Any, where: str, ctx: RequestTranslation, field: str = "content"
+) -> str | list[dict]:
     """User content or a tool's output: a string, or text/image/file parts."""
     if isinstance(content, str):
         return content
@@ -167,7 +171,7 @@ def _parts(content: Any, where: str, ctx: Context, field: str = "content") -> st
     return parts
 
 
-def _image(part: dict, where: str, ctx: Context) -> dict:
+def _image(part: dict, where: str, ctx: RequestTranslation) -> dict:
     if part.get("file_id"):
         raise Untranslatable(f"{where}: an image held by OpenAI (file_id) cannot reach Anthropic")
     url = as_str(part.get("image_url")) or ""
@@ -192,7 +196,7 @@ def _file(part: dict, where: str) -> dict:
     return {"type": "file", "file": spec}
 
 
-def _call(out: list[dict], item: dict, where: str, ctx: Context) -> None:
+def _call(out: list[dict], item: dict, where: str, ctx: RequestTranslation) -> None:
     """A tool call joins the assistant message before it, as Chat holds them."""
     call_id, name = as_str(item.get("call_id")), as_str(item.get("name"))
     if not call_id or not name:
@@ -210,7 +214,7 @@ def _call(out: list[dict], item: dict, where: str, ctx: Context) -> None:
         out.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def _output(item: dict, where: str, ctx: Context) -> dict:
+def _output(item: dict, where: str, ctx: RequestTranslation) -> dict:
     call_id = as_str(item.get("call_id"))
     if not call_id:
         raise Untranslatable(f"{where}: a {item['type']} needs a call_id")
@@ -219,7 +223,7 @@ def _output(item: dict, where: str, ctx: Context) -> dict:
     return {"role": "tool", "tool_call_id": call_id, "content": content or ""}
 
 
-def _reasoning(item: dict, where: str, ctx: Context, leave_out: bool) -> None:
+def _reasoning(item: dict, where: str, ctx: RequestTranslation, leave_out: bool) -> None:
     if not item.get("encrypted_content"):
         ctx.drop("reasoning items (OpenAI's reasoning is never replayed to another vendor)")
     elif leave_out:

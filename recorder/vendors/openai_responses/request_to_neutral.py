@@ -46,7 +46,7 @@ from taplog.recorder.vendors.openai_chat.request_to_neutral import ThinkingStyle
 from taplog.recorder.vendors.openai_responses.items import chat_messages
 from taplog.recorder.vendors.openai_responses.tools import ResponsesTools
 from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig
-from taplog.recorder.vendors.translation import Context, Translated, Untranslatable
+from taplog.recorder.vendors.translation import RequestTranslation, Translated, Untranslatable
 
 __all__ = ["responses_to_messages"]
 
@@ -85,7 +85,7 @@ def responses_to_messages(
     log as Responses items (earlier inputs and outputs, in order); it goes before ``input``.
     """
     _refuse(body, history)
-    ctx = Context(Renames(ANTHROPIC_NAME_LIMIT, ANTHROPIC_ID_LIMIT))
+    ctx = RequestTranslation(Renames(ANTHROPIC_NAME_LIMIT, ANTHROPIC_ID_LIMIT))
     ctx.dropped.extend(key for key in body if key not in _HANDLED)
     chat: dict[str, Any] = {"model": model}
     chat["messages"] = chat_messages(body, history, ctx, drop_untranslatable)
@@ -130,7 +130,7 @@ def _refuse(body: dict, history: list | None) -> None:
         raise Untranslatable("logprobs: Anthropic returns no token log probabilities")
 
 
-def _tools(body: dict, chat: dict, ctx: Context, leave_out: bool) -> ResponsesTools:
+def _tools(body: dict, chat: dict, ctx: RequestTranslation, leave_out: bool) -> ResponsesTools:
     tools = ResponsesTools(ctx, leave_out)
     tools.read(body.get("tools"))
     if (choice := tools.choice(body.get("tool_choice"))) is not None:
@@ -142,7 +142,7 @@ def _tools(body: dict, chat: dict, ctx: Context, leave_out: bool) -> ResponsesTo
     return tools
 
 
-def _options(body: dict, chat: dict, ctx: Context) -> None:
+def _options(body: dict, chat: dict, ctx: RequestTranslation) -> None:
     """Token limit, effort, sampling, user ids and streaming: same meaning, Chat names."""
     if (limit := as_int(body.get("max_output_tokens"))) is not None:
         chat["max_completion_tokens"] = limit
@@ -157,7 +157,7 @@ def _options(body: dict, chat: dict, ctx: Context) -> None:
             chat[key] = body[key]
 
 
-def _text_format(body: dict, chat: dict, ctx: Context) -> None:
+def _text_format(body: dict, chat: dict, ctx: RequestTranslation) -> None:
     text = body.get("text")
     for key in text if isinstance(text, dict) else ():
         if key != "format" and text[key] is not None:

@@ -59,8 +59,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from taplog.recorder.vendors.errors import (
     ErrorKind,
     anthropic_error_kind,
@@ -84,7 +82,7 @@ from taplog.recorder.vendors.openai_responses.vocab import (
     url_citations,
     web_search_item,
 )
-from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig
+from taplog.recorder.vendors.sse import as_int, as_list, as_str, dig, event_bytes
 from taplog.recorder.vendors.translation import compact_json, parse_object
 
 __all__ = ["AnthropicToResponsesStream"]
@@ -165,7 +163,7 @@ class AnthropicToResponsesStream:
     def _emit(self, kind: str, fields: dict) -> bytes:
         data = {"type": kind, **fields, "sequence_number": self._sequence}
         self._sequence += 1
-        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+        return event_bytes(kind, data)
 
     def _response(
         self,

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from taplog.recorder.vendors.errors import openai_error_to_anthropic
 from taplog.recorder.vendors.naming import ANTHROPIC_ID_LIMIT, ClientTools, client_name, fit
 from taplog.recorder.vendors.openai_responses.answers import message_text, web_search_blocks
@@ -46,17 +44,13 @@ from taplog.recorder.vendors.openai_responses.vocab import (
     message_id,
     stop_from_status,
 )
-from taplog.recorder.vendors.sse import as_int, as_str, dig
+from taplog.recorder.vendors.sse import as_int, as_str, dig, typed_event
 from taplog.recorder.vendors.translation import compact_json
 
 __all__ = ["ResponsesToAnthropicStream"]
 
 _TEXT = {"response.output_text.delta": False, "response.refusal.delta": True}
 _RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
-
-
-def _event(name: str, data: dict) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
 
 
 class ResponsesToAnthropicStream:
@@ -113,20 +107,20 @@ class ResponsesToAnthropicStream:
             "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
-        return [_event("message_start", {"message": message})]
+        return [typed_event("message_start", {"message": message})]
 
     def _open_block(self, output_index: int, block: dict) -> list[bytes]:
         out = self._close()
         self._open = (self._blocks, output_index, block["type"] == "text")
         self._blocks += 1
         start = {"index": self._open[0], "content_block": block}
-        return [*out, _event("content_block_start", start)]
+        return [*out, typed_event("content_block_start", start)]
 
     def _close(self) -> list[bytes]:
         if self._open is None:
             return []
         index, self._open = self._open[0], None
-        return [_event("content_block_stop", {"index": index})]
+        return [typed_event("content_block_stop", {"index": index})]
 
     def _text(self, output_index: int, text: str, refusal: bool) -> list[bytes]:
         if not text:
@@ -137,7 +131,7 @@ class ResponsesToAnthropicStream:
         if self._open is None or self._open[1:] != (output_index, True):
             out = self._open_block(output_index, {"type": "text", "text": ""})
         delta = {"index": self._blocks - 1, "delta": {"type": "text_delta", "text": text}}
-        return [*out, _event("content_block_delta", delta)]
+        return [*out, typed_event("content_block_delta", delta)]
 
     def _added(self, output_index: int, item: Any) -> list[bytes]:
         if dig(item, "type") != "function_call" or output_index in self._calls:
@@ -158,7 +152,7 @@ class ResponsesToAnthropicStream:
             return []
         call[1] = True
         delta = {"type": "input_json_delta", "partial_json": fragment}
-        return [_event("content_block_delta", {"index": call[0], "delta": delta})]
+        return [typed_event("content_block_delta", {"index": call[0], "delta": delta})]
 
     def _arguments_once(self, output_index: int, arguments: Any) -> list[bytes]:
         """Whole arguments from a done event, when no fragment of them came before."""
@@ -191,7 +185,7 @@ class ResponsesToAnthropicStream:
         use, result = blocks
         out = self._open_block(output_index, {**use, "input": {}})
         delta = {"type": "input_json_delta", "partial_json": compact_json(use["input"])}
-        out.append(_event("content_block_delta", {"index": self._blocks - 1, "delta": delta}))
+        out.append(typed_event("content_block_delta", {"index": self._blocks - 1, "delta": delta}))
         return out + self._open_block(output_index, result)
 
     def _end(self, response: Any) -> list[bytes]:
@@ -205,10 +199,10 @@ class ResponsesToAnthropicStream:
         self.finished = True
         return [
             *self._close(),
-            _event(
+            typed_event(
                 "message_delta", {"delta": delta, "usage": anthropic_usage(dig(response, "usage"))}
             ),
-            _event("message_stop", {}),
+            typed_event("message_stop", {}),
         ]
 
     def _fail(self, error: Any, *, failed: bool = False) -> list[bytes]:
@@ -225,4 +219,4 @@ class ResponsesToAnthropicStream:
             200, {"error": {"message": message, "type": kind, "code": code}}
         )
         self.error = body["error"]
-        return [_event("error", {"error": self.error})]
+        return [typed_event("error", {"error": self.error})]

@@ -44,7 +44,7 @@ from typing import Any
 
 from taplog.recorder.vendors.naming import ANTHROPIC_NAME_LIMIT, ClientTool, fit, namespaced
 from taplog.recorder.vendors.sse import as_list, as_str, dig
-from taplog.recorder.vendors.translation import Context, Untranslatable
+from taplog.recorder.vendors.translation import RequestTranslation, Untranslatable
 
 __all__ = ["ResponsesTools"]
 
@@ -81,7 +81,7 @@ def _is_web_search(kind: Any) -> bool:
 class ResponsesTools:
     """The tools of one Responses request, as `chat_to_messages` and Anthropic take them."""
 
-    ctx: Context
+    ctx: RequestTranslation
     leave_out: bool
     chat: list[dict] = field(default_factory=list)  # Chat function tools
     web_search: dict | None = None  # Claude's server tool, added after the Chat translation
@@ -214,7 +214,7 @@ def _description(tool: dict, namespace: dict | None) -> str:
     return f"{own}\n\n{about}" if own else about
 
 
-def _freeform_schema(tool: dict, where: str, ctx: Context) -> dict:
+def _freeform_schema(tool: dict, where: str, ctx: RequestTranslation) -> dict:
     """A freeform tool's one string, described by what its ``format`` requires."""
     fmt = tool.get("format")
     kind = dig(fmt, "type")
@@ -232,7 +232,7 @@ def _freeform_schema(tool: dict, where: str, ctx: Context) -> dict:
     return {"type": "object", "properties": {"input": text}, "required": ["input"]}
 
 
-def _filters(filters: dict, search: dict, where: str, ctx: Context) -> None:
+def _filters(filters: dict, search: dict, where: str, ctx: RequestTranslation) -> None:
     for key, value in filters.items():
         if key == "allowed_domains" and isinstance(value, list) and value:
             search["allowed_domains"] = value
@@ -240,7 +240,7 @@ def _filters(filters: dict, search: dict, where: str, ctx: Context) -> None:
             ctx.drop(f"{where}.filters.{key}")
 
 
-def _location(location: dict, search: dict, where: str, ctx: Context) -> None:
+def _location(location: dict, search: dict, where: str, ctx: RequestTranslation) -> None:
     """OpenAI's and Anthropic's approximate locations have the same fields."""
     fields = {key: location[key] for key in _LOCATION_KEYS if as_str(location.get(key))}
     if fields:

@@ -27,6 +27,7 @@ from taplog.recorder.vendors.sse import (
     dig,
     extend,
     load_object,
+    summary,
     typed_payloads,
 )
 from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string
@@ -227,21 +228,20 @@ def _stitched_item(state: _State, index: int) -> dict:
     return item
 
 
+_USAGE = {  # Summary field -> where the usage holds it
+    "input_tokens": ("input_tokens",),
+    "output_tokens": ("output_tokens",),
+    "cached_tokens": ("input_tokens_details", "cached_tokens"),
+    "cache_write_tokens": ("input_tokens_details", "cache_write_tokens"),
+    "reasoning_tokens": ("output_tokens_details", "reasoning_tokens"),
+}
+
+
 def summarize(body: dict) -> Summary:
     """Facts from a `response` body; an incomplete one reports its reason as finish_reason."""
-    usage = dig(body, "usage")
     status = as_str(dig(body, "status"))
     reason = as_str(dig(body, "incomplete_details", "reason"))
-    return Summary(
-        response_id=as_str(dig(body, "id")),
-        model=as_str(dig(body, "model")),
-        finish_reason=reason if status == "incomplete" and reason else status,
-        input_tokens=as_int(dig(usage, "input_tokens")),
-        output_tokens=as_int(dig(usage, "output_tokens")),
-        cached_tokens=as_int(dig(usage, "input_tokens_details", "cached_tokens")),
-        cache_write_tokens=as_int(dig(usage, "input_tokens_details", "cache_write_tokens")),
-        reasoning_tokens=as_int(dig(usage, "output_tokens_details", "reasoning_tokens")),
-    )
+    return summary(body, reason if status == "incomplete" and reason else status, _USAGE)
 
 
 def tool_calls(body: dict) -> list[ToolCall]:
@@ -306,7 +306,7 @@ class Progress:
 
     __slots__ = ("answer", "answer_id", "ended", "error", "every", "finished")
 
-    def __init__(self, every: bool = True, choices: int = 1) -> None:
+    def __init__(self, every: bool = True, request: object = None) -> None:
         self.every = every
         self.ended = self.finished = False
         self.error: dict | None = None

@@ -1,0 +1,50 @@
+"""Anthropic at the door: where the Messages API is, how a call is keyed, how a refusal reads.
+
+    base URL      the host alone (https://api.anthropic.com): paths carry their /v1
+    path          /v1/messages; every path below /messages (count_tokens, batches) is
+                  Anthropic's too, passed through
+    key           `x-api-key` (or `Authorization: Bearer`, forwarded as it came); the calls
+                  taplog makes itself pin `anthropic-version`
+    refusal       {"type": "error", "error": {"type", "message"}}; in a stream, the same
+                  body as an `error` event
+
+The rest of taplog asks for these through `recorder.vendors.apis`, by API or provider.
+"""
+
+from __future__ import annotations
+
+from taplog.recorder.vendors.sse import event_bytes
+
+PROVIDER = "anthropic"
+BASE_URL = "https://api.anthropic.com"
+PREFIX = "/v1"  # between the base URL and a path: the base URL is the host alone
+PATH = "/messages"
+SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1/messages themselves
+KEY_HEADERS = ("x-api-key",)
+VERSION = "2023-06-01"  # pinned on the calls taplog makes itself
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    504: "timeout_error",
+}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    """The headers that key a call taplog makes with its own key."""
+    return {"x-api-key": key, "anthropic-version": VERSION}
+
+
+def error_body(status: int, message: str, code: str) -> dict:
+    """A refusal as the Anthropic SDKs parse it (they have no field for `code`)."""
+    kind = _ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def stream_error(message: str) -> bytes:
+    """The in-band error event that ends a broken stream."""
+    error = {"type": "error", "error": {"type": "api_error", "message": message}}
+    return event_bytes("error", error)

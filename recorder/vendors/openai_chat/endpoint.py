@@ -1,0 +1,50 @@
+"""OpenAI at the door: where Chat Completions is, how a call is keyed, how a refusal reads.
+
+    base URL      with its version (https://api.openai.com/v1): paths come after it
+    path          /chat/completions; every path no API claims goes to OpenAI's base URL
+                  (any OpenAI-compatible server), passed through
+    key           `Authorization: Bearer` (Azure OpenAI's `api-key` is a key too)
+    refusal       {"error": {"message", "type", "param", "code"}}; in a stream, the same
+                  body as a `data:` event
+
+Responses (`openai_responses.endpoint`) shares all of it but its path and stream error.
+"""
+
+from __future__ import annotations
+
+from taplog.recorder.vendors.sse import event_bytes
+
+PROVIDER = "openai"
+BASE_URL = "https://api.openai.com/v1"
+PREFIX = ""  # between the base URL and a path: the base URL carries its /v1
+PATH = "/chat/completions"
+SDK_BASE = "/v1"  # what a client's base URL ends in
+KEY_HEADERS = ("api-key", "authorization")
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    408: "invalid_request_error",
+    413: "invalid_request_error",
+    404: "not_found",
+}
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    """The headers that key a call taplog makes with its own key."""
+    return {"authorization": f"Bearer {key}"}
+
+
+def error(message: str, kind: str, code: str | None) -> dict:
+    """An OpenAI error body."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def error_body(status: int, message: str, code: str) -> dict:
+    """A refusal as the OpenAI SDKs parse it."""
+    return error(message, _ERROR_TYPES.get(status, "server_error"), code)
+
+
+def stream_error(message: str) -> bytes:
+    """The in-band error chunk that ends a broken stream."""
+    return event_bytes(None, error(message, "server_error", "stream_interrupted"))
