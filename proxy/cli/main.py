@@ -12,7 +12,7 @@ from taplog.proxy.cli import maintenance, serve, sessions, sql, tools, ui
 from taplog.recorder import __version__
 
 
-@click.group()
+@click.group(context_settings={"show_default": True})
 @click.version_option(__version__, prog_name="taplog")
 def main() -> None:
     """taplog: a transparent recording proxy for LLM agents."""

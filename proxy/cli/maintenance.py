@@ -96,7 +96,6 @@ def _report(reports: list[Any]) -> None:
     "--idle-minutes",
     type=click.FloatRange(min=0),
     default=0,
-    show_default=True,
     help="Only sessions whose log has not changed for this long.",
 )
 def compact(data_dir: Path, idle_minutes: float) -> None:

@@ -56,7 +56,6 @@ data_dir_option = click.option(
     "--data-dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=SETTINGS["data_dir"].default,
-    show_default=True,
     envvar="TAPLOG_DATA_DIR",
     help="The data dir `taplog serve` records into. [$TAPLOG_DATA_DIR]",
 )
@@ -67,7 +66,6 @@ format_option = click.option(
     "fmt",
     type=click.Choice(["table", "csv", "json", "jsonl"]),
     default="table",
-    show_default=True,
     help="How to print the result.",
 )
 
@@ -88,9 +86,5 @@ def listening_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="Tokens a caller must present (/t/<token>/… or X-Taplog-Token); required "
         "beyond loopback. [$TAPLOG_AUTH_TOKEN]",
     )(command)
-    command = click.option(
-        "--port", type=click.IntRange(0, 65535), default=8788, show_default=True
-    )(command)
-    return click.option(
-        "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
-    )(command)
+    command = click.option("--port", type=click.IntRange(0, 65535), default=8788)(command)
+    return click.option("--host", default="127.0.0.1", help="Address to listen on.")(command)

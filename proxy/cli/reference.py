@@ -149,7 +149,7 @@ def _command_section(ctx: click.Context) -> str:
 
 def cli() -> str:
     """docs/cli.md: every command and subcommand, with its usage, help, options and file."""
-    contexts = _commands(main, click.Context(main, info_name="taplog"))
+    contexts = _commands(main, main.make_context("taplog", [], resilient_parsing=True))
     index = [
         f"| [`{ctx.command_path}`](#{ctx.command_path.replace(' ', '-')}) "
         f"| {_cell(_paragraphs(ctx.command.help or '')[0])} |"

@@ -44,7 +44,6 @@ def _since(value: str | None) -> datetime | None:
     "--limit",
     type=click.IntRange(min=1),
     default=20,
-    show_default=True,
     help="At most this many sessions.",
 )
 @click.option("--since", help="Only sessions active since then: 30m, 6h, 2d or a date.")
@@ -91,7 +90,6 @@ def show(session: str, data_dir: Path, full: bool) -> None:
     "--lines",
     type=click.IntRange(min=0),
     default=20,
-    show_default=True,
     help="Start with the last N events.",
 )
 @click.option("--full", is_flag=True, help="Show arguments and results whole, not clipped.")

@@ -128,14 +128,12 @@ def _stoppable(con: Any, timeout: float, work: Callable[[], T]) -> T:
     "--timeout",
     type=click.FloatRange(min=0),
     default=60,
-    show_default=True,
     help="Stop the query after this many seconds; 0 for no limit. Ctrl-C stops it too.",
 )
 @click.option(
     "--max-rows",
     type=click.IntRange(min=0),
     default=1000,
-    show_default=True,
     help="Print at most this many rows and say how many more there are; 0 for all.",
 )
 def sql(

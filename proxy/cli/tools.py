@@ -23,7 +23,6 @@ from taplog.recorder.tools.export import FORMATS
     "fmt",
     type=click.Choice(FORMATS),
     default="jsonl",
-    show_default=True,
     help="A ready request body for that API, or the raw event lines (jsonl).",
 )
 @click.option("--at", type=click.IntRange(min=1), help="The state at this seq (default: the end).")
@@ -185,14 +184,12 @@ def resume(
     "--speed",
     type=click.FloatRange(min=0),
     default=1.0,
-    show_default=True,
     help="Stream pacing: 2 plays twice as fast as recorded, 0 sends without waiting.",
 )
 @click.option(
     "--mode",
     type=click.Choice(REPLAY_MODES),
     default="strict",
-    show_default=True,
     help="What a call the recording lacks gets: a 404 (strict), the vendor (passthrough), "
     "the vendor and a place in the recording (record-missing).",
 )
