@@ -27,7 +27,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BODY, HEADERS, Service, spread, start_taplog
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from tests.fakes.servers import ServerThread
 from tests.fakes.vendor import FakeVendor
 

@@ -25,7 +25,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BODY, HEADERS, settle, spread, start_fake, start_taplog
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 
 
 def _bodies(calls: int, tag: str) -> list[dict]:

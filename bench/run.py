@@ -43,7 +43,7 @@ from bench.common import (
     start_fake,
     start_taplog,
 )
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 
 STREAM_TEXT = "Tell me a story !events=20 !delay=0.005 !ttfb=0.02"
 # Streams per caller per round: 6 callers x 5 x 6 rounds = 180 first events per system,

@@ -34,10 +34,10 @@ from taplog.proxy.upstream import classify, open_pool, response_headers
 from taplog.recorder import __version__
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import Event, new_id, session_started
-from taplog.recorder.reader import read_events
 from taplog.recorder.secrets import is_secret_header
 from taplog.recorder.sessions import InvalidSessionId, check_session_id, new_session_id
 from taplog.recorder.store.lock import DataDirBusy, DataDirLock
+from taplog.recorder.store.reader import read_events
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
 from taplog.recorder.tools.resume_request import answer_text, resume_body

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from taplog.recorder import events as format_
 from taplog.recorder.events import Event, seal
-from taplog.recorder.reader import read_events, session_files
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.logfile import quarantine_name, write_aside
+from taplog.recorder.store.reader import read_events, session_files
 
 Migration = Callable[[Event], Event]
 

@@ -5,7 +5,7 @@
 
 Writes `DATA_DIR/sessions/<session>.jsonl` (0600, in a 0700 folder) exactly as `taplog
 serve` would have: every line is built as the proxy builds it (the envelope first, then the
-payload) and sealed with `recorder.events.seal`, so `recorder.reader.read_events` verifies
+payload) and sealed with `recorder.events.seal`, so `recorder.store.reader.read_events` verifies
 every checksum and chain, and `seq` is gapless per session. The logs are bulk-written, one
 buffered write per file, never through the recorder thread.
 

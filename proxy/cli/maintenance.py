@@ -124,8 +124,8 @@ def migrate(data_dir: Path) -> None:
     Example: taplog migrate --data-dir taplog-data
     """
     from taplog.recorder.migrations import migrate_data_dir
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.store.lock import DataDirBusy
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
 
     if not (data_dir / "sessions").is_dir():
         raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")

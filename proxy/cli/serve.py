@@ -11,8 +11,8 @@ import click
 from taplog.proxy.cli.options import config_option, load_settings, settings_options
 from taplog.proxy.config import ConfigError
 from taplog.proxy.observe.log_lines import configure_logging
-from taplog.recorder.reader import DamagedLine, UnsupportedEvent
 from taplog.recorder.store.lock import DataDirBusy
+from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
 
 
 @click.command()

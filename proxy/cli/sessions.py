@@ -101,8 +101,13 @@ def tail(session: str, data_dir: Path, follow: bool, lines: int, full: bool) -> 
     Example: taplog tail 20261130T004933Z-1a2b3c4d -f
     """
     from taplog.recorder.query.timeline import event_line
-    from taplog.recorder.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
     from taplog.recorder.sessions import SESSION_ID
+    from taplog.recorder.store.reader import (
+        DamagedLine,
+        LogFollower,
+        LogRewritten,
+        UnsupportedEvent,
+    )
 
     path = data_dir / "sessions" / f"{session}.jsonl"
     if not SESSION_ID.fullmatch(session) or not path.is_file():

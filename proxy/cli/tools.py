@@ -33,7 +33,7 @@ def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: 
 
     Example: taplog export 20261130T004933Z-1a2b3c4d --format anthropic --at 12
     """
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent, read_events
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events
     from taplog.recorder.tools.export import (
         ExportError,
         dumps,
@@ -66,7 +66,7 @@ def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
 
     Example: taplog fork 20261130T004933Z-1a2b3c4d --at 14 --as retry-with-opus
     """
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.tools.fork import ForkError, fork_session
 
     try:
@@ -95,7 +95,7 @@ def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
 
     Example: taplog snapshot --git ~/agent-history
     """
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.tools.snapshot import SnapshotError, snapshot_git
 
     if not (data_dir / "sessions").is_dir():
@@ -152,7 +152,7 @@ def resume(
     from taplog.proxy.resume import ResumeError, dry_run_view, plan_resume
     from taplog.proxy.resume import resume as send
     from taplog.proxy.server import client_base
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.tools.export import dumps
     from taplog.recorder.vendors.apis import provider_endpoint
 
@@ -228,8 +228,8 @@ def replay(
     from taplog.proxy.config import ConfigError
     from taplog.proxy.replay import run_replay
     from taplog.proxy.server import ServeError, serve
-    from taplog.recorder.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.store.lock import DataDirBusy
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
 
     flags = {
         "host": host,

@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 
 from taplog.proxy.ui.common import UI, guarded, json_error, session_file
-from taplog.recorder.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
+from taplog.recorder.store.reader import DamagedLine, LogFollower, LogRewritten, UnsupportedEvent
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0

@@ -17,8 +17,8 @@ import orjson
 
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.query.timeline import UnknownSession, session_conditions
-from taplog.recorder.reader import read_events
 from taplog.recorder.stitching import new_messages
+from taplog.recorder.store.reader import read_events
 
 if TYPE_CHECKING:
     import duckdb

@@ -47,11 +47,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from taplog.recorder.events import Event, error_event
-from taplog.recorder.reader import tool_events
 from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
 from taplog.recorder.store.inbox import WRITE_DELAY, Inbox, PendingLines
 from taplog.recorder.store.logfile import SessionFile, open_session_file, reseal
 from taplog.recorder.store.memory import give_back_memory
+from taplog.recorder.store.reader import tool_events
 from taplog.recorder.store.syncing import SyncPlan
 from taplog.recorder.toolevents import ToolLedger
 

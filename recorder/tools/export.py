@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
-from taplog.recorder.reader import read_events
+from taplog.recorder.store.reader import read_events
 from taplog.recorder.vendors.apis import STREAMING_FIELDS
 from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages

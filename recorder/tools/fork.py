@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 
 from taplog.recorder.events import Event, seal, session_forked
-from taplog.recorder.reader import read_events
 from taplog.recorder.sessions import InvalidSessionId, check_session_id
 from taplog.recorder.store.logfile import write_aside
+from taplog.recorder.store.reader import read_events
 
 
 class ForkError(ValueError):

@@ -13,7 +13,7 @@ is JSON and whose answer came back whole from the vendor it was sent to. Calls
 that failed over are left out: the client got a translated answer that the log
 does not hold byte for byte.
 
-Pure: reads the files through `recorder.reader`, no I/O beyond that.
+Pure: reads the files through `recorder.store.reader`, no I/O beyond that.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import orjson
 
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
-from taplog.recorder.reader import read_all, read_events
+from taplog.recorder.store.reader import read_all, read_events
 from taplog.recorder.vendors.apis import API_MODULES, PER_RUN_FIELDS, api_ending
 
 IGNORED_FIELDS = PER_RUN_FIELDS  # a user, metadata, a cache key: the run's, not the question

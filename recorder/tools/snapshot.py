@@ -9,7 +9,7 @@ new makes no commit. Sessions with nothing to export (no readable request) are
 skipped. The repository is created when missing; commits use the repository's
 own identity, else `taplog <taplog@localhost>`.
 
-Reads the log through `recorder.reader`; runs `git` as a subprocess.
+Reads the log through `recorder.store.reader`; runs `git` as a subprocess.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taplog.recorder.events import LLM_REQUEST
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from taplog.recorder.tools.export import API_FORMATS, ExportError, dumps, export_body
 from taplog.recorder.vendors.translation import Untranslatable
 

@@ -26,13 +26,15 @@ from taplog.recorder.vendors.naming import ClientTools
 from taplog.recorder.vendors.openai_chat.answers import (
     chat_answer_to_messages,
     messages_answer_to_chat,
-    messages_answer_to_responses,
-    responses_answer_to_messages,
 )
 from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
 from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
 from taplog.recorder.vendors.openai_chat.stream_from_neutral import AnthropicToChatStream
 from taplog.recorder.vendors.openai_chat.stream_to_neutral import ChatToAnthropicStream
+from taplog.recorder.vendors.openai_responses.answers import (
+    messages_answer_to_responses,
+    responses_answer_to_messages,
+)
 from taplog.recorder.vendors.openai_responses.chaining import TAPLOG_ANSWER_PREFIX
 from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages

@@ -17,7 +17,7 @@ import pytest
 
 from taplog.recorder import prices
 from taplog.recorder.events import EVENT_TYPES
-from taplog.recorder.reader import read_events, session_files
+from taplog.recorder.store.reader import read_events, session_files
 from taplog.recorder.vendors.apis import api_module
 from taplog.recorder.vendors.sse import parse_block
 from tests import ROOT

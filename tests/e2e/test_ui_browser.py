@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from taplog.recorder.reader import read_session
+from taplog.recorder.store.reader import read_session
 from tests.fakes.harness import TAPLOG, taplog_env
 from tests.fakes.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask
 

@@ -26,7 +26,7 @@ from taplog.proxy.keys import RECORDER
 from taplog.proxy.replay import create_replay_app
 from taplog.proxy.runner import ProxyRunner
 from taplog.recorder.events import Event
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from tests.fakes.servers import ServerThread
 from tests.fakes.vendor import FakeVendor
 

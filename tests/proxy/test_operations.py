@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from taplog.recorder.reader import read_all, read_session
+from taplog.recorder.store.reader import read_all, read_session
 from tests import ROOT
 from tests.builders import HELLO
 from tests.fakes.clients import Scrape, scrape

@@ -16,7 +16,7 @@ import anthropic
 import openai
 import pytest
 
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import Capture, sdk_client
 from tests.fakes.harness import TAPLOG, start_on_fake

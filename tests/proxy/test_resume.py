@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from taplog.recorder.tools.export import export_body
 from taplog.recorder.tools.resume_request import NOTE
 from tests.fakes.agents import AGENTS

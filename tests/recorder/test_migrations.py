@@ -8,10 +8,11 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder import events as format_
-from taplog.recorder import migrations, reader
+from taplog.recorder import migrations
 from taplog.recorder.events import ERROR, make_event, seal
-from taplog.recorder.reader import UnsupportedEvent, read_events
+from taplog.recorder.store import reader
 from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.reader import UnsupportedEvent, read_events
 from taplog.recorder.verify import verify_file
 
 NOW = format_.FORMAT_VERSION

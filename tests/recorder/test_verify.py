@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.events import ERROR, make_event
-from taplog.recorder.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify, verify_file
 

@@ -19,9 +19,6 @@ parsed from ``arguments``. Choices where docs/protocols.md leaves room:
 Both directions fit tool-call ids to the client's own vendor rules (the client sends them
 there next turn) and give tools back the client's names (``tools`` is `Translated.tools`
 of the translated request).
-
-The same for the OpenAI Responses API (`messages_answer_to_responses`,
-`responses_answer_to_messages`) lives in `openai_responses.answers` and is exported from here too.
 """
 
 from __future__ import annotations
@@ -44,19 +41,10 @@ from taplog.recorder.vendors.openai_chat.vocab import (
     messages_usage,
     translated_stop_reason,
 )
-from taplog.recorder.vendors.openai_responses.answers import (
-    messages_answer_to_responses,
-    responses_answer_to_messages,
-)
 from taplog.recorder.vendors.sse import as_list, as_str, dig
 from taplog.recorder.vendors.translation import compact_json, parse_object
 
-__all__ = [
-    "chat_answer_to_messages",
-    "messages_answer_to_chat",
-    "messages_answer_to_responses",
-    "responses_answer_to_messages",
-]
+__all__ = ["chat_answer_to_messages", "messages_answer_to_chat"]
 
 
 def messages_answer_to_chat(

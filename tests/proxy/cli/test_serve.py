@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from tests.fakes.harness import TAPLOG, TaplogProcess, serve_on_fake, taplog_env
 from tests.fakes.keys import OPENAI_KEY
 

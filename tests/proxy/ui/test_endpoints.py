@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.connect import connect
-from taplog.recorder.reader import read_session
+from taplog.recorder.store.reader import read_session
 from tests.fakes.harness import TAPLOG, serve_on_fake, start_on_fake, taplog_env
 from tests.fakes.keys import OPENAI_KEY
 from tests.fakes.ui_traffic import SESSIONS, ask, openai_client

@@ -24,7 +24,7 @@ from taplog.proxy.cli.main import main
 from taplog.proxy.keys import RECORDER
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.query.compaction import compact
-from taplog.recorder.reader import DamagedLine, read_events, read_session
+from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.tools.export import export_body
 from taplog.recorder.tools.fork import fork_session
 from taplog.recorder.verify import verify

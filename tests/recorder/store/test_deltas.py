@@ -16,7 +16,7 @@ import pytest
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import LLM_REQUEST, make_event
 from taplog.recorder.query.compaction import compact
-from taplog.recorder.reader import DamagedLine, read_events, read_session
+from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
 from tests.fakes.clients import sql_rows

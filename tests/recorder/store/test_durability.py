@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.events import ERROR, make_event, seal
-from taplog.recorder.reader import DamagedLine, read_all, read_events, read_session
 from taplog.recorder.store import logfile
 from taplog.recorder.store.logfile import SessionFile, open_session_file
+from taplog.recorder.store.reader import DamagedLine, read_all, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify, verify_file
 from tests.fakes.clients import wait_written

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from taplog.recorder.reader import read_all
+from taplog.recorder.store.reader import read_all
 from tests.fakes.harness import serve_on_fake
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 

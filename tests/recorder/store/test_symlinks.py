@@ -10,7 +10,7 @@ import os
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
-from taplog.recorder.reader import read_session
+from taplog.recorder.store.reader import read_session
 from tests.fakes.harness import start_on_fake
 from tests.fakes.ui_traffic import ask
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from taplog.recorder.events import ERROR, make_event
-from taplog.recorder.reader import read_session
 from taplog.recorder.store import logfile, syncing, writer
+from taplog.recorder.store.reader import read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
 from tests.fakes.clients import wait_written

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from taplog.recorder.bodies import decode_body, encode_body
 from taplog.recorder.events import ERROR, FORMAT_VERSION, LLM_REQUEST, make_event, verify_line
-from taplog.recorder.reader import DamagedLine, UnsupportedEvent, read_events, read_session
+from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
-from taplog.recorder.reader import read_session
+from taplog.recorder.store.reader import read_session
 from taplog.recorder.verify import verify
 from tests.fakes.agents import OUTCOMES, chat_agent
 

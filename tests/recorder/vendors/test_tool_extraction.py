@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from taplog.recorder.calls import LlmRequest, LlmResponse
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, make_event
-from taplog.recorder.reader import read_session
+from taplog.recorder.store.reader import read_session
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.toolevents import ToolLedger
 from taplog.recorder.vendors.anthropic import wire as anthropic_messages
