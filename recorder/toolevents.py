@@ -87,22 +87,21 @@ class ToolLedger:
             self.answered.add(result.call_id)
             asked = self.pending.pop(result.call_id, None)
             if asked is None:
-                flags = [ORPHAN_RESULT]
-                events.append(
-                    _post(
-                        request, result.call_id, None, result.result, result.is_error, flags=flags
-                    )
+                name, timing = None, {"flags": [ORPHAN_RESULT]}
+            else:
+                name, timing = (
+                    asked.name,
+                    {"duration_ms": round((epoch(request["ts"]) - asked.at) * 1000, 3)},
                 )
-                continue
-            duration = round((epoch(request["ts"]) - asked.at) * 1000, 3)
             events.append(
                 _post(
                     request,
                     result.call_id,
-                    asked.name,
+                    name,
                     result.result,
                     result.is_error,
-                    duration_ms=duration,
+                    **timing,
+                    **_how(result),
                 )
             )
         return events
@@ -135,6 +134,12 @@ class ToolLedger:
                 self.answered.add(event["call_id"])
 
 
+def _how(result: ToolResult) -> dict[str, Any]:
+    """How a result's failure was known, and the exit code it states, when there are."""
+    how = {"error_from": result.error_from, "exit_code": result.exit_code}
+    return {key: value for key, value in how.items() if value is not None}
+
+
 def _post(
     parent: Event,
     call_id: str,
@@ -145,6 +150,7 @@ def _post(
     duration_ms: float | None = None,
     server: bool = False,
     flags: list[str] | None = None,
+    **how: Any,
 ) -> Event:
     return tool_post(
         parent,
@@ -155,4 +161,5 @@ def _post(
         duration_ms=duration_ms,
         server=server,
         flags=flags or [],
+        **how,
     )

@@ -19,6 +19,7 @@ from taplog.recorder.bodies import decode_body
 from taplog.recorder.query.timeline import UnknownSession, session_conditions
 from taplog.recorder.stitching import new_messages
 from taplog.recorder.store.reader import read_events
+from taplog.recorder.vendors.clients import tool_run
 
 if TYPE_CHECKING:
     import duckdb
@@ -110,6 +111,8 @@ def session_detail(con: duckdb.DuckDBPyConnection, session: str) -> dict[str, An
     )
     for tool in tools:
         tool["arguments"], tool["result"] = _json(tool["arguments"]), _json(tool["result"])
+        run = tool_run(tool["result"])  # what the tool printed, for the table's clipped cell
+        tool["printed"], tool["exit_code"] = run.printed, run.exit_code
     marks = _records(
         con.execute(
             "SELECT seq, ts, type, exchange, reason, from_provider, from_model, to_provider, "

@@ -14,6 +14,7 @@ import duckdb
 import orjson
 
 from taplog.recorder.query.tables import cell, safe_text
+from taplog.recorder.vendors.clients import tool_run
 
 SESSION_COLUMNS = (
     "session, started_at, last_at, calls, models, input_tokens, output_tokens, cost_usd, "
@@ -76,6 +77,14 @@ def list_sessions(
 
 class UnknownSession(LookupError):
     pass
+
+
+def _result(result: Any, width: int | None) -> str:
+    """A tool's result as a line shows it: what the tool printed first (a client's header,
+    such as Codex's, would fill the clipped line), with the exit code the client states."""
+    run = tool_run(result)
+    code = "" if run.exit_code is None else f"[exit {run.exit_code}] "
+    return code + _clip(run.printed, width)
 
 
 def _clip(value: Any, width: int | None) -> str:
@@ -146,7 +155,7 @@ def _tools(
         took = "" if duration is None else f"  {duration:.1f} ms"
         marks = "".join(f"  [{cell(f)}]" for f in flags) + ("  [server]" if server else "")
         args = _clip(orjson.loads(arguments) if arguments else None, width)
-        shown = _clip(orjson.loads(result) if result else None, width)
+        shown = _result(orjson.loads(result) if result else None, width)
         lines.append((at, f"  tool {cell(name)} {args} → {outcome}{shown}{took}{marks}"))
     return lines
 
@@ -200,7 +209,7 @@ def _event_summary(event: dict[str, Any], width: int | None) -> str:
     if kind == "tool.post":
         took = "" if get("duration_ms") is None else f"  {get('duration_ms'):.1f} ms"
         outcome = "ERROR " if get("is_error") else ""
-        return f"{cell(get('name'))} → {outcome}{_clip(get('result'), width)}{took}"
+        return f"{cell(get('name'))} → {outcome}{_result(get('result'), width)}{took}"
     if kind == "failover":
         return (
             f"{cell(get('from_provider'))}:{cell(get('from_model'))} → "

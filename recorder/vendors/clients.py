@@ -4,12 +4,15 @@ session ids   Claude Code's header and `metadata.user_id`, Codex's and opencode'
               headers, a Responses `conversation`, `prompt_cache_key`,
               `metadata.session_id`: strongest signal first
 retries       the official SDKs count a call's retries in `x-stainless-retry-count`
+tool results  a result that states its own exit code: OpenAI's APIs have no error flag for
+              a tool result, so a failed command is known from what the client wrote
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -63,3 +66,30 @@ def retry_count(headers: Mapping[str, str]) -> int:
     """How many times the client's SDK has retried this call already (0: a first try)."""
     value = headers.get("x-stainless-retry-count", "0")
     return int(value) if value.isdigit() else 0
+
+
+# Codex's shell tools put a header before what the command printed (0.171):
+#   Chunk ID: 3b753e / Wall time: 0.0 seconds / Process exited with code 2 / … / Output:
+# and earlier releases wrote "Exit code: 2" in the same place.
+_OUTPUT_MARK = "\nOutput:\n"
+_EXIT_CODE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """A tool result as its client wrote it: what the tool printed, and its exit code
+    when the client states one."""
+
+    printed: Any
+    exit_code: int | None = None
+
+
+def tool_run(result: Any) -> ToolRun:
+    """What a tool result says of its run; a result in no known client's words is all
+    printed, with no exit code."""
+    if isinstance(result, str):
+        head, mark, printed = result.partition(_OUTPUT_MARK)
+        code = _EXIT_CODE.search(head) if mark else None
+        if code is not None:
+            return ToolRun(printed, int(code.group(1)))
+    return ToolRun(result)

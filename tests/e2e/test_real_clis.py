@@ -16,7 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from taplog.proxy.cli.main import main
 from taplog.proxy.failover.rules import load_fallbacks
 from taplog.recorder.toolevents import epoch
 from tests import ROOT
@@ -67,7 +69,7 @@ def _claude(proxy, scratch: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def _codex(proxy, scratch: Path) -> list[dict]:
+def _codex(proxy, scratch: Path, directives: str = "") -> list[dict]:
     _needs(CODEX)
     home = scratch / "codex"
     home.mkdir()
@@ -95,7 +97,7 @@ enabled = false
         "OPENAI_API_KEY": OPENAI_KEY,
     }
     argv = [str(CODEX), "exec", "--json", "--skip-git-repo-check"]
-    done = _run([*argv, PROMPT.format(tool="exec_command")], env, scratch)
+    done = _run([*argv, f"{PROMPT.format(tool='exec_command')} {directives}"], env, scratch)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
@@ -183,3 +185,19 @@ def test_codex_finishes_its_tool_loop_while_openai_is_down(servers, vendors, tmp
     served = [e for e in events if e["type"] == "llm.response" and e["status"] == 200]
     assert served and all(e["provider"] == "anthropic" for e in served)
     print(f"Codex through an OpenAI outage: {_outage(events)}")
+
+
+def test_a_codex_command_that_fails_is_recorded_and_shown_as_failed(servers, vendors, tmp_path):
+    """Responses results carry no error flag: Codex states the exit code in its own header."""
+    proxy = _proxy(servers, vendors, tmp_path / "data")
+    _codex(proxy, tmp_path, "!shell_fails")
+    sessions = proxy.wait_for(
+        lambda s: any(e["type"] == "tool.post" for events in s.values() for e in events)
+    )
+    [post] = [e for events in sessions.values() for e in events if e["type"] == "tool.post"]
+    assert (post["is_error"], post["error_from"], post["exit_code"]) == (True, "exit_code", 2)
+    assert "Process exited with code 2" in post["result"]  # recorded whole, as Codex sent it
+    shown = CliRunner().invoke(main, ["show", post["session"], "--data-dir", str(proxy.data_dir)])
+    assert shown.exit_code == 0, shown.output
+    assert "1 tool calls (1 failed)" in shown.output
+    assert "→ ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in shown.output

@@ -29,6 +29,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
                       the answer text citing the first); Chat: ignored
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
     !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
+    !shell_fails      the coding agents' shell tools run a command that fails (exit code 2)
     !linger=S         stream: wait S seconds after the last event before ending the body
     !reset            close the connection before answering anything
     !error_first      HTTP 200 stream whose only event is the vendor's in-band error
@@ -85,6 +86,10 @@ _ARGS: dict[str, Json] = {
     # tool of its multi_agent_v1 namespace, flattened
     "apply_patch": {"input": "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"},
     "multi_agent_v1__spawn_agent": {"message": "say hi"},
+}
+_FAILING = {  # !shell_fails: `ls` of a path that is not there exits 2
+    "Bash": {"command": "ls /taplog-nonexistent", "description": "List a path"},
+    "exec_command": {"cmd": "ls /taplog-nonexistent"},
 }
 _FOUND = ("https://taplog.test/docs", "taplog docs"), ("https://taplog.test/faq", "taplog FAQ")
 _ANTHROPIC_ERRORS = {
@@ -240,8 +245,9 @@ def build_answer(
             text = "Let me check." if "preamble" in d else None
     if text is not None and "big" in d:
         text = _sized(text, int(_num(d, "big")))
+    args = {**_ARGS, **_FAILING} if "shell_fails" in d else _ARGS
     calls = [
-        Call(n, "" if "noargs" in d else orjson.dumps(_ARGS.get(n, {"q": n})).decode())
+        Call(n, "" if "noargs" in d else orjson.dumps(args.get(n, {"q": n})).decode())
         for n in names
     ]
     thinking = None

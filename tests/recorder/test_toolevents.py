@@ -157,3 +157,34 @@ def test_malformed_bodies_are_forwarded_and_recorded_without_tool_events(taplog,
     (request,) = taplog.events("llm.request")
     assert request["body"]["messages"][1] == {"role": "tool", "tool_call_id": 7}
     assert taplog.events("tool.post") == [] and taplog.events("error") == []
+
+
+CODEX_RESULT = "Chunk ID: 3b753e\nWall time: 0.0100 seconds\nProcess exited with code {code}\n"
+CODEX_RESULT += "Original token count: 9\nOutput:\n{printed}"
+
+
+@pytest.mark.parametrize(
+    ("content", "failed", "exit_code"),
+    [
+        (CODEX_RESULT.format(code=2, printed="ls: cannot access 'x'\n"), True, 2),
+        (CODEX_RESULT.format(code=0, printed="Process exited with code 1\n"), False, 0),
+        ("Process exited with code 1", False, None),  # no client header: not judged
+        ("rainy", False, None),
+    ],
+    ids=["exit-2", "exit-0-printing-a-code", "no-header", "plain"],
+)
+def test_a_chat_result_fails_by_the_exit_code_its_client_states(
+    oai, taplog, content, failed, exit_code
+):
+    """OpenAI's tool messages have no error flag; a client's own header can say it failed."""
+    call = {"id": "call_ls", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "List it."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_ls", "content": content},
+    ]
+    oai.chat.completions.create(model="gpt-4.1", messages=messages)
+    [post] = taplog.events("tool.post")
+    assert post["result"] == content and post["is_error"] is failed
+    assert post.get("exit_code") == exit_code
+    assert post.get("error_from") == ("exit_code" if failed else None)

@@ -35,7 +35,8 @@ function toolTable(detail, pick) {
     },
     h("td", { class: "mono" }, tool.tool_name),
     h("td", { class: "mono" }, clip(pretty(tool.arguments ?? ""), 80)),
-    h("td", { class: "mono" }, clip(pretty(tool.result ?? ""), 100)),
+    h("td", { class: "mono" },
+      (tool.exit_code == null ? "" : `[exit ${tool.exit_code}] `) + clip(pretty(tool.printed ?? ""), 100)),
     h("td", {}, tool.answered_at ? (tool.is_error ? "error" : "ok") : "open"),
     h("td", { class: "num" }, fmtMs(tool.duration_ms))))));
 }
