@@ -93,6 +93,9 @@ def fork(session: str, at: int, new: str | None, data_dir: Path) -> None:
 def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
     """Commit each session's conversation (as export gives it) to git, only what changed.
 
+    A session that cannot be written in the format asked for is named with the reason on
+    stderr, the others are still committed, and the exit status is 1.
+
     Example: taplog snapshot --git ~/agent-history
     """
     from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
@@ -105,9 +108,16 @@ def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
     except (SnapshotError, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
     committed = [s for s in done if s.committed]
+    refused = [s for s in done if s.refused]
     for shot in committed:
         click.echo(f"committed {shot.session} (through seq {shot.seq})")
-    click.echo(f"{len(committed)} of {len(done)} sessions changed")
+    for shot in refused:
+        click.echo(f"not written: {shot.session}: {shot.refused}", err=True)
+    written = len(done) - len(refused)
+    click.echo(f"{len(committed)} of {written} sessions changed")
+    if refused:
+        shape = f" as {fmt}" if fmt else ""
+        raise click.ClickException(f"{len(refused)} session(s) could not be written{shape}")
 
 
 @click.command("resume")

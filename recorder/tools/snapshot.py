@@ -6,8 +6,10 @@ is named), pretty-printed with a final newline so diffs read well. Only what
 changed is committed, one commit per changed session, with a message naming
 the session and the last step (`seq`) it reflects; a second run with nothing
 new makes no commit. Sessions with nothing to export (no readable request) are
-skipped. The repository is created when missing; commits use the repository's
-own identity, else `taplog <taplog@localhost>`.
+skipped; a session whose conversation cannot be written in the format asked for
+(a translation refused) is reported with the reason, never passed over in
+silence, and the others are still written. The repository is created when
+missing; commits use the repository's own identity, else `taplog <taplog@localhost>`.
 
 Reads the log through `recorder.store.reader`; runs `git` as a subprocess.
 """
@@ -35,6 +37,7 @@ class Snapshot:
     session: str
     seq: int
     committed: bool
+    refused: str | None = None  # why the session could not be written (nothing was)
 
 
 def snapshot_git(data_dir: Path, repo: Path, fmt: str | None = None) -> list[Snapshot]:
@@ -48,11 +51,13 @@ def snapshot_git(data_dir: Path, repo: Path, fmt: str | None = None) -> list[Sna
         requests = [e for e in events if e["type"] == LLM_REQUEST and e.get("api") in API_FORMATS]
         if not requests:
             continue
+        seq = events[-1]["seq"]
         try:
             body = export_body(events, fmt or API_FORMATS[requests[-1]["api"]])
-        except (ExportError, Untranslatable):
+        except (ExportError, Untranslatable) as exc:
+            done.append(Snapshot(session, seq, committed=False, refused=str(exc)))
             continue
-        name, seq = f"{session}.json", events[-1]["seq"]
+        name = f"{session}.json"
         (repo / name).write_text(dumps(body) + "\n")
         _git(repo, "add", "--", name)
         changed = not _git(repo, "diff", "--cached", "--quiet", "--", name, check=False, ok=(0,))

@@ -53,3 +53,30 @@ def test_snapshot_twice_gives_one_commit_and_a_change_gives_one_more(taplog, oai
     assert all(name in output for name in sessions)
     saved = orjson.loads((repo / f"{session}.json").read_bytes())
     assert saved["messages"][-1] == {"role": "user", "content": "And Rome?"}
+
+
+def test_a_session_that_cannot_be_written_is_named_and_the_others_are_committed(
+    taplog, oai, tmp_path
+):
+    hello = [{"role": "user", "content": "Hello"}]
+    oai.chat.completions.create(
+        model="gpt-4.1", messages=hello, extra_headers={"x-taplog-session": "plain"}
+    )
+    oai.chat.completions.create(  # Anthropic has no log probabilities: not translatable
+        model="gpt-4.1",
+        messages=hello,
+        logprobs=True,
+        extra_headers={"x-taplog-session": "with-logprobs"},
+    )
+    taplog.wait_responses(2)
+    repo = tmp_path / "history"
+    args = ["snapshot", "--git", str(repo), "--format", "anthropic"]
+    result = CliRunner().invoke(main, [*args, "--data-dir", str(taplog.data_dir)])
+
+    assert result.exit_code == 1
+    assert "committed plain (through seq" in result.stdout
+    assert "1 of 1 sessions changed" in result.stdout
+    assert "not written: with-logprobs: " in result.stderr and "logprobs" in result.stderr
+    assert "1 session(s) could not be written as anthropic" in result.stderr
+    assert sorted(p.name for p in repo.glob("*.json")) == ["plain.json"]
+    assert log(repo) == [log(repo)[0]] and log(repo)[0].startswith("plain: ")
