@@ -4,8 +4,9 @@ A model answer that asks for tools gives one `tool.pre` per call. A later
 request that carries a call's result gives its `tool.post`, once: clients
 resend the whole transcript every turn, so only the first sighting counts.
 `duration_ms` runs from the answer that asked to the request that answered,
-the agent's own tool time. Server-side tools ran at the vendor: their pre and
-post come from the same answer, marked `server`.
+the agent's own tool time (none for a call a fork copied from its origin: when
+its tool started is not known). Server-side tools ran at the vendor: their pre
+and post come from the same answer, marked `server`.
 
 Anomalies are flagged, never dropped, so a query can find them:
 - `orphan_result`: a result for a call this session never saw asked for;
@@ -21,7 +22,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from taplog.recorder.events import TOOL_POST, TOOL_PRE, Event, now_ts, tool_post, tool_pre
+from taplog.recorder.events import (
+    SESSION_FORKED,
+    TOOL_POST,
+    TOOL_PRE,
+    Event,
+    now_ts,
+    tool_post,
+    tool_pre,
+)
 from taplog.recorder.vendors.tools import ToolCall, ToolResult
 
 ORPHAN_RESULT = "orphan_result"
@@ -32,7 +41,7 @@ FINISH_MISMATCH = "finish_mismatch"
 @dataclass(slots=True)
 class _Asked:
     name: str | None
-    at: float  # epoch seconds of the answer that asked
+    at: float | None  # epoch seconds of the answer that asked; None: asked before a fork
     exchange: str | None
 
 
@@ -88,11 +97,9 @@ class ToolLedger:
             asked = self.pending.pop(result.call_id, None)
             if asked is None:
                 name, timing = None, {"flags": [ORPHAN_RESULT]}
-            else:
-                name, timing = (
-                    asked.name,
-                    {"duration_ms": round((epoch(request["ts"]) - asked.at) * 1000, 3)},
-                )
+            else:  # a call copied by a fork: when its tool started is not known
+                took = None if asked.at is None else (epoch(request["ts"]) - asked.at) * 1000
+                name, timing = asked.name, {"duration_ms": None if took is None else round(took, 3)}
             events.append(
                 _post(
                     request,
@@ -132,6 +139,9 @@ class ToolLedger:
             elif event["type"] == TOOL_POST:
                 self.pending.pop(event["call_id"], None)
                 self.answered.add(event["call_id"])
+            elif event["type"] == SESSION_FORKED:
+                for asked in self.pending.values():
+                    asked.at = None
 
 
 def _how(result: ToolResult) -> dict[str, Any]:

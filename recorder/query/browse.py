@@ -97,7 +97,8 @@ def session_detail(con: duckdb.DuckDBPyConnection, session: str) -> dict[str, An
             "SELECT exchange, started_at, ended_at, api, provider_name, request_model, "
             "response_model, stream, status, outcome, error, latency_ms, ttfb_ms, "
             "input_tokens, output_tokens, cost_usd, finish_reason, attempts, failovers "
-            "FROM llm_calls WHERE session = ? ORDER BY started_at, exchange",
+            # a fork's copied calls and tool runs are its origin's (linked from the summary)
+            "FROM llm_calls WHERE session = ? AND NOT copied ORDER BY started_at, exchange",
             [session],
         )
     )
@@ -105,7 +106,7 @@ def session_detail(con: duckdb.DuckDBPyConnection, session: str) -> dict[str, An
         con.execute(
             "SELECT call_id, seq, tool_name, server, arguments, result, is_error, asked_at, "
             "answered_at, duration_ms, asked_in, answered_in, flags "
-            "FROM tool_calls WHERE session = ? ORDER BY seq",
+            "FROM tool_calls WHERE session = ? AND NOT copied ORDER BY seq",
             [session],
         )
     )
@@ -171,7 +172,7 @@ def overview(con: duckdb.DuckDBPyConnection, since: datetime | None = None) -> d
     def rows(sql: str) -> list[dict[str, Any]]:
         return _records(con.execute(sql, params))
 
-    when = after("started_at")
+    when = after("started_at") + " AND NOT copied"  # a fork's copies were spent by its origin
 
     return {
         "totals": rows(
@@ -199,7 +200,7 @@ def overview(con: duckdb.DuckDBPyConnection, since: datetime | None = None) -> d
         "tool_errors": rows(
             "SELECT tool_name, count(*) AS runs, count(*) FILTER (WHERE is_error) AS errors, "
             "avg(duration_ms) AS avg_ms FROM tool_calls "
-            f"WHERE answered_at IS NOT NULL AND {after('answered_at')} "
+            f"WHERE answered_at IS NOT NULL AND NOT copied AND {after('answered_at')} "
             "GROUP BY 1 ORDER BY errors DESC, runs DESC, 1"
         ),
     }

@@ -110,6 +110,7 @@ def show_session(con: duckdb.DuckDBPyConnection, session: str, width: int | None
     lines = [
         f"session {safe_text(session)}  started {info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
         f"  ({safe_text(info['source'] or '?')}, {safe_text(info['user_agent'] or '?')})"
+        + _origin(info)
     ]
     timeline = _calls(con, session) + _tools(con, session, width) + _failovers(con, session)
     for at, line in sorted(timeline, key=lambda entry: entry[0]):  # stable: keeps log order
@@ -123,11 +124,20 @@ def show_session(con: duckdb.DuckDBPyConnection, session: str, width: int | None
     return "\n".join(lines)
 
 
+def _origin(info: dict[str, Any]) -> str:
+    """Where a forked or resumed session comes from, as its first line names it."""
+    if info["forked_from"]:
+        return f"  forked from {safe_text(info['forked_from'])} at seq {info['forked_at']}"
+    if info["resumed_from"]:
+        return f"  resumed from {safe_text(info['resumed_from'])}"
+    return ""
+
+
 def _calls(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datetime, str]]:
-    rows = con.execute(
+    rows = con.execute(  # a fork's copied calls are the origin's: `show` the origin for them
         "SELECT started_at, api, coalesce(response_model, request_model), status, outcome, "
         "input_tokens, output_tokens, latency_ms, cost_usd, finish_reason "
-        "FROM llm_calls WHERE session = ? ORDER BY started_at",
+        "FROM llm_calls WHERE session = ? AND NOT copied ORDER BY started_at",
         [session],
     ).fetchall()
     return [
@@ -146,7 +156,7 @@ def _tools(
 ) -> list[tuple[datetime, str]]:
     rows = con.execute(
         "SELECT coalesce(asked_at, answered_at), tool_name, arguments, result, is_error, "
-        "duration_ms, server, flags FROM tool_calls WHERE session = ? ORDER BY seq",
+        "duration_ms, server, flags FROM tool_calls WHERE session = ? AND NOT copied ORDER BY seq",
         [session],
     ).fetchall()
     lines = []

@@ -88,8 +88,18 @@ def typed_events(lines: str) -> str:
     )
 
 
-LLM_CALLS = """
-WITH requests AS (
+# A forked session starts with copies of its origin's events, up to its `session.forked`
+# event: those are the origin's calls, tool runs and time, not this session's.
+FORKS = """
+forks AS (
+    SELECT session, min(seq) AS fork_seq,
+           arg_min(data ->> 'origin', seq) AS forked_from,
+           arg_min((data ->> 'at')::BIGINT, seq) AS forked_at
+    FROM events WHERE type = 'session.forked' GROUP BY session
+)"""
+
+LLM_CALLS = f"""
+WITH {FORKS}, requests AS (
     SELECT * FROM events WHERE type = 'llm.request'
     QUALIFY row_number() OVER (PARTITION BY session, exchange ORDER BY seq) = 1
 ), answers AS (
@@ -126,15 +136,17 @@ SELECT
     CASE WHEN c.exchange IS NULL THEN a.finish_reason ELSE c.finish_reason END AS finish_reason,
     a.response_id,
     t.attempts, t.failovers,
+    coalesce(q.seq < f.fork_seq, false) AS copied,  -- the origin's, copied by a fork
     q.data -> 'body' AS request_body, a.data -> 'body' AS response_body
 FROM requests q
 LEFT JOIN answers a USING (session, exchange)
 LEFT JOIN answered c USING (session, exchange)
 LEFT JOIN tries t USING (session, exchange)
+LEFT JOIN forks f USING (session)
 """
 
-TOOL_CALLS = """
-WITH asked AS (
+TOOL_CALLS = f"""
+WITH {FORKS}, asked AS (
     SELECT * FROM events WHERE type = 'tool.pre'
     QUALIFY row_number() OVER (PARTITION BY session, call_id ORDER BY seq) = 1
 ), answered AS (
@@ -150,17 +162,21 @@ SELECT
     p.data -> 'arguments' AS arguments,
     r.data -> 'result' AS result,
     r.is_error,
+    r.data ->> 'error_from' AS error_from, (r.data ->> 'exit_code')::INTEGER AS exit_code,
     p.ts AS asked_at, r.ts AS answered_at, r.duration_ms,
     p.model, p.exchange AS asked_in, r.exchange AS answered_in,
-    list_distinct(list_concat(coalesce(p.flags, []), coalesce(r.flags, []))) AS flags
+    list_distinct(list_concat(coalesce(p.flags, []), coalesce(r.flags, []))) AS flags,
+    coalesce(coalesce(r.seq, p.seq) < f.fork_seq, false) AS copied  -- run in the origin
 FROM asked p FULL OUTER JOIN answered r ON p.session = r.session AND p.call_id = r.call_id
+LEFT JOIN forks f ON f.session = coalesce(p.session, r.session)
 """
 
-SESSIONS = """
-WITH spans AS (
-    SELECT session, min(ts) AS started_at, max(ts) AS last_at, count(*) AS events
-    FROM events GROUP BY session
-), calls AS (
+SESSIONS = f"""
+WITH {FORKS}, spans AS (  -- a fork's time starts when it was made
+    SELECT session, min(ts) FILTER (WHERE seq >= coalesce(fork_seq, 0)) AS started_at,
+           max(ts) AS last_at, count(*) AS events
+    FROM events LEFT JOIN forks USING (session) GROUP BY session
+), calls AS (  -- its own calls: what a fork copied was spent by its origin
     SELECT session, count(*) AS calls,
            list(DISTINCT coalesce(response_model, request_model) ORDER BY 1)
                FILTER (WHERE coalesce(response_model, request_model) IS NOT NULL) AS models,
@@ -175,12 +191,13 @@ WITH spans AS (
                 ELSE coalesce(sum(cost_usd::DECIMAL(18, 12)), 0)::DOUBLE END AS cost_usd,
            sum(failovers) AS failovers,
            count(*) FILTER (WHERE outcome <> 'ok') AS failed_calls
-    FROM llm_calls GROUP BY session
+    FROM llm_calls WHERE NOT copied GROUP BY session
 ), tools AS (
     SELECT session, count(*) AS tool_calls, count(*) FILTER (WHERE is_error) AS tool_errors
-    FROM tool_calls GROUP BY session
+    FROM tool_calls WHERE NOT copied GROUP BY session
 ), origin AS (
-    SELECT session, arg_min(source, seq) AS source, arg_min(user_agent, seq) AS user_agent
+    SELECT session, arg_min(source, seq) AS source, arg_min(user_agent, seq) AS user_agent,
+           arg_min(data ->> 'resumed_from', seq) AS resumed_from
     FROM events WHERE type = 'session.started' GROUP BY session
 )
 SELECT
@@ -189,11 +206,14 @@ SELECT
     c.input_tokens, c.output_tokens, c.cost_usd,
     coalesce(t.tool_calls, 0) AS tool_calls, coalesce(t.tool_errors, 0) AS tool_errors,
     coalesce(c.failovers, 0) AS failovers, coalesce(c.failed_calls, 0) AS failed_calls,
-    o.source, o.user_agent
+    CASE WHEN f.forked_from IS NULL THEN o.source ELSE 'forked' END AS source, o.user_agent,
+    f.forked_from, f.forked_at, CASE WHEN f.forked_from IS NULL THEN o.resumed_from END
+        AS resumed_from
 FROM spans s
 LEFT JOIN calls c USING (session)
 LEFT JOIN tools t USING (session)
 LEFT JOIN origin o USING (session)
+LEFT JOIN forks f USING (session)
 """
 
 VIEWS = {"llm_calls": LLM_CALLS, "tool_calls": TOOL_CALLS, "sessions": SESSIONS}

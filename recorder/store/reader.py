@@ -142,13 +142,16 @@ def read_all(data_dir: Path) -> dict[str, list[Event]]:
     return {path.stem: list(read_events(path)) for path in session_files(data_dir)}
 
 
-def tool_events(path: Path) -> Iterator[Event]:
-    """The tool events of a session file, skipping everything else unparsed.
+def pairing_events(path: Path) -> Iterator[Event]:
+    """The events tool pairing restores from (tool calls, results, a fork's mark) of a session
+    file, skipping everything else unparsed.
 
     Used to restore pairing state after a restart: lines that do not verify
     are left for the writer's repair and the full readers to report.
     """
     with open(path, "rb") as log_file:
         for line in log_file:
-            if b'"type":"tool.' in line and verify_line(line):
+            if (b'"type":"tool.' in line or b'"type":"session.forked"' in line) and verify_line(
+                line
+            ):
                 yield orjson.loads(line)

@@ -51,7 +51,7 @@ from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
 from taplog.recorder.store.inbox import WRITE_DELAY, Inbox, PendingLines
 from taplog.recorder.store.logfile import SessionFile, open_session_file, reseal
 from taplog.recorder.store.memory import give_back_memory
-from taplog.recorder.store.reader import tool_events
+from taplog.recorder.store.reader import pairing_events
 from taplog.recorder.store.syncing import SyncPlan
 from taplog.recorder.toolevents import ToolLedger
 
@@ -96,7 +96,7 @@ class SessionState:
         """The state an earlier process left in the session's log, if any."""
         state = cls()
         if path.exists():
-            state.tools.restore(tool_events(path))
+            state.tools.restore(pairing_events(path))
         return state
 
 

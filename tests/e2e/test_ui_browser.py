@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from taplog.recorder.store.reader import read_session
+from taplog.recorder.tools.fork import fork_session
 from tests.fakes.harness import TAPLOG, taplog_env
 from tests.fakes.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask
 
@@ -233,3 +234,17 @@ def test_an_open_session_page_shows_a_new_call_as_it_is_recorded(
     newest.click()
     panel = wait(browser, lambda d: rows(d, ".detail[data-exchange]"))[0]
     wait(browser, lambda d: "And one more question, live." in panel.text)
+
+
+def test_a_fork_names_its_origin_and_shows_only_its_own_calls(browser, ui_url, ui_recording):
+    """Last in this module: the fork adds a session to the recording the others read."""
+    events = read_session(ui_recording.data_dir, "anthropic-tools")
+    at = next(e for e in events if e["type"] == "tool.pre")["seq"]
+    fork = fork_session(ui_recording.data_dir, "anthropic-tools", at, "anthropic-tools-retry")
+    open_page(browser, ui_url + f"#/session/{fork}")
+    card = wait(browser, lambda d: rows(d, ".card.origin"))[0]
+    assert card.text.split("\n") == ["anthropic-tools", f"forked at seq {at} from"]
+    assert rows(browser, ".tl-row.call") == []  # its calls so far are the origin's
+    card.find_element(By.TAG_NAME, "a").click()
+    wait(browser, lambda d: d.current_url.endswith("#/session/anthropic-tools"))
+    wait(browser, lambda d: len(rows(d, ".tl-row.call")) == 8)

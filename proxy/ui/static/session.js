@@ -22,7 +22,17 @@ function summary(detail) {
     card("cost", fmtMoney(s.cost_usd)),
     card("tool runs · errors", `${fmtInt(s.tool_calls)} · ${fmtInt(s.tool_errors)}`, s.tool_errors ? "bad" : ""),
     card("failovers", fmtInt(s.failovers), s.failovers ? "warn" : ""),
-    card("models", (s.models || []).join(", ") || "–"));
+    card("models", (s.models || []).join(", ") || "–"),
+    ...origin(s));
+}
+
+// Where a forked or resumed session comes from, linked.
+function origin(s) {
+  const from = s.forked_from || s.resumed_from;
+  if (!from) return [];
+  const link = h("a", { href: "#/session/" + encodeURIComponent(from), class: "mono" }, from);
+  const label = s.forked_from ? `forked at seq ${s.forked_at} from` : "resumed from";
+  return [h("div", { class: "card origin" }, h("div", { class: "value" }, link), h("div", { class: "label" }, label))];
 }
 
 function toolTable(detail, pick) {

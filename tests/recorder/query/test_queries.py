@@ -25,7 +25,7 @@ LLM_CALL_COLUMNS = [
     "response_model", "stream", "status", "outcome", "error", "latency_ms", "ttfb_ms",
     "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
     "reasoning_output_tokens", "cost_usd", "finish_reason", "response_id", "attempts",
-    "failovers", "request_body", "response_body",
+    "failovers", "copied", "request_body", "response_body",
 ]  # fmt: skip
 
 

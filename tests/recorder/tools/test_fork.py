@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
+from taplog.recorder.query.connect import connect, query
 from taplog.recorder.store.reader import read_session
 from taplog.recorder.verify import verify
 from tests.fakes.agents import OUTCOMES, chat_agent
@@ -18,6 +20,26 @@ def fork_cli(taplog, *args: str):
 
 def strip(event: dict) -> dict:
     return {k: v for k, v in event.items() if k not in ENVELOPE}
+
+
+OTHER = {"get_weather": "rain, 9°C", "get_time": "23:00"}
+
+
+def continue_fork(oai, forked: list[dict], session: str) -> None:
+    """The same history, but the tools answer differently this time."""
+    request = [e for e in forked if e["type"] == "llm.request"][-1]["body"]
+    answer = [e for e in forked if e["type"] == "llm.response"][-1]["body"]
+    message = answer["choices"][0]["message"]
+    messages = [*request["messages"], message] + [
+        {"role": "tool", "tool_call_id": c["id"], "content": OTHER[c["function"]["name"]]}
+        for c in message["tool_calls"]
+    ]
+    oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=messages,
+        tools=request["tools"],
+        extra_headers={"X-Taplog-Session": session},
+    )
 
 
 def test_fork_at_a_tool_step_and_continue_with_another_answer(taplog, oai):
@@ -40,26 +62,13 @@ def test_fork_at_a_tool_step_and_continue_with_another_answer(taplog, oai):
     assert (mark["origin"], mark["at"]) == (origin, at)
     assert mark["origin_hash"] == events[at - 1]["h"]
 
-    # Continue the fork: the same history, but the tools answer differently this time.
-    request = [e for e in forked if e["type"] == "llm.request"][-1]["body"]
-    answer = [e for e in forked if e["type"] == "llm.response"][-1]["body"]
-    message = answer["choices"][0]["message"]
-    other = {"get_weather": "rain, 9°C", "get_time": "23:00"}
-    messages = [*request["messages"], message] + [
-        {"role": "tool", "tool_call_id": c["id"], "content": other[c["function"]["name"]]}
-        for c in message["tool_calls"]
-    ]
-    oai.chat.completions.create(
-        model="gpt-4.1",
-        messages=messages,
-        tools=request["tools"],
-        extra_headers={"X-Taplog-Session": "retry-1"},
-    )
+    continue_fork(oai, forked, "retry-1")
     sessions = taplog.wait_for(lambda s: len(s["retry-1"]) > at + 3)
     continued = sessions["retry-1"][at + 1 :]
     posts = [e for e in continued if e["type"] == "tool.post"]
-    assert {p["name"]: p["result"] for p in posts} == other
+    assert {p["name"]: p["result"] for p in posts} == OTHER
     assert all(p["flags"] == [] for p in posts)  # paired with the copied tool calls
+    assert all(p["duration_ms"] is None for p in posts)  # asked in the origin: not timed here
     assert [e["seq"] for e in sessions["retry-1"]] == list(range(1, len(sessions["retry-1"]) + 1))
 
     # The original is untouched; both logs verify.
@@ -87,3 +96,34 @@ def test_fork_refuses_what_it_cannot_do(taplog, oai):
     assert sorted(p.name for p in (taplog.data_dir / "sessions").iterdir()) == sorted(
         f"{s}.jsonl" for s in (origin, "a", default.output.strip())
     )
+
+
+def test_a_continued_fork_counts_its_own_time_calls_and_cost_and_names_its_origin(taplog, oai):
+    chat_agent(oai, stream=False)
+    ((origin, events),) = taplog.wait_responses(8).items()
+    at = [e for e in events if e["type"] == "tool.pre"][1]["seq"]
+    assert fork_cli(taplog, origin, "--at", str(at), "--as", "retry-2").exit_code == 0
+    continue_fork(oai, read_session(taplog.data_dir, "retry-2"), "retry-2")
+    taplog.wait_for(lambda s: any(e["type"] == "llm.response" for e in s["retry-2"][at:]))
+
+    con = connect(taplog.data_dir)
+    row = dict(zip(*_columns(con, "SELECT * FROM sessions WHERE session = 'retry-2'"), strict=True))
+    own = query(con, "SELECT cost_usd FROM llm_calls WHERE session = 'retry-2' AND NOT copied")
+    [(own_cost,)] = own.fetchall()
+    assert (row["forked_from"], row["forked_at"], row["source"]) == (origin, at, "forked")
+    # its call, the two results it sent for the copied calls, and the tool its answer asked
+    assert (row["calls"], row["cost_usd"], row["tool_calls"]) == (1, pytest.approx(own_cost), 3)
+    assert (row["last_at"] - row["started_at"]).total_seconds() < 5  # from the fork on
+    [(spent,)] = query(con, "SELECT sum(cost_usd) FROM llm_calls WHERE NOT copied").fetchall()
+    [(total,)] = query(con, "SELECT sum(cost_usd) FROM sessions").fetchall()
+    assert total == pytest.approx(spent)  # the copied calls are the origin's, counted once
+
+    shown = CliRunner().invoke(main, ["show", "retry-2", "--data-dir", str(taplog.data_dir)])
+    assert shown.exit_code == 0, shown.output
+    assert "(forked, " in shown.output and f"forked from {origin} at seq {at}" in shown.output
+    assert "1 calls · 3 tool calls (0 failed)" in shown.output
+
+
+def _columns(con, sql: str) -> tuple[list[str], tuple]:
+    relation = query(con, sql)
+    return relation.columns, relation.fetchall()[0]
