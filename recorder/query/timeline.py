@@ -18,7 +18,8 @@ from taplog.recorder.vendors.clients import tool_run
 
 SESSION_COLUMNS = (
     "session, started_at, last_at, calls, models, input_tokens, output_tokens, cost_usd, "
-    "tool_calls, tool_errors, failovers, failed_calls"
+    "tool_calls, tool_errors, failovers, failed_calls, "
+    "coalesce(forked_from, resumed_from) AS origin"  # the session a fork or resume came from
 )
 
 
@@ -226,7 +227,10 @@ def _event_summary(event: dict[str, Any], width: int | None) -> str:
             f"{cell(get('to_provider'))}:{cell(get('to_model'))} ({cell(get('reason'))})"
         )
     if kind == "session.started":
-        return f"({cell(get('source') or '?')}, {cell(get('user_agent') or '?')})"
+        resumed = f"  resumed from {cell(get('resumed_from'))}" if get("resumed_from") else ""
+        return f"({cell(get('source') or '?')}, {cell(get('user_agent') or '?')}){resumed}"
+    if kind == "session.forked":
+        return f"from {cell(get('origin'))} at seq {get('at')}"
     return cell(get("reason") or get("error"), width)
 
 

@@ -90,7 +90,7 @@ def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
     assert ANTHROPIC_FALLBACK_KEY not in result.output
 
     shown = CliRunner().invoke(main, ["show", new])
-    assert shown.exit_code == 0 and "resumed" in shown.output
+    assert shown.exit_code == 0 and f"resumed from {session}" in shown.output.splitlines()[0]
     verified = CliRunner().invoke(main, ["verify"])
     assert verified.exit_code == 0, verified.output
     query = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -122,6 +123,12 @@ def test_a_continued_fork_counts_its_own_time_calls_and_cost_and_names_its_origi
     assert shown.exit_code == 0, shown.output
     assert "(forked, " in shown.output and f"forked from {origin} at seq {at}" in shown.output
     assert "1 calls · 3 tool calls (0 failed)" in shown.output
+    data = ["--data-dir", str(taplog.data_dir)]
+    tail = CliRunner().invoke(main, ["tail", "retry-2", *data, "--lines", "50"])
+    assert f"session.forked  from {origin} at seq {at}" in tail.output
+    listed = CliRunner().invoke(main, ["sessions", *data, "--format", "jsonl"])
+    origins = {r["session"]: r["origin"] for r in map(orjson.loads, listed.output.splitlines())}
+    assert origins == {origin: None, "retry-2": origin}
 
 
 def _columns(con, sql: str) -> tuple[list[str], tuple]:
