@@ -146,7 +146,10 @@ LEFT JOIN forks f USING (session)
 """
 
 TOOL_CALLS = f"""
-WITH {FORKS}, asked AS (
+WITH {FORKS}, resumes AS (  -- a resumed session's first request resends the origin's results
+    SELECT DISTINCT session FROM events
+    WHERE type = 'session.started' AND data ->> 'resumed_from' IS NOT NULL
+), asked AS (
     SELECT * FROM events WHERE type = 'tool.pre'
     QUALIFY row_number() OVER (PARTITION BY session, call_id ORDER BY seq) = 1
 ), answered AS (
@@ -166,9 +169,12 @@ SELECT
     p.ts AS asked_at, r.ts AS answered_at, r.duration_ms,
     p.model, p.exchange AS asked_in, r.exchange AS answered_in,
     list_distinct(list_concat(coalesce(p.flags, []), coalesce(r.flags, []))) AS flags,
-    coalesce(coalesce(r.seq, p.seq) < f.fork_seq, false) AS copied  -- run in the origin
+    -- run in the origin: copied by a fork, or a result a resume carried over (never asked here)
+    coalesce(coalesce(r.seq, p.seq) < f.fork_seq, false)
+        OR (s.session IS NOT NULL AND p.call_id IS NULL) AS copied
 FROM asked p FULL OUTER JOIN answered r ON p.session = r.session AND p.call_id = r.call_id
 LEFT JOIN forks f ON f.session = coalesce(p.session, r.session)
+LEFT JOIN resumes s ON s.session = coalesce(p.session, r.session)
 """
 
 SESSIONS = f"""

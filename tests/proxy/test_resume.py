@@ -91,6 +91,8 @@ def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
 
     shown = CliRunner().invoke(main, ["show", new])
     assert shown.exit_code == 0 and f"resumed from {session}" in shown.output.splitlines()[0]
+    assert "orphan_result" not in shown.output  # the carried results are the origin's runs
+    assert "1 calls · 0 tool calls (0 failed)" in shown.output
     verified = CliRunner().invoke(main, ["verify"])
     assert verified.exit_code == 0, verified.output
     query = (
