@@ -40,7 +40,7 @@ from taplog.recorder.store.lock import DataDirBusy, DataDirLock
 from taplog.recorder.store.reader import read_events
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
-from taplog.recorder.tools.resume_request import answer_text, resume_body
+from taplog.recorder.tools.resume_request import answer_text, feature_headers, resume_body
 from taplog.recorder.vendors.errors import error_message
 from taplog.recorder.vendors.translation import Untranslatable
 
@@ -91,7 +91,9 @@ def plan_resume(data_dir: Path, session: str, target: Target, new: str | None) -
         client_api=api,
         parsed=body,
         raw=b"",
-        client_headers=CIMultiDictProxy(CIMultiDict({"user-agent": USER_AGENT})),
+        client_headers=CIMultiDictProxy(
+            CIMultiDict({"user-agent": USER_AGENT, **feature_headers(events, api)})
+        ),
         client_url="",
     )
     return Resumption(session, events, new, attempt)

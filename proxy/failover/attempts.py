@@ -92,6 +92,13 @@ def _own_headers(target: Target, api: str, client: CIMultiDictProxy[str]) -> CIM
     return headers
 
 
+def _feature_headers(api: str, client: CIMultiDictProxy[str]) -> list[tuple[str, str]]:
+    """The client's headers that switch on its body's features (`anthropic-beta`)."""
+    return [
+        (name, value) for name in endpoint(api).FEATURE_HEADERS for value in client.getall(name, ())
+    ]
+
+
 def plan(
     target: Target,
     client_provider: str,
@@ -121,11 +128,11 @@ def plan(
         headers = _own_headers(target, api, client_headers)
         url = _url(target, api)
         return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
-    headers = (
-        request_headers(client_headers)
-        if same_provider
-        else _own_headers(target, api, client_headers)
-    )
+    if same_provider:
+        headers = request_headers(client_headers)
+    else:  # the body goes as the client wrote it: the headers its fields need go too
+        headers = _own_headers(target, api, client_headers)
+        headers.extend(_feature_headers(api, client_headers))
     changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
     if same_provider and changed is parsed and parsed.get("model") == target.model:
         return Attempt(target, api, client_url, headers, raw, parsed, None)  # the call as sent

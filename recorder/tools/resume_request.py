@@ -10,7 +10,10 @@ model neither redoes the work nor doubts it.
     openai-chat   the first system/developer message, or a new system message
     responses     `instructions`
 
-(each API's `conversation.with_note`).
+(each API's `conversation.with_note`). The old run's own ids (a user, metadata, a
+cache key, a client's turn metadata: `PER_RUN_FIELDS`) are left out: the new session is
+another run, and would otherwise be taken for the old one. The note says with which
+models the session was held when that is not the model it goes to.
 
 Pure: no I/O.
 """
@@ -19,22 +22,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from taplog.recorder.events import Event
+from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.tools.export import API_FORMATS, export_body
-from taplog.recorder.vendors.apis import conversation
+from taplog.recorder.vendors.apis import PER_RUN_FIELDS, conversation, endpoint
 
 NOTE = (
-    "This conversation continues an earlier session ({session}), recorded by taplog and held "
-    "with another model until now. The tool calls and tool results in the history are real: "
-    "those tools ran and returned those results. Continue from where it left off."
+    "This conversation continues an earlier session ({session}), recorded by taplog{held}. "
+    "The tool calls and tool results in the history are real: those tools ran and returned "
+    "those results. Continue from where it left off."
 )
+
+
+def resume_note(events: list[Event], session: str, model: str) -> str:
+    """The note on top: the session it continues, and the models that held it when `model`
+    is not the only one."""
+    models = sorted({e["model"] for e in events if e["type"] == LLM_RESPONSE and e.get("model")})
+    held = f" and held with {', '.join(models)} until now" if models and models != [model] else ""
+    return NOTE.format(session=session, held=held)
 
 
 def resume_body(events: list[Event], session: str, fmt: str, model: str) -> dict[str, Any]:
     """The session's conversation as a request for `model` in `fmt`, the note on top."""
-    body = export_body(events, fmt, model=model)
+    exported = export_body(events, fmt, model=model)
+    body = {key: value for key, value in exported.items() if key not in PER_RUN_FIELDS}
     api = next(api for api, name in API_FORMATS.items() if name == fmt)
-    return _conversation(api).with_note(body, NOTE.format(session=session))
+    return _conversation(api).with_note(body, resume_note(events, session, model))
+
+
+def feature_headers(events: list[Event], api: str) -> dict[str, str]:
+    """The headers that switched on the features of the body it resends (`anthropic-beta`),
+    from the session's last request when that one was in `api` (a translated body has none
+    of those fields)."""
+    requests = [e for e in events if e["type"] == LLM_REQUEST and e.get("api") in API_FORMATS]
+    if not requests or requests[-1]["api"] != api:
+        return {}
+    sent = requests[-1].get("headers") or {}
+    return {name: sent[name] for name in endpoint(api).FEATURE_HEADERS if name in sent}
 
 
 def answer_text(api: str, answer: Any) -> str:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from taplog.proxy.cli.main import main
 from taplog.recorder.store.reader import read_all
 from taplog.recorder.tools.export import export_body
-from taplog.recorder.tools.resume_request import NOTE
+from taplog.recorder.tools.resume_request import resume_note
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import sdk_client
 from tests.fakes.harness import model_requests
@@ -64,7 +64,8 @@ def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
     (sent,) = model_requests(vendors.anthropic)
     body = orjson.loads(sent.body)
     exported = export_body(events, "anthropic", model="claude-opus-4-1")
-    note = NOTE.format(session=session)
+    note = resume_note(events, session, "claude-opus-4-1")
+    assert "held with gpt-4.1 until now" in note  # the model the session had
     assert body["system"] == (f"{note}\n\n{exported['system']}" if "system" in exported else note)
     assert {k: v for k, v in body.items() if k != "system"} == {
         k: v for k, v in exported.items() if k != "system"
@@ -114,7 +115,7 @@ def test_resume_anthropic_session_on_openai_chat(vendors, record_run):
     exported = export_body(events, "openai-chat", model="gpt-4.1")
     assert exported["messages"][0]["role"] == "user"  # the agent has no system prompt: one is added
     assert body["messages"] == [
-        {"role": "system", "content": NOTE.format(session=session)},
+        {"role": "system", "content": resume_note(events, session, "gpt-4.1")},
         *exported["messages"],
     ]
     assert {k: v for k, v in body.items() if k != "messages"} == {
@@ -126,7 +127,7 @@ def test_resume_anthropic_session_on_openai_chat(vendors, record_run):
 
 
 def test_resume_through_a_configured_responses_provider(vendors, record_run, tmp_path, monkeypatch):
-    session, _ = record_run("chat")
+    session, events = record_run("chat")
     config = tmp_path / "taplog.toml"
     config.write_text(
         f'[providers.mine]\ntype = "openai"\nbase_url = "{vendors.openai.url}/v1"\n'
@@ -138,7 +139,7 @@ def test_resume_through_a_configured_responses_provider(vendors, record_run, tmp
 
     (sent,) = [r for r in vendors.openai.requests if r.path == "/v1/responses"]
     body = orjson.loads(sent.body)
-    assert body["instructions"].startswith(NOTE.format(session=session))
+    assert body["instructions"].startswith(resume_note(events, session, "gpt-5"))
     assert (
         body["model"] == "gpt-5"
         and sent.headers["authorization"] == "Bearer sk-mine-0123456789abcdef"
@@ -150,7 +151,7 @@ def test_resume_through_a_configured_responses_provider(vendors, record_run, tmp
 def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
     vendors, record_run, tmp_path, monkeypatch
 ):
-    session, _ = record_run("chat")
+    session, events = record_run("chat")
     files = sorted((tmp_path / "data" / "sessions").iterdir())
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     result = resume(session, "--to", "anthropic:claude-sonnet-4-6", "--dry-run")
@@ -159,7 +160,7 @@ def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
     shown = orjson.loads(result.output)
     assert shown["url"] == f"{vendors.anthropic.url}/v1/messages"
     assert shown["headers"]["x-api-key"] == "$ANTHROPIC_API_KEY"
-    assert shown["body"]["system"].startswith(NOTE.format(session=session))
+    assert shown["body"]["system"].startswith(resume_note(events, session, "claude-sonnet-4-6"))
     assert vendors.anthropic.requests == [] and vendors.openai.requests[-1].path != "/v1/messages"
     assert sorted((tmp_path / "data" / "sessions").iterdir()) == files
 
@@ -208,3 +209,40 @@ def test_a_resumed_session_continues_through_serve(vendors, record_run, tmp_path
     answers = [e for e in events if e["type"] == "llm.response"]
     assert events[0]["resumed_from"] == session and len(answers) == 2
     assert events[-1]["status"] == 200 and proxy.sessions().keys() == {session, "moved"}
+
+
+BETA = "context-management-2025-06-27"
+
+
+def test_a_same_vendor_resume_sends_the_body_s_beta_header_and_none_of_the_old_run_s_ids(
+    vendors, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TAPLOG_ANTHROPIC_BASE", vendors.anthropic.url)
+    monkeypatch.setenv("TAPLOG_DATA_DIR", str(tmp_path / "data"))
+    with ServerThread() as thread:
+        proxy = vendors.proxy(thread, tmp_path / "data", {})
+        client = sdk_client("anthropic", proxy.url).with_options(
+            default_headers={"anthropic-beta": BETA}
+        )
+        client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=64,
+            messages=[{"role": "user", "content": "Hello"}],
+            metadata={"user_id": "user_old-run_session_0123456789abcdef"},
+            extra_headers={"x-taplog-session": "run-1"},
+        )
+        proxy.wait_responses(1)
+
+    result = resume("run-1", "--to", "anthropic:claude-sonnet-4-6", "--as", "run-2")
+    assert result.exit_code == 0, result.output
+    (sent,) = model_requests(vendors.anthropic)[-1:]
+    assert sent.headers["anthropic-beta"] == BETA  # the body it resends was sent with it
+    body = orjson.loads(sent.body)
+    assert "metadata" not in body  # the old run's ids would make it the old session again
+    assert "earlier session (run-1), recorded by taplog. The tool calls" in body["system"]
+    assert "another model" not in body["system"] and "held with" not in body["system"]
+
+    result = resume("run-1", "--to", "openai:gpt-4.1", "--dry-run")  # translated: no such fields
+    shown = orjson.loads(result.output)
+    assert "anthropic-beta" not in shown["headers"]
+    assert "held with claude-sonnet-4-6 until now" in shown["body"]["messages"][0]["content"]

@@ -7,6 +7,8 @@
                   taplog makes itself pin `anthropic-version`
     refusal       {"type": "error", "error": {"type", "message"}}; in a stream, the same
                   body as an `error` event
+    features      `anthropic-beta` turns on the beta fields a body may use
+                  (`context_management`, a system message mid-conversation, …)
 
 The rest of taplog asks for these through `recorder.vendors.apis`, by API or provider.
 """
@@ -21,6 +23,7 @@ PREFIX = "/v1"  # between the base URL and a path: the base URL is the host alon
 PATH = "/messages"
 SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1/messages themselves
 KEY_HEADERS = ("x-api-key",)
+FEATURE_HEADERS = ("anthropic-beta",)  # a body resent as it was needs the ones it was sent with
 VERSION = "2023-06-01"  # pinned on the calls taplog makes itself
 
 _ERROR_TYPES = {

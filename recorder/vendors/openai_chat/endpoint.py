@@ -20,6 +20,7 @@ PREFIX = ""  # between the base URL and a path: the base URL carries its /v1
 PATH = "/chat/completions"
 SDK_BASE = "/v1"  # what a client's base URL ends in
 KEY_HEADERS = ("api-key", "authorization")
+FEATURE_HEADERS: tuple[str, ...] = ()  # a body's fields need no header to be taken
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from taplog.recorder.vendors.anthropic import conversation as neutral
-from taplog.recorder.vendors.openai_chat.conversation import PER_RUN, STREAMING
+from taplog.recorder.vendors.openai_chat import conversation as chat
 from taplog.recorder.vendors.openai_responses.answers import responses_answer_to_messages
 from taplog.recorder.vendors.transcripts import note_before
 
 __all__ = ["PER_RUN", "STREAMING", "TURNS", "answer_text", "transcript", "with_note"]
 
 TURNS = "input"  # the request field that holds the turns (when it is a list)
+PER_RUN = chat.PER_RUN | {"client_metadata"}  # and Codex's ids of its turn and window
+STREAMING = chat.STREAMING
 
 
 def transcript(body: dict[str, Any]) -> tuple[Any, Any]:

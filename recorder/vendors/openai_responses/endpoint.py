@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from taplog.recorder.vendors.openai_chat.endpoint import (
     BASE_URL,
+    FEATURE_HEADERS,
     KEY_HEADERS,
     PREFIX,
     PROVIDER,
@@ -16,6 +17,7 @@ from taplog.recorder.vendors.sse import event_bytes
 
 __all__ = [
     "BASE_URL",
+    "FEATURE_HEADERS",
     "KEY_HEADERS",
     "PATH",
     "PREFIX",

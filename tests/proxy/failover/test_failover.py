@@ -10,6 +10,7 @@ import pytest
 from taplog.proxy.keys import BREAKERS
 from taplog.recorder.bodies import decode_body
 from tests.fakes.agents import anthropic_agent, chat_agent
+from tests.fakes.clients import anthropic_at
 from tests.fakes.harness import model_requests
 from tests.fakes.keys import ANTHROPIC_FALLBACK_KEY, OPENAI_FALLBACK_KEY
 
@@ -245,3 +246,28 @@ def test_prefill_is_as_declared_on_the_target_then_its_provider_then_litellm():
     by_provider, by_target, unknown = fallbacks.rules[0].targets
     assert (by_provider.takes_prefill(), by_target.takes_prefill()) == (True, False)
     assert unknown.takes_prefill() is False  # litellm does not know it: no prefill
+
+
+def test_a_body_failed_over_as_it_is_takes_its_beta_header_along(
+    vendors, servers, tmp_path, monkeypatch
+):
+    """Another Anthropic-type provider gets the client's body untranslated, beta fields and
+    all: without the `anthropic-beta` they need, it would refuse them."""
+    rules = {
+        "providers": {
+            "backup": {"type": "anthropic", "base_url": vendors.openai.url, "api_key_env": "BK"}
+        },
+        "fallback": [{"model": "claude-*", "to": ["backup:claude-sonnet-4-6"]}],
+    }
+    monkeypatch.setenv("BK", "sk-ant-backup-0123456789abcdef")
+    proxy = vendors.proxy(servers, tmp_path / "data", rules)
+    vendors.anthropic.down = {"status": "529"}
+    anthropic_at(proxy.url).messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "Hello"}],
+        extra_headers={"anthropic-beta": "context-management-2025-06-27"},
+    )
+    (served,) = model_requests(vendors.openai)  # the backup, at the other fake
+    assert served.path == "/v1/messages" and served.headers["x-api-key"].startswith("sk-ant-b")
+    assert served.headers["anthropic-beta"] == "context-management-2025-06-27"
