@@ -6,13 +6,16 @@ Each POST to a model API is matched to a recorded call by
 original pacing divided by `speed` (0: no waiting). What a call the recording
 lacks (a miss) gets depends on the mode:
 
-    strict          a 404 in the client's API shape (`x-taplog-error:
+    strict          a 400 in the client's API shape (`x-taplog-error:
                     replay_miss`) naming the closest recorded request and the
                     first field where it differs; nothing reaches a vendor
     passthrough     the normal proxy path: forwarded to the vendor, recorded
     record-missing  the same, and once its answer is in the log it joins the
                     index, so the same request is answered from the recording
                     from then on (VCR's "new episodes")
+
+Every hit and every miss is a line on stderr (taplog's log): a miss names the closest
+recorded request and the first field where it differs, in every mode.
 
 `Replayer.answer` is called by the proxy's handler (after the token check,
 routing and reading the body) and by the small strict-only app of `taplog
@@ -22,6 +25,7 @@ replay`, which reads no keys, calls no vendor and writes nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +51,12 @@ from taplog.recorder.tools.recorded_answers import (
 )
 
 STRICT, PASSTHROUGH_MODE, RECORD_MISSING = "strict", "passthrough", "record-missing"
+_MISS_GOES = {
+    STRICT: "refused",
+    PASSTHROUGH_MODE: "sent to the vendor",
+    RECORD_MISSING: "sent to the vendor, its answer recorded",
+}
+log = logging.getLogger("taplog")
 MAX_BODY = 64 * 2**20
 
 
@@ -75,10 +85,15 @@ class Replayer:
             return error_response(provider, 400, "the body is not JSON", "replay_bad_body")
         recorded = self.index.take(api, body)
         if recorded is not None:
+            log.info("replay hit: %s from %s", api, recorded.where())
             return await _send_recorded(request, recorded, self.speed)
+        miss = _miss(self.index, api, body)
+        log.warning("%s (%s: %s)", miss, self.mode, _MISS_GOES[self.mode])
         if self.mode != STRICT:
             return None
-        return error_response(provider, 404, _miss(self.index, api, body), "replay_miss")
+        # 400, not 404: a client shows a request error with its message (Claude Code reads a
+        # 404 as a model that does not exist)
+        return error_response(provider, 400, miss, "replay_miss")
 
     async def forwarding(
         self, exchange: str, recorder: Recorder, sending: Awaitable[web.StreamResponse]

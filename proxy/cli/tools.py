@@ -200,7 +200,7 @@ def resume(
     "--mode",
     type=click.Choice(REPLAY_MODES),
     default="strict",
-    help="What a call the recording lacks gets: a 404 (strict), the vendor (passthrough), "
+    help="What a call the recording lacks gets: a 400 (strict), the vendor (passthrough), "
     "the vendor and a place in the recording (record-missing).",
 )
 @click.option(
@@ -224,9 +224,10 @@ def replay(
     """Answer model calls from a recording (a data dir or a session file).
 
     Strict (the default): offline; a request that matches no recorded one gets
-    a 404 in the client's API shape naming the closest recorded request. The
+    a 400 in the client's API shape naming the closest recorded request. The
     other modes run the full proxy (taplog serve --replay): a miss goes to the
-    vendor and is recorded into --data-dir. Point the SDK's base URL at it.
+    vendor and is recorded into --data-dir. Every hit and miss is logged on
+    stderr. Point the SDK's base URL at it.
 
     Beyond loopback it needs inbound tokens, as `serve` does.
 
@@ -236,6 +237,7 @@ def replay(
 
     from taplog.proxy.cli.options import load_settings
     from taplog.proxy.config import ConfigError
+    from taplog.proxy.observe.log_lines import configure_logging
     from taplog.proxy.replay import run_replay
     from taplog.proxy.server import ServeError, serve
     from taplog.recorder.store.lock import DataDirBusy
@@ -253,6 +255,7 @@ def replay(
     }
     try:
         settings, fallbacks = load_settings(config, flags, ())
+        configure_logging(settings.log_format, settings.log_level)
         if mode == "strict":  # offline: only the recording
             asyncio.run(run_replay(source, settings))
         else:  # taplog serve --replay SOURCE --replay-mode MODE

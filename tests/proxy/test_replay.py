@@ -72,7 +72,7 @@ def test_a_miss_is_an_error_in_the_clients_shape_naming_the_closest(servers, tap
         if e["type"] == "llm.request" and e["api"] == "openai.chat"
     )
 
-    with pytest.raises(openai.NotFoundError) as miss:
+    with pytest.raises(openai.BadRequestError) as miss:
         sdk_client("chat", url).chat.completions.create(
             model="gpt-4.1", messages=[{"role": "user", "content": "Hello"}]
         )
@@ -82,14 +82,14 @@ def test_a_miss_is_an_error_in_the_clients_shape_naming_the_closest(servers, tap
     assert message.endswith("differs at messages[0].content")
     assert miss.value.response.headers["x-taplog-error"] == "replay_miss"
 
-    with pytest.raises(anthropic.NotFoundError) as miss:
+    with pytest.raises(anthropic.BadRequestError) as miss:
         sdk_client("anthropic", url).messages.create(
             model="claude-sonnet-4-6", max_tokens=99, messages=[{"role": "user", "content": "Hi"}]
         )
-    assert miss.value.body["error"]["type"] == "not_found_error"
+    assert miss.value.body["error"]["type"] == "invalid_request_error"
     assert miss.value.body["error"]["message"].endswith("differs at max_tokens")
 
-    with pytest.raises(openai.NotFoundError) as miss:
+    with pytest.raises(openai.BadRequestError) as miss:
         sdk_client("responses", url).responses.create(model="gpt-4.1", input="Hi")
     assert "no openai.responses call recorded" in miss.value.body["message"]
 

@@ -60,18 +60,29 @@ def test_serve_replay_answers_a_recorded_agent_run_byte_for_byte(
     assert proxy.sessions() == {}  # hits are not recorded again
 
 
-def test_strict_serve_replay_refuses_a_miss_and_sends_nothing(servers, fake, taplog, tmp_path, oai):
+def test_strict_serve_replay_refuses_a_miss_and_sends_nothing(
+    servers, fake, taplog, tmp_path, oai, caplog
+):
     oai.chat.completions.create(model="gpt-4.1", messages=HI)
     taplog.wait_responses(1)
     proxy = replaying(servers, fake, tmp_path, taplog.data_dir, "strict")
     asked_vendor = len(fake.requests)
+    caplog.set_level("INFO", logger="taplog")
+    sdk_client("chat", proxy.url).chat.completions.create(model="gpt-4.1", messages=HI)
 
-    with pytest.raises(openai.NotFoundError) as miss:
+    with pytest.raises(openai.BadRequestError) as miss:
         sdk_client("chat", proxy.url).chat.completions.create(
             model="gpt-4.1", messages=[{"role": "user", "content": "Hello"}]
         )
     assert miss.value.response.headers["x-taplog-error"] == "replay_miss"
     assert miss.value.body["message"].endswith("differs at messages[0].content")
+    said = [r.getMessage() for r in caplog.records if r.name == "taplog"]
+    assert any(m.startswith("replay hit: openai.chat from session ") for m in said), said
+    assert any(
+        m.startswith("replay miss: no recorded openai.chat request matches")
+        and m.endswith("differs at messages[0].content (strict: refused)")
+        for m in said
+    ), said
     with pytest.raises(openai.NotFoundError):
         sdk_client("chat", proxy.url).models.list()  # strict: nothing but recorded model calls
     assert len(fake.requests) == asked_vendor and proxy.sessions() == {}
@@ -207,9 +218,9 @@ def test_serve_replay_refuses_a_missing_recording(tmp_path):
 
 def test_anthropic_sdk_misses_are_in_its_own_shape(servers, fake, taplog, tmp_path):
     proxy = replaying(servers, fake, tmp_path, taplog.data_dir, "strict")
-    with pytest.raises(anthropic.NotFoundError) as miss:
+    with pytest.raises(anthropic.BadRequestError) as miss:
         sdk_client("anthropic", proxy.url).messages.create(
             model="claude-sonnet-4-6", max_tokens=64, messages=HI
         )
-    assert miss.value.body["error"]["type"] == "not_found_error"
+    assert miss.value.body["error"]["type"] == "invalid_request_error"
     assert "no anthropic.messages call recorded" in miss.value.body["error"]["message"]
