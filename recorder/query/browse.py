@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from taplog.recorder.bodies import decode_body
-from taplog.recorder.query.timeline import UnknownSession, session_conditions
+from taplog.recorder.query.timeline import UnknownSession, openings, session_conditions
 from taplog.recorder.stitching import new_messages
 from taplog.recorder.store.reader import read_events
 from taplog.recorder.vendors.clients import tool_run
@@ -76,7 +76,11 @@ def list_sessions(con: duckdb.DuckDBPyConnection, wanted: SessionQuery) -> list[
         f"ORDER BY {SESSION_SORTS[wanted.sort]} {order} NULLS LAST, session LIMIT ?",
         [*params, min(wanted.limit, MAX_SESSIONS)],
     )
-    return _records(cursor)
+    found = _records(cursor)
+    opened = openings(con, [s["session"] for s in found])
+    for session in found:
+        session["client"], session["prompt"] = opened.get(session["session"], (None, None))
+    return found
 
 
 def models(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -14,7 +14,8 @@ import duckdb
 import orjson
 
 from taplog.recorder.query.tables import cell, safe_text
-from taplog.recorder.vendors.clients import tool_run
+from taplog.recorder.vendors.apis import conversation
+from taplog.recorder.vendors.clients import client_name, prompt_text, tool_run
 
 SESSION_COLUMNS = (
     "session, started_at, last_at, calls, models, input_tokens, output_tokens, cost_usd, "
@@ -73,11 +74,38 @@ def list_sessions(
     )
     sql = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {where} ORDER BY last_at DESC LIMIT ?"
     relation = con.sql(sql, params=[*params, wanted.limit])
-    return relation.columns, [str(t) for t in relation.types], relation.fetchall()
+    rows = relation.fetchall()
+    opened = openings(con, [row[0] for row in rows])
+    rows = [(*row, *opened.get(row[0], (None, None))) for row in rows]
+    columns, types = [*relation.columns, "client", "prompt"], [str(t) for t in relation.types]
+    return columns, [*types, "VARCHAR", "VARCHAR"], rows
 
 
 class UnknownSession(LookupError):
     pass
+
+
+def openings(con: duckdb.DuckDBPyConnection, sessions: list[str]) -> dict[str, tuple]:
+    """Session -> (client, prompt): the agent or SDK it came from, and the person's prompt
+    of its first call (a fork's is its origin's: the conversation began there)."""
+    if not sessions:
+        return {}
+    rows = con.execute(
+        "SELECT s.session, s.user_agent, c.api, c.request_body FROM sessions s LEFT JOIN "
+        "(SELECT session, arg_min(api, started_at) AS api, "
+        "arg_min(request_body, started_at) AS request_body FROM llm_calls GROUP BY session) c "
+        "USING (session) WHERE s.session IN (SELECT unnest(?))",
+        [sessions],
+    ).fetchall()
+    return {session: (client_name(agent), _prompt(api, body)) for session, agent, api, body in rows}
+
+
+def _prompt(api: str | None, body: str | None) -> str | None:
+    module = conversation(api) if api else None
+    parsed = orjson.loads(body) if body else None
+    if module is None or not isinstance(parsed, dict):
+        return None
+    return prompt_text(module.transcript(parsed)[1])
 
 
 def _result(result: Any, width: int | None) -> str:

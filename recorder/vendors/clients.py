@@ -6,6 +6,8 @@ session ids   Claude Code's header and `metadata.user_id`, Codex's and opencode'
 retries       the official SDKs count a call's retries in `x-stainless-retry-count`
 tool results  a result that states its own exit code: OpenAI's APIs have no error flag for
               a tool result, so a failed command is known from what the client wrote
+names         which agent or SDK a `user-agent` names; which user text is the person's
+              prompt (the coding agents put their context in tagged text beside it)
 """
 
 from __future__ import annotations
@@ -93,3 +95,42 @@ def tool_run(result: Any) -> ToolRun:
         if code is not None:
             return ToolRun(printed, int(code.group(1)))
     return ToolRun(result)
+
+
+_CLIENTS = (  # user-agent prefix -> the client's name
+    ("claude-cli/", "Claude Code"),
+    ("codex_", "Codex"),
+    ("opencode/", "opencode"),
+    ("aider", "aider"),
+    ("openai/python", "OpenAI Python SDK"),
+    ("openai/js", "OpenAI JS SDK"),
+    ("anthropic/python", "Anthropic Python SDK"),
+    ("anthropic/js", "Anthropic JS SDK"),
+    ("taplog-resume", "taplog resume"),
+)
+
+
+def client_name(user_agent: str | None) -> str | None:
+    """The agent or SDK a session's `user-agent` names, None when taplog does not know it."""
+    agent = (user_agent or "").lower()
+    return next((name for prefix, name in _CLIENTS if agent.startswith(prefix)), None)
+
+
+def prompt_text(turns: Any) -> str | None:
+    """The person's prompt among a request's turns: the last user text that is not context
+    a client added in tags (Claude Code's `<system-reminder>`, Codex's
+    `<environment_context>`)."""
+    for turn in reversed(turns if isinstance(turns, list) else []):
+        if isinstance(turn, dict) and turn.get("role") == "user":
+            for text in reversed(_texts(turn.get("content"))):
+                if text.strip() and not text.lstrip().startswith("<"):
+                    return text.strip()
+    return None
+
+
+def _texts(content: Any) -> list[str]:
+    """The texts of a turn's content: a string, or text parts of any API."""
+    if isinstance(content, str):
+        return [content]
+    parts = content if isinstance(content, list) else []
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]

@@ -157,6 +157,14 @@ def test_claude_code_works_through_taplog(servers, vendors, tmp_path):
     result = _claude(proxy, tmp_path)
     assert result["is_error"] is False and "taplog-ok" in result["result"]
     _one_session_with_its_tool_events(proxy, "Bash")
+    assert _listed(proxy) == [("Claude Code", PROMPT.format(tool="Bash"))]
+
+
+def _listed(proxy) -> list[tuple[str, str]]:
+    """`taplog sessions`: each session's client and prompt."""
+    data = ["--data-dir", str(proxy.data_dir), "--format", "jsonl"]
+    listed = CliRunner().invoke(main, ["sessions", *data])
+    return [(r["client"], r["prompt"]) for r in map(json.loads, listed.output.splitlines())]
 
 
 def test_claude_code_finishes_its_tool_loop_while_anthropic_is_down(servers, vendors, tmp_path):
@@ -174,6 +182,7 @@ def test_codex_works_through_taplog(servers, vendors, tmp_path):
     proxy = _proxy(servers, vendors, tmp_path / "data")
     assert "taplog-ok" in _codex_answer(_codex(proxy, tmp_path))
     _one_session_with_its_tool_events(proxy, "exec_command")
+    assert _listed(proxy) == [("Codex", PROMPT.format(tool="exec_command"))]
 
 
 def test_codex_finishes_its_tool_loop_while_openai_is_down(servers, vendors, tmp_path):

@@ -111,6 +111,9 @@ def test_sessions_page_lists_filters_and_sorts_the_sessions(browser, ui_url):
     assert sorted(row.get_attribute("data-session") for row in listed) == sorted(SESSIONS)
     failover = browser.find_element(By.CSS_SELECTOR, "tr[data-session='failover-chat']")
     assert "gpt-4.1" not in failover.text and "claude-sonnet-4-6" in failover.text
+    prompt = failover.find_element(By.CSS_SELECTOR, ".prompt").text
+    client = failover.find_element(By.CSS_SELECTOR, ".tag.client").text
+    assert prompt.startswith("Plan my trip") and client == "OpenAI Python SDK"
     screenshot(browser, "sessions")
 
     browser.find_element(By.CSS_SELECTOR, "a[data-sort='calls']").click()  # most calls first

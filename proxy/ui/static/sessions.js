@@ -1,7 +1,7 @@
 // The sessions page: recent sessions, filtered by time, model and prompt text,
 // sorted by any column. Filters live in the URL (#/?model=…&sort=…).
 
-import { h, getJSON, fmtInt, fmtMoney, fmtMs, fmtTime, fmtTokens } from "./dom.js";
+import { h, getJSON, fmtInt, fmtMoney, fmtMs, fmtTime, fmtTokens, clip } from "./dom.js";
 
 const COLUMNS = [
   ["session", "Session"],
@@ -85,7 +85,10 @@ function row(session) {
   return h("tr", { class: "session-row", dataset: { session: session.session }, onclick: (event) => {
     if (event.target.tagName !== "A") location.hash = link;
   } },
-  h("td", {}, h("a", { href: link, class: "mono" }, session.session)),
+  h("td", {},
+    h("a", { href: link, class: "mono" }, session.session),
+    session.client ? h("span", { class: "tag client" }, session.client) : null,
+    session.prompt ? h("div", { class: "prompt muted" }, clip(session.prompt, 90)) : null),
   h("td", { class: "nowrap" }, fmtTime(session.started_at)),
   h("td", { class: "num" }, fmtMs(session.duration_ms)),
   h("td", { class: "num" }, fmtInt(session.calls)),

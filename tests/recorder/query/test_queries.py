@@ -16,7 +16,7 @@ from taplog.recorder.events import ERROR, make_event
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.query.connect import connect, query
 from taplog.recorder.store.writer import EventRecord, Recorder
-from tests.fakes.agents import anthropic_agent, chat_agent
+from tests.fakes.agents import PLAN, anthropic_agent, chat_agent
 from tests.fakes.harness import start_taplog
 from tests.fakes.keys import OPENAI_KEY
 
@@ -111,6 +111,8 @@ def test_sessions_and_show_commands(recorded_taplog):
     rows = [orjson.loads(line) for line in listed.output.splitlines()]
     assert len(rows) == 4
     assert [r["last_at"] for r in rows] == sorted((r["last_at"] for r in rows), reverse=True)
+    assert ("OpenAI Python SDK", PLAN) in {(r["client"], r["prompt"]) for r in rows}
+    assert ("Anthropic Python SDK", PLAN) in {(r["client"], r["prompt"]) for r in rows}
     failing = runner.invoke(main, ["sessions", *data, "--failing", "--format", "jsonl"])
     assert len(failing.output.splitlines()) == 2  # the tool error and the vendor error
     by_model = runner.invoke(main, ["sessions", *data, "--model", "claude-sonnet-4-6"])
