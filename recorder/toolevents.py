@@ -31,6 +31,7 @@ from taplog.recorder.events import (
     tool_post,
     tool_pre,
 )
+from taplog.recorder.vendors.clients import tool_run
 from taplog.recorder.vendors.tools import ToolCall, ToolResult
 
 ORPHAN_RESULT = "orphan_result"
@@ -101,15 +102,7 @@ class ToolLedger:
                 took = None if asked.at is None else (epoch(request["ts"]) - asked.at) * 1000
                 name, timing = asked.name, {"duration_ms": None if took is None else round(took, 3)}
             events.append(
-                _post(
-                    request,
-                    result.call_id,
-                    name,
-                    result.result,
-                    result.is_error,
-                    **timing,
-                    **_how(result),
-                )
+                _post(request, result.call_id, name, result.result, **_judged(result), **timing)
             )
         return events
 
@@ -144,10 +137,20 @@ class ToolLedger:
                     asked.at = None
 
 
-def _how(result: ToolResult) -> dict[str, Any]:
-    """How a result's failure was known, and the exit code it states, when there are."""
-    how = {"error_from": result.error_from, "exit_code": result.exit_code}
-    return {key: value for key, value in how.items() if value is not None}
+def _judged(result: ToolResult) -> dict[str, Any]:
+    """Whether a result failed and how that is known, decided once, when it is first seen:
+    the API's own flag, else the exit code its client states (`clients.tool_run`)."""
+    if result.is_error is not None:
+        failed, known, code = result.is_error, "is_error", None
+    else:
+        code = tool_run(result.result).exit_code
+        failed, known = code is not None and code != 0, "exit_code"
+    judged: dict[str, Any] = {"is_error": failed}
+    if failed:
+        judged["error_from"] = known
+    if code is not None:
+        judged["exit_code"] = code
+    return judged
 
 
 def _post(

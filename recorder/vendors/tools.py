@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 
-from taplog.recorder.vendors.clients import tool_run
 from taplog.recorder.vendors.sse import Text
 
 
@@ -33,22 +32,7 @@ class ToolCall:
 class ToolResult:
     call_id: str
     result: Any
-    is_error: bool = False
-    error_from: str | None = None  # how a failure was known: "is_error", "exit_code"
-    exit_code: int | None = None  # the exit code the client's result states
-
-
-def flagged_result(call_id: str, result: Any, is_error: bool) -> ToolResult:
-    """A result whose API flags failures itself (Anthropic's `is_error`)."""
-    return ToolResult(call_id, result, is_error, "is_error" if is_error else None)
-
-
-def unflagged_result(call_id: str, result: Any) -> ToolResult:
-    """A result of an API with no error flag: failed when the client's result states a
-    non-zero exit code (`clients.tool_run`)."""
-    code = tool_run(result).exit_code
-    failed = code is not None and code != 0
-    return ToolResult(call_id, result, failed, "exit_code" if failed else None, code)
+    is_error: bool | None = None  # None: the API has no error flag (its client may say)
 
 
 def parsed_arguments(raw: Any) -> tuple[Any, str | None]:

@@ -30,7 +30,7 @@ from taplog.recorder.vendors.sse import (
     summary,
     typed_payloads,
 )
-from taplog.recorder.vendors.tools import ToolCall, ToolResult, flagged_result
+from taplog.recorder.vendors.tools import ToolCall, ToolResult
 
 __all__ = [
     "END_EVENT",
@@ -239,7 +239,7 @@ def _server_tool_failed(result: dict) -> bool:
 def tool_results(body: dict) -> list[ToolResult]:
     """`tool_result` blocks of the request's user messages, in transcript order."""
     return [
-        flagged_result(block["tool_use_id"], block.get("content"), block.get("is_error") is True)
+        ToolResult(block["tool_use_id"], block.get("content"), block.get("is_error") is True)
         for message in as_list(body.get("messages"))
         if isinstance(message, dict) and message.get("role") == "user"
         for block in as_list(message.get("content"))

@@ -30,7 +30,7 @@ from taplog.recorder.vendors.sse import (
     load_object,
     summary,
 )
-from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string, unflagged_result
+from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string
 
 __all__ = [
     "END_EVENT",
@@ -249,7 +249,7 @@ def tool_calls(body: dict) -> list[ToolCall]:
 def tool_results(body: dict) -> list[ToolResult]:
     """The `role: tool` messages of a request, in transcript order."""
     return [
-        unflagged_result(message["tool_call_id"], message.get("content"))
+        ToolResult(message["tool_call_id"], message.get("content"))
         for message in as_list(body.get("messages"))
         if isinstance(message, dict)
         and message.get("role") == "tool"

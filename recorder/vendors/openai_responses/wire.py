@@ -30,7 +30,7 @@ from taplog.recorder.vendors.sse import (
     summary,
     typed_payloads,
 )
-from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string, unflagged_result
+from taplog.recorder.vendors.tools import ToolCall, ToolResult, call_from_string
 
 __all__ = [
     "END_EVENT",
@@ -280,7 +280,7 @@ def _hosted_call(kind: str, item: dict) -> ToolCall:
 def tool_results(body: dict) -> list[ToolResult]:
     """Tool outputs among the request's input items, in order."""
     return [
-        unflagged_result(item["call_id"], item.get("output"))
+        ToolResult(item["call_id"], item.get("output"))
         for item in as_list(body.get("input"))
         if isinstance(item, dict)
         and isinstance(item.get("type"), str)
