@@ -1,0 +1,123 @@
+"""The real coding agents, Claude Code and Codex, run as a user runs them, against taplog.
+
+Each CLI runs non-interactively in a scratch directory (its working directory `work/`
+and its home `home/` under it) and works through a one-tool loop of the fake vendor:
+the model asks for one harmless shell `echo`, the CLI runs it and sends the result, the
+model answers with it ("Done: … taplog-ok"). `.ci/run` installs the pinned CLIs with npm
+into `.ci/clis` (see there); elsewhere the tests that need them are skipped with how to
+install them, or `TAPLOG_CLIS` names another `node_modules/.bin`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from taplog.proxy.failover.rules import load_fallbacks
+from tests import ROOT
+from tests.fakes.harness import start_taplog
+from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
+
+BIN = Path(os.environ.get("TAPLOG_CLIS", ROOT / ".ci/clis/node_modules/.bin"))
+CLAUDE, CODEX = BIN / "claude", BIN / "codex"
+PROMPT = "Run the shell command, then report what it printed. !plan={tool}"
+CLAUDE_PROMPT, CODEX_PROMPT = PROMPT.format(tool="Bash"), PROMPT.format(tool="exec_command")
+QUIET = {  # no telemetry, updates or error reports: the CLIs talk to the fakes only
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+
+def needs(cli: Path) -> None:
+    if not cli.exists():
+        pytest.skip(
+            f"{cli.name} is not installed here: npm install --prefix .ci/clis "
+            "@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 (as .ci/run does)"
+        )
+
+
+def proxy_for(servers, vendors, data: Path, *fallback: str, **options):
+    """taplog in front of both fakes, with `--fallback` rules as a user would type them."""
+    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
+    fallbacks = load_fallbacks(openai_base, anthropic_base, {}, fallback)
+    return start_taplog(
+        servers, data, fallbacks, openai_base=openai_base, anthropic_base=anthropic_base, **options
+    )
+
+
+def run_claude(base_url: str, scratch: Path, prompt: str = CLAUDE_PROMPT) -> dict:
+    """`claude -p PROMPT` through `base_url`; its JSON result."""
+    needs(CLAUDE)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(scratch / "home"),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+        **QUIET,
+    }
+    argv = [str(CLAUDE), "-p", prompt, "--output-format", "json"]
+    done = run([*argv, "--allowedTools", "Bash"], env, scratch)
+    return json.loads(done.stdout)
+
+
+def run_codex(base_url: str, scratch: Path, directives: str = "") -> list[dict]:
+    """`codex exec PROMPT` through `base_url` (…/v1); its JSON events."""
+    needs(CODEX)
+    home = scratch / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f"""model = "gpt-5.5"
+model_provider = "taplog"
+check_for_update_on_startup = false
+
+[model_providers.taplog]
+name = "taplog"
+base_url = "{base_url}"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+"""
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(scratch / "home"),
+        "CODEX_HOME": str(home),
+        "OPENAI_API_KEY": OPENAI_KEY,
+    }
+    argv = [str(CODEX), "exec", "--json", "--skip-git-repo-check"]
+    done = run([*argv, f"{CODEX_PROMPT} {directives}"], env, scratch)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def run(argv: list[str], env: dict[str, str], scratch: Path) -> subprocess.CompletedProcess:
+    work = scratch / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    (scratch / "home").mkdir(exist_ok=True)
+    done = subprocess.run(
+        argv,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+def codex_answer(events: list[dict]) -> str:
+    messages = [
+        e["item"]["text"] for e in events if e.get("item", {}).get("type") == "agent_message"
+    ]
+    return messages[-1] if messages else ""
