@@ -209,7 +209,7 @@ def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Ap
     )
     app[RESPONSES_HISTORY] = ResponsesHistory()
     if settings.replay:
-        index = load_index(Path(settings.replay))
+        index = load_index(Path(settings.replay), settings.replay_ignored)
         app[REPLAYER] = Replayer(index, settings.replay_mode, settings.replay_speed)
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)

@@ -60,6 +60,7 @@ class Call:
     client_bytes: bytes | None = None  # what the client got of a translated answer
     skipped: list[str] = field(default_factory=list)  # targets that could not take the call
     refused: tuple[str, str] | None = None  # taplog answered itself: (outcome, why)
+    replay_miss: str | None = None  # why `--replay` sent it on: the recording lacks it
 
     @property
     def api(self) -> str:

@@ -356,6 +356,8 @@ def _replay(call: Call, error: tuple[Try, bytes]) -> web.Response:
 
 def _refuse(call: Call, status: int, message: str, outcome: str) -> web.Response:
     """taplog's own answer, in the client's API's shape, and in the log as what it got."""
+    if call.replay_miss:  # what a replay would have answered, had the recording held it
+        message = f"{message}; {call.replay_miss}"
     call.refused = (outcome, message)
     return errors.error_response(call.provider, status, message, outcome)
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from taplog.recorder.vendors.apis import provider_endpoint
+from taplog.recorder.vendors.reruns import IgnoredField
 
 FSYNC_CHOICES = ("always", "interval", "never")
 LOG_FORMATS = ("text", "json")
@@ -121,6 +122,10 @@ def is_metadata_host(host: str) -> bool:
 def _replay_source(value: str) -> None:
     if value and not Path(value).exists():
         raise ValueError("must be an existing data dir or session file (empty: no replay)")
+
+
+def _field_paths(value: str) -> tuple[IgnoredField, ...]:
+    return tuple(IgnoredField(path.strip()) for path in value.split(",") if path.strip())
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9._~-]{16,256}")
@@ -243,7 +248,7 @@ class Settings:
     )
     replay_mode: str = setting(
         "strict",
-        "With --replay, what a call the recording lacks gets: strict (a 404 naming the "
+        "With --replay, what a call the recording lacks gets: strict (a 400 naming the "
         "closest recorded call), passthrough (the vendor, recorded), record-missing (the "
         "vendor, recorded and answered from the recording from then on).",
         OneOf(REPLAY_MODES),
@@ -253,6 +258,12 @@ class Settings:
         "With --replay, stream pacing: 2 plays twice as fast as recorded, 0 without waiting.",
         _not_negative,
     )
+    replay_ignore: str = setting(
+        "",
+        "With --replay, request fields to leave out of the matching, comma-separated, beyond "
+        "what the known clients make anew each run: tools,system[2].text,messages[*].content.",
+        _field_paths,
+    )
 
     @property
     def max_body_bytes(self) -> int:
@@ -261,6 +272,10 @@ class Settings:
     @property
     def body_inline_max_bytes(self) -> int:
         return int(self.body_inline_max_kb * 1024)
+
+    @property
+    def replay_ignored(self) -> tuple[IgnoredField, ...]:
+        return _field_paths(self.replay_ignore)
 
     @property
     def auth_tokens(self) -> tuple[str, ...]:

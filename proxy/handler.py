@@ -91,10 +91,12 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         )
         return errors.error_response(route.provider, 400, message, "upstream_override")
     replayer = app.get(REPLAYER)
+    replay_miss = None
     if replayer is not None:
         replayed = await replayer.answer(request, route.provider, route.api, parsed)
-        if replayed is not None:
+        if isinstance(replayed, web.StreamResponse):
             return replayed
+        replay_miss = replayed
     key_fp = fingerprint(api_key(headers))
     clues = CallClues(route.api, headers, parsed, key_fp, route.session, retry_count(headers) > 0)
     try:
@@ -116,6 +118,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         key_fingerprint=key_fp,
         rule=_rule(services, route.api, parsed),
         history=_history(services, route.api, parsed),
+        replay_miss=replay_miss,
     )
     if resolution.first_seen:
         recorder.record(EventRecord(_session_started(resolution, route.api, headers)))

@@ -15,7 +15,9 @@ lacks (a miss) gets depends on the mode:
                     from then on (VCR's "new episodes")
 
 Every hit and every miss is a line on stderr (taplog's log): a miss names the closest
-recorded request and the first field where it differs, in every mode.
+recorded request and the first field where it differs, in every mode. A miss sent on to a
+vendor that taplog then answers itself (the vendor cannot be reached, every target
+failed) says so in that error too, and so in the call's `call.answered` event.
 
 `Replayer.answer` is called by the proxy's handler (after the token check,
 routing and reading the body) and by the small strict-only app of `taplog
@@ -49,6 +51,7 @@ from taplog.recorder.tools.recorded_answers import (
     load_index,
     recorded_calls,
 )
+from taplog.recorder.vendors.reruns import IgnoredField
 
 STRICT, PASSTHROUGH_MODE, RECORD_MISSING = "strict", "passthrough", "record-missing"
 _MISS_GOES = {
@@ -72,8 +75,9 @@ class Replayer:
 
     async def answer(
         self, request: web.Request, provider: str, api: str, body: object
-    ) -> web.StreamResponse | None:
-        """The recorded answer, strict mode's refusal, or None: send it to the vendor."""
+    ) -> web.StreamResponse | str | None:
+        """The recorded answer or strict mode's refusal; else send it to the vendor: why the
+        recording lacks it (a miss), or None (not a call replay answers)."""
         if api not in REPLAYED_APIS:
             if self.mode != STRICT:
                 return None
@@ -90,7 +94,7 @@ class Replayer:
         miss = _miss(self.index, api, body)
         log.warning("%s (%s: %s)", miss, self.mode, _MISS_GOES[self.mode])
         if self.mode != STRICT:
-            return None
+            return miss
         # 400, not 404: a client shows a request error with its message (Claude Code reads a
         # 404 as a model that does not exist)
         return error_response(provider, 400, miss, "replay_miss")
@@ -172,12 +176,15 @@ TOKENS = web.AppKey("tokens", Tokens)
 
 
 def create_replay_app(
-    source: Path, speed: float = 1.0, tokens: Tokens | None = None
+    source: Path,
+    speed: float = 1.0,
+    tokens: Tokens | None = None,
+    ignored: tuple[IgnoredField, ...] = (),
 ) -> web.Application:
     """The strict replay server's app over a data dir or one session file; with tokens,
     only calls that present one are answered (as `taplog serve` does)."""
     app = web.Application(client_max_size=MAX_BODY)
-    app[REPLAYER] = Replayer(load_index(source), STRICT, speed)
+    app[REPLAYER] = Replayer(load_index(source, ignored), STRICT, speed)
     app[TOKENS] = tokens or Tokens(())
     app.router.add_route("*", "/{tail:.*}", _replay)
     return app
@@ -193,7 +200,7 @@ async def _replay(request: web.Request) -> web.StreamResponse:
     answer = await request.app[REPLAYER].answer(
         request, provider_for(target), api or PASSTHROUGH, body
     )
-    assert answer is not None  # strict: every call is answered
+    assert isinstance(answer, web.StreamResponse)  # strict: every call is answered
     return answer
 
 
@@ -203,7 +210,8 @@ async def run_replay(source: Path, settings: Settings) -> None:
     problem = auth.binding_problem(settings, REPLAY_EXPOSURE)
     if problem is not None:
         raise ServeError(problem)
-    app = create_replay_app(source, settings.replay_speed, Tokens(settings.auth_tokens))
+    tokens = Tokens(settings.auth_tokens)
+    app = create_replay_app(source, settings.replay_speed, tokens, settings.replay_ignored)
     runner = ProxyRunner(app, settings.header_timeout, shutdown_timeout=settings.shutdown_grace)
     async with listening(runner, settings.host, settings.port) as (bound_host, port, *_):
         token = "/t/$TAPLOG_AUTH_TOKEN" if settings.auth_tokens else ""

@@ -204,6 +204,14 @@ def resume(
     "the vendor and a place in the recording (record-missing).",
 )
 @click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="FIELD",
+    help="A request field to leave out of the matching (repeatable), beyond what the known "
+    "clients make anew each run: tools, system[2].text, messages[*].content.",
+)
+@click.option(
     "--data-dir",
     type=click.Path(path_type=Path, file_okay=False),
     help="passthrough / record-missing: where misses are recorded (as taplog serve's).",
@@ -216,6 +224,7 @@ def replay(
     port: int,
     speed: float,
     mode: str,
+    ignore: tuple[str, ...],
     data_dir: Path | None,
     config: Path | None,
     auth_token: str | None,
@@ -250,6 +259,7 @@ def replay(
         "replay": str(source),
         "replay_mode": mode,
         "replay_speed": speed,
+        "replay_ignore": ",".join(ignore) or None,
         "auth_token": auth_token,
         "insecure_no_auth": insecure_no_auth or None,
     }

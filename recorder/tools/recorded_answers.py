@@ -1,12 +1,13 @@
 """Recorded answers by request signature: what `taplog replay` serves from.
 
-The signature of a request is its API plus its JSON body in canonical form:
-keys sorted at every level, no whitespace, so key order and formatting never
-matter. Every field counts except the per-run ones in `IGNORED_FIELDS` (top
-level only). Two requests with the same signature get the same answer; when
-the recording holds several answers for one signature (an agent that asked
-the same thing twice), they are served in recorded order, the last one again
-once they run out.
+The signature of a request is its API plus its JSON body as a rerun of the same work
+would send it again (`recorder.vendors.reruns`: without the per-run fields, cache
+markers, the ids, places and times the known clients make anew each run, and the fields
+the user sets aside), in canonical form: keys sorted at every level, no whitespace, so
+key order and formatting never matter. Two requests with the same signature get the same
+answer; when the recording holds several answers for one signature (an agent that asked
+the same thing twice), they are served in recorded order, the last one again once they
+run out.
 
 Indexed: each client call (exchange) of a known API whose first request body
 is JSON and whose answer came back whole from the vendor it was sent to. Calls
@@ -28,9 +29,9 @@ import orjson
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.store.reader import read_all, read_events
-from taplog.recorder.vendors.apis import API_MODULES, PER_RUN_FIELDS, api_ending
+from taplog.recorder.vendors.apis import API_MODULES, api_ending
+from taplog.recorder.vendors.reruns import IgnoredField, rerun_view
 
-IGNORED_FIELDS = PER_RUN_FIELDS  # a user, metadata, a cache key: the run's, not the question
 REPLAYED_APIS = tuple(API_MODULES)
 # Answer headers that describe the original connection, not the answer.
 _HOP_HEADERS = frozenset(
@@ -43,15 +44,13 @@ def api_of_path(path: str) -> str | None:
     return api_ending(path.partition("?")[0].rstrip("/"))
 
 
-def canonical(body: Any) -> bytes:
-    """The body as the signature sees it: ignored fields gone, keys sorted, compact."""
-    if isinstance(body, dict):
-        body = {k: v for k, v in body.items() if k not in IGNORED_FIELDS}
-    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+def canonical(view: Any) -> bytes:
+    """A rerun view as the signature sees it: keys sorted, compact."""
+    return orjson.dumps(view, option=orjson.OPT_SORT_KEYS)
 
 
-def signature(api: str, body: Any) -> str:
-    return hashlib.sha256(api.encode() + b"\n" + canonical(body)).hexdigest()
+def signature(api: str, view: Any) -> str:
+    return hashlib.sha256(api.encode() + b"\n" + canonical(view)).hexdigest()
 
 
 @dataclass(slots=True)
@@ -74,18 +73,23 @@ class Recorded:
 
 @dataclass
 class ReplayIndex:
-    calls: dict[str, list[Recorded]] = field(default_factory=dict)
+    ignored: tuple[IgnoredField, ...] = ()  # the fields the user sets aside
+    calls: dict[str, list[Recorded]] = field(default_factory=dict)  # by signature
+    views: dict[str, Any] = field(default_factory=dict)  # signature -> the rerun view
     served: dict[str, int] = field(default_factory=dict)
 
     def add(self, call: Recorded) -> None:
-        self.calls.setdefault(signature(call.api, call.request), []).append(call)
+        view = rerun_view(call.api, call.request, self.ignored)
+        key = signature(call.api, view)
+        self.views[key] = view
+        self.calls.setdefault(key, []).append(call)
 
     def __len__(self) -> int:
         return sum(len(calls) for calls in self.calls.values())
 
     def take(self, api: str, body: Any) -> Recorded | None:
         """The next recorded answer to this request, or None on a miss."""
-        key = signature(api, body)
+        key = signature(api, rerun_view(api, body, self.ignored))
         calls = self.calls.get(key)
         if not calls:
             return None
@@ -95,18 +99,20 @@ class ReplayIndex:
 
     def closest(self, api: str, body: Any) -> tuple[Recorded, str] | None:
         """The recorded request of this API most like `body`, and where they first differ."""
-        candidates = [c for calls in self.calls.values() for c in calls if c.api == api]
+        candidates = [key for key, calls in self.calls.items() if calls[0].api == api]
         if not candidates:
             return None
-        best = max(candidates, key=lambda c: _likeness(c.request, body))
-        return best, first_difference(best.request, body) or "(identical)"
+        view = rerun_view(api, body, self.ignored)
+        best = max(candidates, key=lambda key: _likeness(self.views[key], view))
+        difference = first_difference(self.views[best], view) or "(identical)"
+        return self.calls[best][0], difference
 
 
-def load_index(source: Path) -> ReplayIndex:
+def load_index(source: Path, ignored: tuple[IgnoredField, ...] = ()) -> ReplayIndex:
     """Every replayable call in a data dir, or in one session file."""
     one_file = source.is_file()
     sessions = {source.stem: list(read_events(source))} if one_file else read_all(source)
-    index = ReplayIndex()
+    index = ReplayIndex(ignored)
     for session, events in sessions.items():
         for call in recorded_calls(session, events):
             index.add(call)
@@ -181,11 +187,9 @@ def _likeness(recorded: Any, body: Any) -> float:
 
 
 def first_difference(recorded: Any, body: Any, path: str = "") -> str | None:
-    """The first field (as a path such as `messages[3].content`) where two bodies differ."""
+    """The first field (as a path such as `messages[3].content`) where two views differ."""
     if isinstance(recorded, dict) and isinstance(body, dict):
         for key in sorted(set(recorded) | set(body)):
-            if key in IGNORED_FIELDS and not path:
-                continue
             where = f"{path}.{key}" if path else key
             if key not in recorded or key not in body:
                 return f"{where} ({'only in this request' if key in body else 'missing'})"

@@ -70,7 +70,7 @@ def run_codex(base_url: str, scratch: Path, directives: str = "") -> list[dict]:
     """`codex exec PROMPT` through `base_url` (…/v1); its JSON events."""
     needs(CODEX)
     home = scratch / "codex"
-    home.mkdir()
+    home.mkdir(parents=True)
     (home / "config.toml").write_text(
         f"""model = "gpt-5.5"
 model_provider = "taplog"

@@ -21,6 +21,7 @@ from taplog.proxy.auth import Tokens
 from taplog.proxy.cli.main import main
 from taplog.proxy.replay import create_replay_app
 from taplog.recorder.tools.recorded_answers import canonical, signature
+from taplog.recorder.vendors.reruns import rerun_view
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import Capture, sdk_client
 from tests.fakes.harness import TAPLOG, serve_replay
@@ -110,12 +111,16 @@ def test_streams_keep_their_pacing_scaled_by_speed(servers, taplog, oai):
 
 
 def test_the_signature_ignores_key_order_whitespace_and_per_run_fields():
+    def signed(api: str, body: dict) -> str:
+        return signature(api, rerun_view(api, body))
+
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "user": "run-1"}
     same = {"user": "run-2", "messages": [{"content": "x", "role": "user"}], "model": "m"}
-    assert signature("openai.chat", body) == signature("openai.chat", same)
-    assert canonical(body) == b'{"messages":[{"content":"x","role":"user"}],"model":"m"}'
-    assert signature("openai.chat", body) != signature("openai.responses", body)
-    assert signature("openai.chat", body) != signature("openai.chat", {**body, "model": "n"})
+    assert signed("openai.chat", body) == signed("openai.chat", same)
+    view = rerun_view("openai.chat", body)
+    assert canonical(view) == b'{"messages":[{"content":"x","role":"user"}],"model":"m"}'
+    assert signed("openai.chat", body) != signed("openai.responses", body)
+    assert signed("openai.chat", body) != signed("openai.chat", {**body, "model": "n"})
 
 
 def test_the_readme_pytest_recipe_works(taplog, oai):

@@ -10,6 +10,7 @@ recorded and answered from the recording after that (record-missing).
 
 from __future__ import annotations
 
+import socket
 import subprocess
 
 import anthropic
@@ -19,7 +20,7 @@ import pytest
 from taplog.recorder.store.reader import read_all
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import Capture, sdk_client
-from tests.fakes.harness import TAPLOG, start_on_fake
+from tests.fakes.harness import TAPLOG, start_on_fake, start_taplog
 from tests.fakes.servers import ServerThread
 
 HI = [{"role": "user", "content": "Hi"}]
@@ -109,6 +110,62 @@ def test_passthrough_forwards_a_miss_and_records_it_every_time(servers, fake, ta
         model="claude-sonnet-4-6", max_tokens=64, messages=HI
     )
     assert hit.headers["x-taplog-replayed"].startswith("session ")
+
+
+def test_replay_ignore_sets_the_named_fields_aside(servers, fake, taplog, oai, tmp_path):
+    oai.chat.completions.create(model="gpt-4.1", messages=HI, temperature=0.5)
+    taplog.wait_responses(1)
+    proxy = start_on_fake(
+        servers,
+        fake,
+        tmp_path / "replayed",
+        replay=str(taplog.data_dir),
+        replay_ignore="temperature, messages[0].content",
+        replay_speed=0.0,
+    )
+    other = [{"role": "user", "content": "Hello"}]
+    hit = sdk_client("chat", proxy.url).chat.completions.with_raw_response.create(
+        model="gpt-4.1", messages=other, temperature=1.5
+    )
+    assert hit.headers["x-taplog-replayed"].startswith("session ")
+    assert hit.parse().choices[0].message.content == "Echo: Hi"  # the recorded answer
+    with pytest.raises(openai.BadRequestError, match="differs at messages"):
+        sdk_client("chat", proxy.url).chat.completions.create(
+            model="gpt-4.1", messages=[*other, *HI], temperature=0.5
+        )
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "record-missing"])
+def test_a_miss_the_vendor_cannot_take_says_why_the_recording_lacked_it(
+    servers, taplog, oai, tmp_path, mode
+):
+    oai.chat.completions.create(model="gpt-4.1", messages=HI)
+    taplog.wait_responses(1)
+    with socket.socket() as closed:  # a port nobody listens on: the vendor is down
+        closed.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    proxy = start_taplog(
+        servers,
+        tmp_path / "replayed",
+        openai_base=down,
+        replay=str(taplog.data_dir),
+        replay_mode=mode,
+        replay_speed=0.0,
+    )
+    with pytest.raises(openai.APIStatusError) as failed:
+        sdk_client("chat", proxy.url).chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "Hello"}]
+        )
+    told = failed.value.body["message"]
+    assert failed.value.status_code == 502 and "cannot reach the vendor" in told
+    assert told.endswith(
+        "replay miss: no recorded openai.chat request matches this one; "
+        f"the closest is session {next(iter(taplog.sessions()))} seq 2 "
+        f"(exchange {taplog.events('llm.request')[0]['exchange']}), "
+        "which differs at messages[0].content"
+    )
+    [answered] = proxy.events("call.answered")
+    assert answered["error"] == told.removeprefix("taplog: ")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])

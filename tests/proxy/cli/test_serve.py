@@ -78,6 +78,7 @@ def test_a_second_serve_on_the_same_data_dir_is_refused(served, tmp_path):
         (["--openai-base", "http://api.openai.com\n/v1"], {}, "--openai-base"),
         ([], {"TAPLOG_ANTHROPIC_BASE": "https://api.anthropic.com/#x"}, "TAPLOG_ANTHROPIC_BASE"),
         (["--host", "127.0.0.1\nx"], {}, "--host"),
+        (["--replay-ignore", "tools,messages["], {}, "--replay-ignore"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_option(tmp_path, args, env, named):

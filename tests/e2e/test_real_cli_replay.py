@@ -1,0 +1,71 @@
+"""A Claude Code run and a Codex run, recorded through taplog, replayed offline with the
+real CLIs: run again from another working directory and home, every call is answered
+from the recording (the vendor hears nothing), in strict mode and in record-missing,
+which then has nothing new to learn."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.clis import codex_answer, proxy_for, run_claude, run_codex
+from tests.fakes.harness import serve_replay, start_taplog
+
+pytestmark = pytest.mark.slow
+
+
+def _claude(base_url: str, scratch) -> str:
+    result = run_claude(base_url, scratch)
+    assert result["is_error"] is False, result
+    return result["result"]
+
+
+def _codex(base_url: str, scratch) -> str:
+    return codex_answer(run_codex(f"{base_url}/v1", scratch))
+
+
+CLIENTS = {"claude-code": ("anthropic", _claude), "codex": ("openai", _codex)}
+
+
+def _recorded(servers, vendors, tmp_path, client: str):
+    """A first run through taplog against the fake vendor: its data dir, its answer."""
+    vendor, run = CLIENTS[client]
+    proxy = proxy_for(servers, vendors, tmp_path / "data")
+    answer = run(proxy.url, tmp_path / "first")
+    assert "taplog-ok" in answer
+    proxy.wait_for(lambda s: any(e["type"] == "tool.post" for ev in s.values() for e in ev))
+    return proxy.data_dir, answer, getattr(vendors, vendor)
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_real_cli_run_replays_offline_from_another_directory(
+    servers, vendors, tmp_path, client, caplog
+):
+    data, answer, vendor = _recorded(servers, vendors, tmp_path, client)
+    heard = len(vendor.requests)
+    caplog.set_level("INFO", logger="taplog")
+
+    replayed = CLIENTS[client][1](serve_replay(servers, data), tmp_path / "elsewhere")
+
+    said = [r.getMessage() for r in caplog.records if r.name == "taplog"]
+    assert not [m for m in said if m.startswith("replay miss")], said
+    assert len([m for m in said if m.startswith("replay hit")]) >= 2  # the tool loop's calls
+    assert replayed == answer and len(vendor.requests) == heard
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_record_missing_learns_nothing_new_from_a_rerun(servers, vendors, tmp_path, client):
+    data, answer, vendor = _recorded(servers, vendors, tmp_path, client)
+    heard = len(vendor.requests)
+    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
+    cassette = start_taplog(
+        servers,
+        tmp_path / "cassette",
+        openai_base=openai_base,
+        anthropic_base=anthropic_base,
+        replay=str(data),
+        replay_mode="record-missing",
+        replay_speed=0.0,
+    )
+
+    assert CLIENTS[client][1](cassette.url, tmp_path / "rerun") == answer
+    assert len(vendor.requests) == heard and cassette.sessions() == {}
