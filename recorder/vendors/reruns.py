@@ -83,8 +83,9 @@ def _places(texts: Iterable[str]) -> list[tuple[str, str]]:
         for pattern, marker in _PLACES:
             for match in pattern.finditer(text):
                 place = match.group(1).rstrip("/")
-                found.setdefault(place, marker)
-                found.setdefault(re.sub(r"[^A-Za-z0-9]", "-", place), marker)
+                if place:  # not the root: a marker in place of every "/" would say nothing
+                    found.setdefault(place, marker)
+                    found.setdefault(re.sub(r"[^A-Za-z0-9]", "-", place), marker)
     return sorted(found.items(), key=lambda pair: -len(pair[0]))
 
 

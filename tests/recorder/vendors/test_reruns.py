@@ -40,6 +40,13 @@ def test_claude_code_run_from_another_directory_and_home_on_another_day_is_a_rer
     assert _signed("anthropic.messages", asked_else) != _signed("anthropic.messages", CLAUDE_CODE)
 
 
+def test_a_run_from_the_root_directory_keeps_its_paths():
+    body = {"system": "Primary working directory: /", "messages": [{"content": "cat /etc/x"}]}
+    view = rerun_view("anthropic.messages", body)
+    assert view["messages"] == body["messages"]
+    assert view != rerun_view("anthropic.messages", {**body, "messages": [{"content": "cat /y"}]})
+
+
 def test_claude_codes_cache_markers_do_not_count():
     body = orjson.loads(CLAUDE_CODE)
     for message in body["body"]["messages"]:
