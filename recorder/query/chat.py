@@ -55,13 +55,14 @@ _PEOPLE = frozenset({"user", "system"})  # the roles of turns the model did not 
 
 @dataclass(slots=True)
 class _Call:
-    """One client call: the request as the client sent it, and what answered it."""
+    """One client call: its request as the client sent it, and what answered it."""
 
     seq: int
-    api: str
-    body: dict[str, Any]
-    headers: dict[str, Any]
-    answer: tuple[str, dict[str, Any], int] | None = None  # (its API, body, seq)
+    request: Reading
+    agent: str | None  # the sub-agent that made it, when its client says so
+    answer: list[dict[str, Any]] | None = None  # the turns it added
+    answer_id: Any = None
+    answer_seq: int = 0
     failure: str | None = None
     failovers: list[Event] = field(default_factory=list)
 
@@ -83,13 +84,11 @@ def conversation(events: list[Event]) -> list[dict[str, Any]]:
     tools: dict[Any, Entry] = {}
     threads: list[_Thread] = []
     for call in _calls(events):
-        module = api_conversation(call.api)
-        assert module is not None  # _calls keeps the calls of known APIs only
-        reading: Reading = module.read_request(call.body)
+        reading = call.request
         keys = [turn_key(turn) for turn in reading.turns]
-        thread, kept = _continued(threads, sub_agent(call.headers), reading, keys)
+        thread, kept = _continued(threads, call.agent, reading, keys)
         if thread is None:
-            thread = _Thread(sub_agent(call.headers), prompt_text(reading.turns))
+            thread = _Thread(call.agent, prompt_text(reading.turns))
             threads.append(thread)
         if reading.system != thread.system and reading.system:
             thread.entries.append(_entry("system", call.seq, text="\n\n".join(reading.system)))
@@ -106,23 +105,24 @@ def conversation(events: list[Event]) -> list[dict[str, Any]]:
 def _calls(events: list[Event]) -> list[_Call]:
     """The client calls in the order they came, each with the answer of its last try."""
     calls: dict[Any, _Call] = {}
-    tried: dict[Any, str] = {}  # exchange -> the API of its latest try
+    tried: dict[Any, Any] = {}  # exchange -> the conversation module of its latest try's API
     for event in events:
         kind, exchange = event.get("type"), event.get("exchange")
         if kind == LLM_REQUEST:
-            api, body = event.get("api") or "", event.get("body")
-            if exchange not in calls and isinstance(body, dict) and api_conversation(api):
-                headers = event.get("headers")
-                calls[exchange] = _Call(event["seq"], api, body, headers or {})
-            tried[exchange] = api
+            module, body = api_conversation(event.get("api") or ""), event.get("body")
+            if exchange not in calls and module is not None and isinstance(body, dict):
+                agent = sub_agent(event.get("headers") or {})
+                calls[exchange] = _Call(event["seq"], module.read_request(body), agent)
+            tried[exchange] = module
         elif exchange not in calls:
             continue
         elif kind == LLM_RESPONSE:
-            call, body = calls[exchange], event.get("body")
-            if event.get("status") == 200 and isinstance(body, dict):
-                call.answer, call.failure = (tried[exchange], body, event["seq"]), None
+            call, body, module = calls[exchange], event.get("body"), tried[exchange]
+            if event.get("status") == 200 and isinstance(body, dict) and module is not None:
+                call.answer, call.answer_id = module.read_answer(body), body.get("id")
+                call.answer_seq, call.failure = event["seq"], None
             elif call.answer is None:
-                call.failure = f"{event.get('status') or '-'} {event.get('outcome') or ''}"
+                call.failure = f"{event.get('status') or '-'} {event.get('outcome') or '?'}"
         elif kind == FAILOVER:
             calls[exchange].failovers.append(event)
     return list(calls.values())
@@ -159,13 +159,11 @@ def _answer(thread: _Thread, call: _Call, tools: dict[Any, Entry], posts: dict) 
         if call.failure is not None:
             thread.entries.append(_entry("note", call.seq, text=f"no answer: {call.failure}"))
         return
-    api, body, seq = call.answer
-    module = api_conversation(api)
-    for turn in module.read_answer(body) if module is not None else []:
-        _add(thread.entries, turn, seq, tools, posts)
+    for turn in call.answer:
+        _add(thread.entries, turn, call.answer_seq, tools, posts)
     thread.answered = True
-    if isinstance(body.get("id"), str):
-        thread.answers.add(body["id"])
+    if isinstance(call.answer_id, str):
+        thread.answers.add(call.answer_id)
 
 
 def _add(entries: list[Entry], turn: dict[str, Any], seq: int, tools: dict, posts: dict) -> None:
