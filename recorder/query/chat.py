@@ -24,8 +24,9 @@ JSON with the `seq` of the event it came from and its `kind`:
     context    text a client added (tagged user text, a system turn)  text
     user       what the person wrote                                  text
     assistant  the model's text                                       text
-    tool       a call: name, call_id, arguments; with its result: answered, result,
-               printed, exit_code, is_error; agent: the sub-agent it started (a thread)
+    tool       a call: name, call_id, arguments; answered, and its result, printed,
+               exit_code, is_error (None until answered); agent: the sub-agent it
+               started (a thread), or None
     item       something not read, shown by its type                  text, e.g. "[image]"
     note       a failover, or a call without an answer                text
 """
@@ -174,8 +175,7 @@ def _add(entries: list[Entry], turn: dict[str, Any], seq: int, tools: dict, post
             if part.text and part.text.strip():
                 entries.append(_entry(_speaker(role, part.text), seq, text=part.text))
         elif part.kind == "tool_call":
-            tool = _entry("tool", seq, name=part.name, call_id=part.call_id, arguments=part.value)
-            tool.update(answered=False, agent=None)
+            tool = _tool(seq, part.name, part.call_id, part.value)
             tools.setdefault(part.call_id, tool)
             entries.append(tool)
         elif part.kind == "tool_result":
@@ -196,7 +196,7 @@ def _result(entries: list[Entry], part: Said, seq: int, tools: dict, posts: dict
     """A tool result on its call's entry (or, for a call not seen, an entry of its own)."""
     tool = tools.get(part.call_id)
     if tool is None:
-        tool = _entry("tool", seq, name=None, call_id=part.call_id, arguments=None, agent=None)
+        tool = _tool(seq, None, part.call_id, None)
         entries.append(tool)
     post = posts.get(part.call_id) or {}
     run = tool_run(result_text(part.value))
@@ -222,7 +222,7 @@ def _nested(threads: list[_Thread], tools: dict[Any, Entry]) -> list[dict[str, A
                     t
                     for t in tools.values()
                     if t["agent"] is None
-                    and started_agent(t["arguments"], t.get("result"), thread.agent, thread.prompt)
+                    and started_agent(t["arguments"], t["result"], thread.agent, thread.prompt)
                 ),
                 None,
             )
@@ -231,6 +231,13 @@ def _nested(threads: list[_Thread], tools: dict[Any, Entry]) -> list[dict[str, A
         else:
             shown.append(block)
     return shown
+
+
+def _tool(seq: int, name: str | None, call_id: Any, arguments: Any) -> Entry:
+    """A tool call's entry, waiting for its result (and, for an agent's tool, its thread)."""
+    fields = {"name": name, "call_id": call_id, "arguments": arguments, "answered": False}
+    unknown = dict.fromkeys(("result", "printed", "exit_code", "is_error", "agent"))
+    return _entry("tool", seq, **fields, **unknown)
 
 
 def _entry(kind: str, seq: int, **fields: Any) -> Entry:

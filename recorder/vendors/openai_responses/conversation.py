@@ -84,6 +84,10 @@ def _read_item(item: Any) -> list[dict[str, Any]]:
         messages = []
     if messages:
         return [chat.read_message(message) for message in messages]
-    kind = item.get("type") if isinstance(item, dict) else type(item).__name__
-    role = item.get("role", "assistant") if isinstance(item, dict) else None
-    return [read_turn(role, [item_block(kind)])]
+    if not isinstance(item, dict):
+        return [read_turn(None, [item_block(type(item).__name__)])]
+    kind = item.get("type")
+    client_said = str(kind).endswith("_output")  # a tool's output: the client sends it
+    return [
+        read_turn(item.get("role") or ("user" if client_said else "assistant"), [item_block(kind)])
+    ]

@@ -7,7 +7,16 @@ from __future__ import annotations
 import pytest
 
 from taplog.recorder.query.chat import chat_text, conversation
-from tests.builders import a_response, chat, claude, claude_answer, request, text, tool_use
+from tests.builders import (
+    a_response,
+    chat,
+    claude,
+    claude_answer,
+    request,
+    text,
+    tool_call,
+    tool_use,
+)
 from tests.fakes.agents import AGENTS, PLAN
 from tests.fakes.harness import FAILOVER_RULES
 from tests.fakes.ui_traffic import openai_client
@@ -131,8 +140,9 @@ def test_what_no_reader_knows_is_shown_by_its_type_and_a_failed_call_is_noted():
     image = {"type": "image_url", "image_url": {"url": "https://example.test/cat.png"}}
     odd = {"type": "computer_call", "call_id": "c1", "action": {"type": "click"}}
     reasoning = {"type": "reasoning", "summary": [], "encrypted_content": "gAAA"}
+    freeform = {"role": "assistant", "tool_calls": [tool_call("call_1", "run", "ls -l")]}
     events = _session(
-        ("openai.chat", chat({"role": "user", "content": [text("Look:"), image]}), None),
+        ("openai.chat", chat({"role": "user", "content": [text("Look:"), image]}, freeform), None),
         ("openai.responses", request({"role": "user", "content": "Go"}, odd), None),
         ("openai.responses", request({"role": "user", "content": "Go"}), a_response(reasoning)),
     )
@@ -140,8 +150,10 @@ def test_what_no_reader_knows_is_shown_by_its_type_and_a_failed_call_is_noted():
     assert shown(chats["entries"]) == [
         ("user", "Look:"),
         ("item", "[image_url]"),
+        ("tool", "run", None, None),  # its arguments as sent: not JSON
         ("note", "no answer: 529 upstream_error"),
     ]
+    assert chats["entries"][2]["arguments"] == "ls -l"
     assert shown(responses["entries"]) == [
         ("user", "Go"),
         ("item", "[computer_call]"),
