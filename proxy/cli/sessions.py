@@ -68,17 +68,48 @@ def sessions(
 @click.argument("session")
 @data_dir_option
 @click.option("--full", is_flag=True, help="Show arguments and results whole, not clipped.")
-def show(session: str, data_dir: Path, full: bool) -> None:
+@click.option(
+    "--messages",
+    is_flag=True,
+    help="The conversation instead: prompts, answers, tool calls and their results, "
+    "each turn once, sub-agents nested.",
+)
+def show(session: str, data_dir: Path, full: bool, messages: bool) -> None:
     """A session as a timeline: calls, tool runs with arguments and results, failovers.
 
-    Example: taplog show 20261130T004933Z-1a2b3c4d
+    Example: taplog show 20261130T004933Z-1a2b3c4d --messages
     """
     from taplog.recorder.query.timeline import UnknownSession, show_session
 
+    width = None if full else 100
+    if messages:
+        click.echo(_messages(data_dir, session, width))
+        return
     try:
-        click.echo(show_session(open_logs(data_dir), session, None if full else 100))
+        click.echo(show_session(open_logs(data_dir), session, width))
     except UnknownSession as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _messages(data_dir: Path, session: str, width: int | None) -> str:
+    from taplog.recorder.query.chat import chat_text, conversation
+    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events
+
+    try:
+        events = list(read_events(_log(data_dir, session)))
+    except (DamagedLine, UnsupportedEvent) as exc:
+        raise click.ClickException(str(exc)) from None
+    return "\n".join(chat_text(conversation(events), width))
+
+
+def _log(data_dir: Path, session: str) -> Path:
+    """A session's log file, refused with a clear message when there is none."""
+    from taplog.recorder.sessions import SESSION_ID
+
+    path = data_dir / "sessions" / f"{session}.jsonl"
+    if not SESSION_ID.fullmatch(session) or not path.is_file():
+        raise click.ClickException(f"no session {session!r} in {data_dir} (see --data-dir)")
+    return path
 
 
 @click.command("tail")
@@ -101,7 +132,6 @@ def tail(session: str, data_dir: Path, follow: bool, lines: int, full: bool) -> 
     Example: taplog tail 20261130T004933Z-1a2b3c4d -f
     """
     from taplog.recorder.query.timeline import event_line
-    from taplog.recorder.sessions import SESSION_ID
     from taplog.recorder.store.reader import (
         DamagedLine,
         LogFollower,
@@ -109,11 +139,8 @@ def tail(session: str, data_dir: Path, follow: bool, lines: int, full: bool) -> 
         UnsupportedEvent,
     )
 
-    path = data_dir / "sessions" / f"{session}.jsonl"
-    if not SESSION_ID.fullmatch(session) or not path.is_file():
-        raise click.ClickException(f"no session {session!r} in {data_dir} (see --data-dir)")
     width = None if full else 100
-    follower = LogFollower(path)
+    follower = LogFollower(_log(data_dir, session))
     try:
         events = follower.poll()
         for event in events[-lines:] if lines else []:

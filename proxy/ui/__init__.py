@@ -92,6 +92,7 @@ def add_ui(app: web.Application, data_dir: Path, tokens: Tokens, loopback_only: 
         "sessions": ("/api/sessions", api.sessions),
         "session": ("/api/sessions/{session}", api.session),
         "call": ("/api/sessions/{session}/calls/{exchange}", api.call),
+        "chat": ("/api/sessions/{session}/chat", api.chat),
         "events": ("/api/sessions/{session}/events", live.session_events),
         "overview": ("/api/overview", api.overview),
         "missing": ("/{rest:.*}", missing),  # the prefix is the UI's: nothing under it is proxied

@@ -132,6 +132,16 @@ async def call(request: web.Request) -> dict[str, Any]:
 
 
 @_answer
+async def chat(request: web.Request) -> dict[str, Any]:
+    """The session's conversation (`recorder.query.chat`), read from its log alone."""
+    from taplog.recorder.query.chat import conversation
+    from taplog.recorder.store.reader import read_events
+
+    log = request.app[UI].data_dir / "sessions" / f"{_session(request)}.jsonl"
+    return {"threads": await asyncio.to_thread(lambda: conversation(list(read_events(log))))}
+
+
+@_answer
 async def overview(request: web.Request) -> dict[str, Any]:
     since = _time(request, "since")
     return await _query(request, lambda con: browse.overview(con, since))

@@ -8,6 +8,7 @@ tool results  a result that states its own exit code: OpenAI's APIs have no erro
               a tool result, so a failed command is known from what the client wrote
 names         which agent or SDK a `user-agent` names; which user text is the person's
               prompt (the coding agents put their context in tagged text beside it)
+sub-agents    which calls a sub-agent made, and the tool call that started it
 """
 
 from __future__ import annotations
@@ -123,9 +124,15 @@ def prompt_text(turns: Any) -> str | None:
     for turn in reversed(turns if isinstance(turns, list) else []):
         if isinstance(turn, dict) and turn.get("role") == "user":
             for text in reversed(_texts(turn.get("content"))):
-                if text.strip() and not text.lstrip().startswith("<"):
+                if text.strip() and not is_context(text):
                     return text.strip()
     return None
+
+
+def is_context(text: str) -> bool:
+    """User text a client added in tags as context (`<system-reminder>`,
+    `<environment_context>`), not what the person wrote."""
+    return text.lstrip().startswith("<")
 
 
 def _texts(content: Any) -> list[str]:
@@ -134,3 +141,27 @@ def _texts(content: Any) -> list[str]:
         return [content]
     parts = content if isinstance(content, list) else []
     return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+
+
+# Claude Code (2.1) runs a sub-agent for its Agent tool in the same session; each of the
+# sub-agent's calls names it in a header, and the tool's result names it again:
+#   x-claude-code-agent-id: adca386ca111e5468       (on the sub-agent's calls)
+#   agentId: adca386ca111e5468 (use SendMessage …)   (in the Agent tool's result)
+# and the sub-agent's first prompt is the tool's `prompt` argument.
+_AGENT_HEADER = "x-claude-code-agent-id"
+_AGENT_NAMED = re.compile(r"\bagentId: ([\w-]+)")
+
+
+def sub_agent(headers: Mapping[str, str]) -> str | None:
+    """The sub-agent a call was made by, when its client says so (`headers` lower-cased)."""
+    return _text(headers.get(_AGENT_HEADER))
+
+
+def started_agent(arguments: Any, result: Any, agent: str, prompt: str | None) -> bool:
+    """Whether a tool call started sub-agent `agent`: its result names the agent, or its
+    `prompt` argument is the sub-agent's first prompt."""
+    named = _AGENT_NAMED.search(" ".join(_texts(result)))
+    if named is not None:
+        return named.group(1) == agent
+    asked = arguments.get("prompt") if isinstance(arguments, dict) else None
+    return prompt is not None and isinstance(asked, str) and asked.strip() == prompt

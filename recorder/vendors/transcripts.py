@@ -10,11 +10,103 @@ to another API continues the same conversation).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 _ID_KEYS = ("id", "call_id", "tool_call_id", "tool_use_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A request's conversation as a person reads it, in the neutral (Messages) shape:
+    the system prompt's texts, then turns of a role and content blocks. Reading never
+    refuses: what an API's reader cannot read is a block of only its `type`."""
+
+    system: list[str]
+    turns: list[dict[str, Any]]
+    chained_to: str | None = None  # the earlier answer whose conversation this continues
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One thing a neutral turn holds, as a chat shows it: `text`, a `tool_call` (its
+    arguments in `value`), a `tool_result` (its content in `value`), or an `item` not read
+    (its type in `text`)."""
+
+    kind: str
+    text: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    value: Any = None
+    is_error: bool | None = None
+
+
+_CALLS = frozenset({"tool_use", "server_tool_use"})
+
+
+def said(turn: dict[str, Any]) -> list[Said]:
+    """What a neutral turn (`Reading.turns`) holds, in order."""
+    found = []
+    for block in turn["content"]:
+        kind = block.get("type")
+        if kind == "text":
+            found.append(Said("text", str(block.get("text", ""))))
+        elif kind in _CALLS:
+            found.append(
+                Said("tool_call", None, block.get("id"), block.get("name"), block.get("input"))
+            )
+        elif kind == "tool_result":
+            error = block.get("is_error")
+            found.append(
+                Said(
+                    "tool_result", None, block.get("tool_use_id"), None, block.get("content"), error
+                )
+            )
+        else:
+            found.append(Said("item", str(kind)))
+    return found
+
+
+def result_text(content: Any) -> Any:
+    """A tool result's content as its text when it is all text parts, else as it is."""
+    if isinstance(content, list) and content and all(_is_text(p) for p in content):
+        return "\n".join(part["text"] for part in content)
+    return content
+
+
+def _is_text(part: Any) -> bool:
+    return (
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+    )
+
+
+def item_block(kind: Any) -> dict[str, Any]:
+    """A block that stands for something unread: shown by its type."""
+    return {"type": str(kind or "item")}
+
+
+def read_turn(role: Any, content: Any) -> dict[str, Any]:
+    """A neutral turn: text is a text block, anything not an object a block by its type."""
+    if isinstance(content, str):
+        blocks = [{"type": "text", "text": content}]
+    elif isinstance(content, list):
+        blocks = [b if isinstance(b, dict) else item_block(type(b).__name__) for b in content]
+    else:
+        blocks = []
+    return {"role": str(role or "item"), "content": blocks}
+
+
+def leading_system(turns: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The system turns before the first other turn, as the system prompt's texts, and the
+    turns after them (a system turn later on is context the client added midway)."""
+    system: list[str] = []
+    for index, turn in enumerate(turns):
+        if turn["role"] != "system":
+            return system, turns[index:]
+        system.extend(b["text"] for b in turn["content"] if isinstance(b.get("text"), str))
+    return system, []
 
 
 def parts(value: Any) -> list[Any]:

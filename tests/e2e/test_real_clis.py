@@ -14,6 +14,7 @@ from taplog.recorder.toolevents import epoch
 from tests.fakes.clis import (
     CLAUDE_PROMPT,
     CODEX_PROMPT,
+    SUB_AGENT_PROMPT,
     codex_answer,
     proxy_for,
     run_claude,
@@ -54,8 +55,55 @@ def test_claude_code_works_through_taplog(servers, vendors, tmp_path):
     proxy = proxy_for(servers, vendors, tmp_path / "data")
     result = run_claude(proxy.url, tmp_path)
     assert result["is_error"] is False and "taplog-ok" in result["result"]
-    _one_session_with_its_tool_events(proxy, "Bash")
+    events = _one_session_with_its_tool_events(proxy, "Bash")
     assert _listed(proxy) == [("Claude Code", CLAUDE_PROMPT)]
+    chat = _messages(proxy, events[0]["session"])
+    assert _said(chat, "user", CLAUDE_PROMPT) < _said(chat, "tool", 'Bash {"command":"echo')
+    assert chat[_said(chat, "tool", "Bash") + 1] == "  → taplog-ok"
+    assert chat[-1] == "assistant  Done: taplog-ok"
+    assert _said(chat, "context", "<system-reminder>") < _said(chat, "user", CLAUDE_PROMPT)
+
+
+def test_claude_codes_sub_agent_reads_inside_the_tool_call_that_started_it(
+    servers, vendors, tmp_path
+):
+    """Claude Code 2.1.197's Agent tool: the sub-agent's calls come in the same session,
+    with its id in a header; its conversation is shown inside the Agent call."""
+    proxy = proxy_for(servers, vendors, tmp_path / "data")
+    result = run_claude(proxy.url, tmp_path, SUB_AGENT_PROMPT, ("Bash", "Agent"))
+    assert result["is_error"] is False and "taplog-ok" in result["result"]
+    (events,) = proxy.wait_for(lambda s: sum(_answers(e) for e in s.values()) >= 4).values()
+    agents = {e["headers"].get("x-claude-code-agent-id") for e in events if "headers" in e}
+    assert len(agents - {None}) == 1  # the sub-agent's calls name it; the main ones do not
+    chat = _messages(proxy, events[0]["session"])
+    agent = _said(chat, "tool", "Agent {")
+    assert chat[agent + 1].startswith("  │ sub-agent ")
+    inside = chat[agent + 1 : _at(chat, "  → Done: taplog-ok")]
+    assert all(line.startswith("  │ ") for line in inside)
+    assert _at(inside, "  │ user       Run the shell") < _at(inside, "  │ tool       Bash")
+    assert "  │ assistant  Done: taplog-ok" in inside
+    assert chat[-1 - 4].startswith("assistant  Done: Done: taplog-ok")  # and its usage lines
+
+
+def _answers(events: list[dict]) -> int:
+    return sum(e["type"] == "llm.response" for e in events)
+
+
+def _messages(proxy, session: str) -> list[str]:
+    """`taplog show SESSION --messages`, as lines."""
+    data = ["--data-dir", str(proxy.data_dir)]
+    shown = CliRunner().invoke(main, ["show", session, "--messages", *data])
+    assert shown.exit_code == 0, shown.output
+    return shown.output.splitlines()
+
+
+def _said(chat: list[str], speaker: str, start: str) -> int:
+    """The first line where `speaker` says something starting with `start`."""
+    return _at(chat, f"{speaker:<10} {start}")
+
+
+def _at(chat: list[str], start: str) -> int:
+    return next(i for i, line in enumerate(chat) if line.startswith(start))
 
 
 def _listed(proxy) -> list[tuple[str, str]]:
@@ -79,8 +127,18 @@ def test_claude_code_finishes_its_tool_loop_while_anthropic_is_down(servers, ven
 def test_codex_works_through_taplog(servers, vendors, tmp_path):
     proxy = proxy_for(servers, vendors, tmp_path / "data")
     assert "taplog-ok" in codex_answer(run_codex(f"{proxy.url}/v1", tmp_path))
-    _one_session_with_its_tool_events(proxy, "exec_command")
+    events = _one_session_with_its_tool_events(proxy, "exec_command")
     assert _listed(proxy) == [("Codex", CODEX_PROMPT)]
+    _assert_codex_chat(_messages(proxy, events[0]["session"]))
+
+
+def _assert_codex_chat(chat: list[str]) -> None:
+    """The prompt, the shell call, its result with the exit code Codex states, the answer."""
+    assert _said(chat, "context", "<environment_context>") < _said(chat, "user", CODEX_PROMPT)
+    tool = _said(chat, "tool", 'exec_command {"cmd":"echo taplog-ok"}')
+    assert chat[tool + 1] == "  → [exit 0] taplog-ok\\n"
+    answer = _said(chat, "assistant", "Done: ")
+    assert tool < answer and chat[-1].strip() == "taplog-ok"
 
 
 def test_codex_finishes_its_tool_loop_while_openai_is_down(servers, vendors, tmp_path):
@@ -92,6 +150,9 @@ def test_codex_finishes_its_tool_loop_while_openai_is_down(servers, vendors, tmp
     served = [e for e in events if e["type"] == "llm.response" and e["status"] == 200]
     assert served and all(e["provider"] == "anthropic" for e in served)
     print(f"Codex through an OpenAI outage: {_outage(events)}")
+    chat = _messages(proxy, events[0]["session"])  # the answers read from the fallback's
+    _assert_codex_chat([line for line in chat if not line.startswith("note ")])
+    assert any(line.startswith("note       failover openai:gpt-5.5 → anthropic:") for line in chat)
 
 
 def test_a_codex_command_that_fails_is_recorded_and_shown_as_failed(servers, vendors, tmp_path):
@@ -108,3 +169,5 @@ def test_a_codex_command_that_fails_is_recorded_and_shown_as_failed(servers, ven
     assert shown.exit_code == 0, shown.output
     assert "1 tool calls (1 failed)" in shown.output
     assert "→ ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in shown.output
+    chat = _messages(proxy, post["session"])
+    assert "  → ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in "\n".join(chat)

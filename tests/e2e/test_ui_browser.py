@@ -6,7 +6,7 @@ recording. CI installs chromium (.ci/run) and these tests fail there without
 it; elsewhere they are skipped with the reason.
 
 Set TAPLOG_UI_SCREENSHOTS=docs to save docs/ui.md's screenshots of the three
-pages (docs/ui-*.png) while the tests run.
+pages and of a Claude Code session's conversation (docs/ui-*.png) while the tests run.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import pytest
 
 from taplog.recorder.store.reader import read_session
 from taplog.recorder.tools.fork import fork_session
+from tests.fakes.agents import PLAN
+from tests.fakes.clis import SUB_AGENT_PROMPT, run_claude
 from tests.fakes.harness import TAPLOG, taplog_env
 from tests.fakes.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask
 
@@ -58,10 +60,7 @@ def browser() -> Iterator[webdriver.Chrome]:
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    driver.execute_cdp_cmd(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
-    )
+    _window(driver, HEIGHT)
     yield driver
     driver.quit()
 
@@ -94,10 +93,24 @@ def rows(driver: webdriver.Chrome, selector: str) -> list:
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
-def screenshot(driver: webdriver.Chrome, name: str) -> None:
-    if SHOTS:
+def screenshot(driver: webdriver.Chrome, name: str, top=None, height: int = HEIGHT) -> None:
+    """The page from its top, or from element `top`, in a window `height` pixels tall."""
+    if not SHOTS:
+        return
+    _window(driver, height)
+    if top is None:
         driver.execute_script("window.scrollTo(0, 0)")
-        driver.save_screenshot(str(Path(SHOTS) / f"ui-{name}.png"))
+    else:
+        driver.execute_script("arguments[0].scrollIntoView()", top)
+    driver.save_screenshot(str(Path(SHOTS) / f"ui-{name}.png"))
+    _window(driver, HEIGHT)
+
+
+def _window(driver: webdriver.Chrome, height: int) -> None:
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
 
 
 def open_page(driver: webdriver.Chrome, url: str) -> None:
@@ -221,6 +234,58 @@ def test_overview_draws_its_charts(browser, ui_url):
     tools = charts[3].find_elements(By.CSS_SELECTOR, "text.value")
     assert [t.text for t in tools] == ["50% · 1 of 2 runs", "0% · 0 of 2 runs", "0% · 0 of 2 runs"]
     screenshot(browser, "overview")
+
+
+def texts(where, selector: str) -> list[str]:
+    return [found.text for found in where.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def test_the_conversation_reads_as_a_chat_each_turn_once(browser, ui_url):
+    open_page(browser, ui_url + "#/session/anthropic-tools")
+    chat = wait(browser, lambda d: rows(d, ".chat-box .chat"))[0]
+    more = [f"More, please ({n})." for n in range(5)]
+    assert texts(chat, ".chat-user .chat-text") == [PLAN, *more]
+    names = texts(chat, ".chat-tool .chat-tool-name")
+    assert names == ["get_weather", "get_time", "read_file"]
+    answers = texts(chat, ".chat-assistant .chat-text")
+    assert len(answers) == 6 and answers[0] == "Echo: Plan my trip to Paris."
+    (failed,) = chat.find_elements(By.CSS_SELECTOR, ".chat-tool.bad")
+    assert failed.text.endswith("→ ERROR error: README.md: no such file")  # folded: a line
+    failed.find_element(By.TAG_NAME, "summary").click()
+    assert "result (error)\nerror: README.md: no such file" in failed.text
+
+    open_page(browser, ui_url + "#/session/inert-script")
+    chat = wait(browser, lambda d: rows(d, ".chat-box .chat"))[0]
+    assert texts(chat, ".chat-user .chat-text")[0] == SCRIPT_PROMPT  # as text
+    assert browser.execute_script("return window.__pwned") is None
+
+
+def test_claude_codes_sub_agent_is_shown_inside_its_agent_call(
+    browser, ui_url, ui_recording, tmp_path
+):
+    """The real Claude Code, recorded by the proxy the page reads: its Agent tool's
+    sub-agent, nested; the screenshot of docs/ui.md's conversation."""
+    result = run_claude(ui_recording.proxy.url, tmp_path, SUB_AGENT_PROMPT, ("Bash", "Agent"))
+    session = result["session_id"]  # Claude Code names its session; taplog keeps the name
+    answers = lambda s: sum(e["type"] == "llm.response" for e in s.get(session, []))  # noqa: E731
+    ui_recording.proxy.wait_for(lambda s: answers(s) >= 4)
+    open_page(browser, ui_url + f"#/session/{session}")
+    chat = wait(browser, lambda d: rows(d, ".chat-box .chat"))[0]
+    assert texts(chat, ":scope > .chat-user .chat-text") == [SUB_AGENT_PROMPT]
+    assert texts(chat, ":scope > .chat-system .chat-role") == ["SYSTEM PROMPT"]  # collapsed
+    agent = chat.find_element(By.CSS_SELECTOR, ":scope > .chat-tool")
+    agent.find_element(By.TAG_NAME, "summary").click()
+    inside = agent.find_element(By.CSS_SELECTOR, ".chat-agent")
+    assert texts(inside, ".chat-user .chat-text") == [
+        "Run the shell command, then report what it printed. !plan=Bash"
+    ]
+    bash = inside.find_element(By.CSS_SELECTOR, ".chat-tool")
+    assert bash.text.endswith("→ taplog-ok")  # folded: the call and what it printed
+    assert texts(inside, ".chat-assistant .chat-text") == ["Done: taplog-ok"]
+    final = texts(chat, ":scope > .chat-assistant .chat-text")
+    assert len(final) == 1 and final[0].startswith("Done: Done: taplog-ok")
+    heading = browser.find_element(By.XPATH, "//h2[. = 'Conversation']")
+    screenshot(browser, "chat", heading, height=1060)
 
 
 def test_an_open_session_page_shows_a_new_call_as_it_is_recorded(

@@ -26,6 +26,9 @@ BIN = Path(os.environ.get("TAPLOG_CLIS", ROOT / ".ci/clis/node_modules/.bin"))
 CLAUDE, CODEX = BIN / "claude", BIN / "codex"
 PROMPT = "Run the shell command, then report what it printed. !plan={tool}"
 CLAUDE_PROMPT, CODEX_PROMPT = PROMPT.format(tool="Bash"), PROMPT.format(tool="exec_command")
+# Claude Code's Agent tool starts a sub-agent whose own prompt plans the shell echo
+# (tests/fakes/vendor.py): its calls go through taplog in the same session.
+SUB_AGENT_PROMPT = "Have a sub-agent run the shell command. !plan=Agent"
 QUIET = {  # no telemetry, updates or error reports: the CLIs talk to the fakes only
     "DISABLE_TELEMETRY": "1",
     "DISABLE_AUTOUPDATER": "1",
@@ -51,8 +54,10 @@ def proxy_for(servers, vendors, data: Path, *fallback: str, **options):
     )
 
 
-def run_claude(base_url: str, scratch: Path, prompt: str = CLAUDE_PROMPT) -> dict:
-    """`claude -p PROMPT` through `base_url`; its JSON result."""
+def run_claude(
+    base_url: str, scratch: Path, prompt: str = CLAUDE_PROMPT, tools: tuple[str, ...] = ("Bash",)
+) -> dict:
+    """`claude -p PROMPT` through `base_url`, allowed `tools`; its JSON result."""
     needs(CLAUDE)
     env = {
         "PATH": os.environ["PATH"],
@@ -62,7 +67,7 @@ def run_claude(base_url: str, scratch: Path, prompt: str = CLAUDE_PROMPT) -> dic
         **QUIET,
     }
     argv = [str(CLAUDE), "-p", prompt, "--output-format", "json"]
-    done = run([*argv, "--allowedTools", "Bash"], env, scratch)
+    done = run([*argv, "--allowedTools", *tools], env, scratch)
     return json.loads(done.stdout)
 
 

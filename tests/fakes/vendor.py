@@ -86,6 +86,12 @@ _ARGS: dict[str, Json] = {
     # tool of its multi_agent_v1 namespace, flattened
     "apply_patch": {"input": "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"},
     "multi_agent_v1__spawn_agent": {"message": "say hi"},
+    # Claude Code's sub-agent tool: the sub-agent's prompt plans its own shell echo
+    "Agent": {
+        "description": "Echo a word",
+        "prompt": "Run the shell command, then report what it printed. !plan=Bash",
+        "subagent_type": "general-purpose",
+    },
 }
 _FAILING = {  # !shell_fails: `ls` of a path that is not there exits 2
     "Bash": {"command": "ls /taplog-nonexistent", "description": "List a path"},

@@ -1,9 +1,11 @@
-// The session page: summary, waterfall, the picked call or tool run, every
-// tool run; kept up to date from the live event stream while it is open.
+// The session page: summary, waterfall, the picked call or tool run, the
+// conversation, every tool run; kept up to date from the live event stream while
+// it is open.
 
 import { h, getJSON, fmtInt, fmtMoney, fmtMs, fmtTime, fmtTokens, clip, pretty } from "./dom.js";
 import { renderTimeline } from "./timeline.js";
 import { callDetail, toolDetail } from "./detail.js";
+import { renderChat } from "./chat.js";
 
 const REFRESH_DELAY_MS = 300;
 
@@ -51,6 +53,11 @@ function toolTable(detail, pick) {
     h("td", { class: "num" }, fmtMs(tool.duration_ms))))));
 }
 
+// What keeps an opened tool call or context open across a live redraw.
+function openKey(node) {
+  return node.dataset.call || node.querySelector("summary").textContent;
+}
+
 export function renderSession(view, session, exchange) {
   const live = h("span", { class: "live off" }, "○ connecting");
   const top = h("div", { class: "page-head" },
@@ -59,7 +66,9 @@ export function renderSession(view, session, exchange) {
   const timeline = h("div", { class: "timeline-box" });
   const panel = h("div", { class: "panel" }, h("p", { class: "muted" }, "Click a call or a tool run to see it whole."));
   const tools = h("div", {});
-  view.replaceChildren(top, head, h("h2", {}, "Timeline"), timeline, panel, h("h2", {}, "Tool runs"), tools);
+  const chat = h("div", { class: "chat-box" }, h("p", { class: "muted" }, "Loading the conversation…"));
+  view.replaceChildren(top, head, h("h2", {}, "Timeline"), timeline, panel,
+    h("h2", {}, "Conversation"), chat, h("h2", {}, "Tool runs"), tools);
 
   let detail = null;
   let selected = exchange ? { kind: "call", key: exchange } : null;
@@ -112,7 +121,20 @@ export function renderSession(view, session, exchange) {
     }
     if (stopped) return false;
     draw();
+    loadChat();
     return true;
+  }
+
+  async function loadChat() {
+    const open = new Set([...chat.querySelectorAll("details[open]")].map(openKey));
+    try {
+      const found = await getJSON(`${base}/chat`);
+      if (stopped) return;
+      chat.replaceChildren(renderChat(found));
+      chat.querySelectorAll("details").forEach((node) => { if (open.has(openKey(node))) node.open = true; });
+    } catch (error) {
+      chat.replaceChildren(h("p", { class: "error" }, "Could not load the conversation: " + error.message));
+    }
   }
 
   function selectedCall() {

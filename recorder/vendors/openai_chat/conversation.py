@@ -7,7 +7,15 @@ from typing import Any
 
 from taplog.recorder.vendors.anthropic import conversation as neutral
 from taplog.recorder.vendors.openai_chat.answers import chat_answer_to_messages
-from taplog.recorder.vendors.transcripts import note_before
+from taplog.recorder.vendors.sse import as_list, dig
+from taplog.recorder.vendors.tools import parsed_arguments
+from taplog.recorder.vendors.transcripts import (
+    Reading,
+    item_block,
+    leading_system,
+    note_before,
+    read_turn,
+)
 
 TURNS = "messages"  # the request field that holds the turns
 PER_RUN = frozenset({"user", "metadata", "safety_identifier", "prompt_cache_key"})
@@ -34,3 +42,53 @@ def with_note(body: dict[str, Any], note: str) -> dict[str, Any]:
 
 def answer_text(answer: dict[str, Any]) -> str:
     return neutral.answer_text(chat_answer_to_messages(answer))
+
+
+def read_request(body: dict[str, Any]) -> Reading:
+    """The request for people to read, in the neutral shape; the system and developer
+    messages before the first other one are its system prompt."""
+    system, turns = leading_system([read_message(m) for m in as_list(body.get("messages"))])
+    return Reading(system, turns)
+
+
+def read_answer(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The turns an answer adds: its first choice's message (requests ask for one)."""
+    choices = [c for c in as_list(answer.get("choices")) if isinstance(c, dict)]
+    message = min(choices, key=lambda c: c.get("index") or 0).get("message") if choices else None
+    return [read_message({**message, "role": "assistant"})] if isinstance(message, dict) else []
+
+
+def read_message(message: Any) -> dict[str, Any]:
+    """One Chat message as a neutral turn: a tool message is a user turn holding the
+    result, an assistant's tool calls are `tool_use` blocks after its text."""
+    if not isinstance(message, dict):
+        return read_turn(None, [message])
+    role = message.get("role")
+    if role == "tool":
+        result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id")}
+        return read_turn("user", [{**result, "content": message.get("content")}])
+    turn = read_turn("system" if role in _SYSTEM else role, _read_parts(message.get("content")))
+    if refusal := message.get("refusal"):
+        turn["content"].append({"type": "text", "text": str(refusal)})
+    turn["content"].extend(_read_call(call) for call in as_list(message.get("tool_calls")))
+    return turn
+
+
+def _read_parts(content: Any) -> Any:
+    if not isinstance(content, list):
+        return content
+    return [
+        {"type": "text", "text": text}
+        if isinstance(text := dig(part, "text") or dig(part, "refusal"), str)
+        else item_block(dig(part, "type"))
+        for part in content
+    ]
+
+
+def _read_call(call: Any) -> dict[str, Any]:
+    if dig(call, "type") not in (None, "function"):
+        return item_block(dig(call, "type"))
+    raw = dig(call, "function", "arguments")
+    value, error = parsed_arguments(raw)
+    name, value = dig(call, "function", "name"), raw if error else value
+    return {"type": "tool_use", "id": dig(call, "id"), "name": name, "input": value}

@@ -6,11 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from taplog.recorder.vendors.anthropic import conversation as neutral
+from taplog.recorder.vendors.naming import Renames
 from taplog.recorder.vendors.openai_chat import conversation as chat
+from taplog.recorder.vendors.openai_responses import chaining
 from taplog.recorder.vendors.openai_responses.answers import responses_answer_to_messages
-from taplog.recorder.vendors.transcripts import note_before
+from taplog.recorder.vendors.openai_responses.items import chat_messages
+from taplog.recorder.vendors.transcripts import (
+    Reading,
+    item_block,
+    leading_system,
+    note_before,
+    read_turn,
+)
+from taplog.recorder.vendors.translation import RequestTranslation, Untranslatable
 
-__all__ = ["PER_RUN", "STREAMING", "TURNS", "answer_text", "transcript", "with_note"]
+__all__ = [
+    "PER_RUN",
+    "STREAMING",
+    "TURNS",
+    "answer_text",
+    "read_answer",
+    "read_request",
+    "transcript",
+    "with_note",
+]
 
 TURNS = "input"  # the request field that holds the turns (when it is a list)
 PER_RUN = chat.PER_RUN | {"client_metadata"}  # and Codex's ids of its turn and window
@@ -32,3 +51,43 @@ def with_note(body: dict[str, Any], note: str) -> dict[str, Any]:
 
 def answer_text(answer: dict[str, Any]) -> str:
     return neutral.answer_text(responses_answer_to_messages(answer))
+
+
+def read_request(body: dict[str, Any]) -> Reading:
+    """The request for people to read, in the neutral shape; a chained request's turns are
+    only its new items (`chained_to` names the answer whose conversation it continues)."""
+    instructions = body.get("instructions")
+    turns = [turn for item in chaining.input_items(body) for turn in _read_item(item)]
+    system, turns = leading_system(turns)
+    previous = chaining.previous_answer(body)
+    return Reading(
+        [instructions, *system] if isinstance(instructions, str) else system,
+        turns,
+        previous if isinstance(previous, str) else None,
+    )
+
+
+def read_answer(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The turns an answer adds: its output items, read as the input items they become."""
+    items = (chaining.as_input(item) for item in chaining.output_items(answer))
+    return [turn for item in items for turn in _read_item(item)]
+
+
+def _read_item(item: Any) -> list[dict[str, Any]]:
+    """An item through the failover translation's own item rules (to Chat messages), but
+    leaving out rather than refusing: an item it cannot translate, or leaves out (such as
+    reasoning), is a block of its type."""
+    unlimited = RequestTranslation(Renames(name_limit=1 << 30, id_limit=1 << 30))
+    try:
+        messages = chat_messages({"input": [item]}, None, unlimited, leave_out=True)
+    except Untranslatable:
+        messages = []
+    if messages:
+        return [chat.read_message(message) for message in messages]
+    if not isinstance(item, dict):
+        return [read_turn(None, [item_block(type(item).__name__)])]
+    kind = item.get("type")
+    client_said = str(kind).endswith("_output")  # a tool's output: the client sends it
+    return [
+        read_turn(item.get("role") or ("user" if client_said else "assistant"), [item_block(kind)])
+    ]
