@@ -147,7 +147,7 @@ def translate(
     ends with the model's answer (a finished turn, not a prefill)."""
     if source == target:
         return Translated({**body, "model": model} if model else body)
-    options = Options(model, allow_prefill=finished, leave_out=True)
+    options = Options(model, leave_out=True, answered=finished)
     route = route_for(source, target)
     if route is not None:
         return route.request(body, options)
