@@ -186,16 +186,16 @@ def _check_ending(turns: list[dict], allow_prefill: bool, answered: bool) -> Non
     last = turns[-1]
     if last["role"] != "assistant":
         return
-    if not answered and any(block["type"] == "tool_use" for block in last["content"]):
+    if answered:
+        return  # the record as it stands: sent on, it needs a user turn after it anyway
+    if any(block["type"] == "tool_use" for block in last["content"]):
         raise Untranslatable("the last message calls tools whose results are missing")
-    if not (allow_prefill or answered):
+    if not allow_prefill:
         raise Untranslatable(
             "the last message is the assistant's: OpenAI answers it with a new turn, "
             "Anthropic would continue it as a prefill (which some models refuse)"
         )
     final = last["content"][-1]
-    if final["type"] != "text":
-        return
     final["text"] = final["text"].rstrip()  # Anthropic refuses trailing whitespace there
     if not final["text"]:
         last["content"].pop()
