@@ -9,8 +9,9 @@ answer are recorded like a proxied call, in a NEW session whose
 `session.started` event links back: `source: "resumed"`, `resumed_from`, `at`
 (the origin's last seq) and `origin_hash` (its line hash, as `session.forked`
 has), and `left_out`: what the conversation lost on the way (the translation's
-leave-outs, the last answer's tool calls that never ran). A translated request is
-recorded as failover records one: `translated_from` and the translation's `dropped`.
+leave-outs, the last answer's tool calls that never ran). A request translated to
+another API is recorded as failover records one: `translated_from`, and `dropped`
+(the same list).
 The origin is only read.
 
 Recording needs the data dir to itself: while a `taplog serve` holds it,

@@ -18,7 +18,7 @@ Another API's shape goes through the failover routes (`recorder.vendors.routes`,
 failover learns: what the target cannot take is left out, and `Exported.left_out` says
 what, as failover's `dropped` does. Chat <-> Anthropic and Responses <-> Anthropic are
 one route each; Chat <-> Responses is two, through Anthropic Messages. A conversation that
-ends with the model's answer is a finished turn, not a prefill (`allow_prefill`). The
+ends with the model's answer ends with a finished turn, not a prefill (`Options.answered`). The
 `stream` options are left out: the caller decides how to send it. `jsonl` is the raw event
 lines, exact to the byte (all of them, or up to `--at`).
 
@@ -133,21 +133,21 @@ def as_request(
     if prompt is not None:
         body = turns.with_prompt(body, prompt)
     body = {key: value for key, value in body.items() if key not in STREAMING_FIELDS}
-    finished = answer is not None and prompt is None  # it ends with the model's turn
+    answered = answer is not None and prompt is None  # it ends with the model's turn
     model = model or body.get("model") or ""
-    translated = translate(body, source, FORMAT_APIS[fmt], model, finished)
+    translated = translate(body, source, FORMAT_APIS[fmt], model, answered)
     return Exported(translated.body, source, [*left_out, *translated.dropped])
 
 
 def translate(
-    body: dict[str, Any], source: str, target: str, model: str, finished: bool = False
+    body: dict[str, Any], source: str, target: str, model: str, answered: bool = False
 ) -> Translated:
     """`body` (a request of API `source`) as a request of API `target` for `model`, by the
-    failover routes, leaving out (and naming) what `target` cannot take. `finished`: it
+    failover routes, leaving out (and naming) what `target` cannot take. `answered`: it
     ends with the model's answer (a finished turn, not a prefill)."""
     if source == target:
         return Translated({**body, "model": model} if model else body)
-    options = Options(model, leave_out=True, answered=finished)
+    options = Options(model, leave_out=True, answered=answered)
     route = route_for(source, target)
     if route is not None:
         return route.request(body, options)
