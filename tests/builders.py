@@ -334,13 +334,19 @@ class SessionLog:
         return len(self.events)
 
     def call(
-        self, request: dict, answer: dict | None = None, status: int = 200, retry: bool = False
+        self,
+        request: dict,
+        answer: dict | None = None,
+        status: int = 200,
+        retry: bool = False,
+        outcome: str | None = None,
     ) -> int:
         """One try of a call (`retry`: another try of the last call), answered unless `answer`
-        is None; the seq of its last event."""
+        is None (`outcome`: by the status unless given); the seq of its last event."""
         self.calls += 0 if retry else 1
         exchange = {"exchange": f"ex_{self.calls}", "api": self.api}
         seq = self.add("llm.request", body=request, **exchange)
         if answer is None:
             return seq
-        return self.add("llm.response", status=status, body=answer, **exchange)
+        outcome = outcome or ("ok" if status < 400 else "upstream_error")
+        return self.add("llm.response", status=status, outcome=outcome, body=answer, **exchange)

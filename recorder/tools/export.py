@@ -2,7 +2,7 @@
 
 The conversation through seq N is the last `llm.request` at or before N (its system
 prompt, messages, tool calls and results, and the tool definitions it offered) and, when
-it got one by then, its answer (the try's 200 `llm.response`) as the next turn, in that
+it got one by then, its answer (the try's whole 200 `llm.response`) as the next turn, in that
 request's own API (each API's `conversation.with_answer`). A Responses request that
 chains to an earlier answer carries only its new items, so the chain is rebuilt from the
 same session's earlier requests and answers and inlined as its input, unchained and not
@@ -168,8 +168,9 @@ def _route(source: str, target: str) -> Any:
 
 
 def _answer(events: list[Event], request: Event) -> dict[str, Any] | None:
-    """The request's answer among `events`, when it was a 200 with a body: the first
-    `llm.response` of its exchange after it (each try's answer follows its request)."""
+    """The request's answer among `events` when it came whole (200, outcome `ok`): the
+    first `llm.response` of its exchange after it (each try's answer follows its request).
+    A broken answer is no turn: the request is the conversation's end."""
     for event in events:
         if event["seq"] <= request["seq"] or event.get("exchange") != request["exchange"]:
             continue
@@ -177,7 +178,8 @@ def _answer(events: list[Event], request: Event) -> dict[str, Any] | None:
             return None  # the next try: this one got no answer
         if event["type"] == LLM_RESPONSE:
             body = event.get("body")
-            return body if event.get("status") == 200 and isinstance(body, dict) else None
+            whole = event.get("status") == 200 and event.get("outcome") == "ok"
+            return body if whole and isinstance(body, dict) else None
     return None
 
 

@@ -193,9 +193,12 @@ def test_an_answer_of_nothing_but_a_tool_call_is_left_out_whole_before_a_prompt(
     assert prompt == {"role": "user", "content": "Go on."}
 
 
-def test_a_failed_answer_is_no_turn_and_a_retried_try_s_answer_is():
+def test_a_failed_or_broken_answer_is_no_turn_and_a_retried_try_s_answer_is():
     log = anthropic_session(None)
     log.call(log.events[-1]["body"], {"type": "error"}, status=529, retry=True)
+    assert export_conversation(log.events, "anthropic").body == log.events[-2]["body"]
+    cut = claude_answer(text("FINAL: st"))
+    log.call(log.events[-2]["body"], cut, retry=True, outcome="upstream_cut")
     assert export_conversation(log.events, "anthropic").body == log.events[-2]["body"]
     log.call(log.events[-2]["body"], retry=True)  # another try, no answer yet
     log.call(log.events[-1]["body"], claude_answer(text(FINAL)), retry=True)
