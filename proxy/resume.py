@@ -8,7 +8,11 @@ variable (`proxy.failover.attempts.plan`, as for a failover target). Request and
 answer are recorded like a proxied call, in a NEW session whose
 `session.started` event links back: `source: "resumed"`, `resumed_from`, `at`
 (the origin's last seq) and `origin_hash` (its line hash, as `session.forked`
-has). The origin is only read.
+has), and `left_out`: what the conversation lost on the way (the translation's
+leave-outs, the last answer's tool calls that never ran). A request translated to
+another API is recorded as failover records one: `translated_from`, and `dropped`
+(the same list).
+The origin is only read.
 
 Recording needs the data dir to itself: while a `taplog serve` holds it,
 resume refuses (stop serve first) rather than write beside the writer that
@@ -18,7 +22,7 @@ variable's name) and sends and writes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +46,7 @@ from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
 from taplog.recorder.tools.resume_request import answer_text, feature_headers, resume_body
 from taplog.recorder.vendors.errors import error_message
-from taplog.recorder.vendors.translation import Untranslatable
+from taplog.recorder.vendors.translation import Translated, Untranslatable
 
 USER_AGENT = "taplog-resume"
 
@@ -59,6 +63,8 @@ class Resumption:
     origin_events: list[Event]
     new: str
     attempt: Attempt
+    recorded_in: str  # the API of the origin's conversation
+    left_out: list[str]  # what the conversation lost on the way
 
 
 @dataclass(frozen=True)
@@ -68,12 +74,15 @@ class Resumed:
     text: str  # the answer's text, or why there is none
 
 
-def plan_resume(data_dir: Path, session: str, target: Target, new: str | None) -> Resumption:
-    """The request that continues `session` on `target`; reads the log, writes nothing."""
+def plan_resume(
+    data_dir: Path, session: str, target: Target, new: str | None, prompt: str | None = None
+) -> Resumption:
+    """The request that continues `session` on `target` (`prompt`: the user's next turn);
+    reads the log, writes nothing."""
     try:
         events = list(read_events(session_path(data_dir, session)))
         api = target_api(target, "anthropic.messages")  # the provider's own API choice
-        body = resume_body(events, session, API_FORMATS[api], target.model)
+        exported = resume_body(events, session, API_FORMATS[api], target.model, prompt)
     except (ExportError, Untranslatable) as exc:
         raise ResumeError(str(exc)) from None
     new = new or new_session_id()
@@ -89,14 +98,17 @@ def plan_resume(data_dir: Path, session: str, target: Target, new: str | None) -
         target,
         client_provider="",
         client_api=api,
-        parsed=body,
+        parsed=exported.body,
         raw=b"",
         client_headers=CIMultiDictProxy(
             CIMultiDict({"user-agent": USER_AGENT, **feature_headers(events, api)})
         ),
         client_url="",
     )
-    return Resumption(session, events, new, attempt)
+    if exported.recorded_in != api:  # recorded as a translated call: what it left out
+        translated = Translated(exported.body, exported.left_out)
+        attempt = replace(attempt, translation=translated)
+    return Resumption(session, events, new, attempt, exported.recorded_in, exported.left_out)
 
 
 def dry_run_view(resumption: Resumption) -> dict[str, Any]:
@@ -140,7 +152,8 @@ async def resume(settings: Settings, resumption: Resumption) -> Resumed:
 async def _send_recorded(settings: Settings, resumption: Resumption, recorder: Recorder) -> Resumed:
     attempt, new = resumption.attempt, resumption.new
     recorder.record(EventRecord(_started(resumption)))
-    sent = Try(recorder, new, new_id("ex"), attempt, 1, attempt.api, URL(attempt.url).path, None)
+    path = URL(attempt.url).path
+    sent = Try(recorder, new, new_id("ex"), attempt, 1, resumption.recorded_in, path, None)
     sent.record_request()
     pool = open_pool(settings)
     try:
@@ -174,6 +187,7 @@ def _started(resumption: Resumption) -> Event:
         resumed_from=resumption.origin,
         at=last["seq"],
         origin_hash=last["h"],
+        left_out=resumption.left_out,
     )
 
 

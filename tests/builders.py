@@ -316,3 +316,37 @@ def _block_events(draw: Any, index: int, block: dict) -> list[dict]:
     if not pieces and draw(st.booleans()):
         pieces = [block_delta(index, json_delta(""))]  # "may be empty or absent"
     return [block_start(index, tool_block(block["id"], block["name"])), *pieces, block_stop(index)]
+
+
+# -- session logs: the events of recorded calls, as the log's readers give them ------------
+
+
+class SessionLog:
+    """A session's events, built call by call (only the fields the tools read)."""
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.events: list[dict] = [{"seq": 1, "type": "session.started", "api": api}]
+        self.calls = 0
+
+    def add(self, event_type: str, **fields: Any) -> int:
+        self.events.append({"seq": len(self.events) + 1, "type": event_type, **fields})
+        return len(self.events)
+
+    def call(
+        self,
+        request: dict,
+        answer: dict | None = None,
+        status: int = 200,
+        retry: bool = False,
+        outcome: str | None = None,
+    ) -> int:
+        """One try of a call (`retry`: another try of the last call), answered unless `answer`
+        is None (`outcome`: by the status unless given); the seq of its last event."""
+        self.calls += 0 if retry else 1
+        exchange = {"exchange": f"ex_{self.calls}", "api": self.api}
+        seq = self.add("llm.request", body=request, **exchange)
+        if answer is None:
+            return seq
+        outcome = outcome or ("ok" if status < 400 else "upstream_error")
+        return self.add("llm.response", status=status, outcome=outcome, body=answer, **exchange)

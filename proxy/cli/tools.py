@@ -14,6 +14,7 @@ import click
 from taplog.proxy.cli.options import config_option, data_dir_option, listening_options
 from taplog.proxy.config import REPLAY_MODES
 from taplog.recorder.tools.export import FORMATS
+from taplog.recorder.tools.resume_request import DEFAULT_PROMPT
 
 
 @click.command("export")
@@ -27,9 +28,24 @@ from taplog.recorder.tools.export import FORMATS
 )
 @click.option("--at", type=click.IntRange(min=1), help="The state at this seq (default: the end).")
 @click.option("--model", help="The model named in the body (default: the recorded one).")
+@click.option(
+    "--prompt",
+    metavar="TEXT",
+    help="The user's next turn after the conversation, so the body is ready to send "
+    "(the last answer's tool calls, never run, are then left out).",
+)
 @data_dir_option
-def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: Path) -> None:
-    """Print a session's conversation as a ready request body, or its raw events.
+def export(
+    session: str,
+    fmt: str,
+    at: int | None,
+    model: str | None,
+    prompt: str | None,
+    data_dir: Path,
+) -> None:
+    """Print a session's conversation, last answer included, as a request body, or its events.
+
+    What the format cannot take is left out and named on stderr.
 
     Example: taplog export 20261130T004933Z-1a2b3c4d --format anthropic --at 12
     """
@@ -37,7 +53,7 @@ def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: 
     from taplog.recorder.tools.export import (
         ExportError,
         dumps,
-        export_body,
+        export_conversation,
         export_lines,
         session_path,
     )
@@ -49,9 +65,12 @@ def export(session: str, fmt: str, at: int | None, model: str | None, data_dir: 
             for line in export_lines(path, at):
                 sys.stdout.buffer.write(line)
             return
-        click.echo(dumps(export_body(list(read_events(path)), fmt, at, model)))
+        exported = export_conversation(list(read_events(path)), fmt, at, model, prompt)
     except (ExportError, Untranslatable, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
+    for what in exported.left_out:
+        click.echo(f"left out: {what}", err=True)
+    click.echo(dumps(exported.body))
 
 
 @click.command("fork")
@@ -130,6 +149,12 @@ def snapshot(repo: Path, fmt: str | None, data_dir: Path) -> None:
     help="openai, anthropic or a provider of the config file, and the model to continue with.",
 )
 @click.option("--as", "new", help="The new session's id (default: a fresh one).")
+@click.option(
+    "--prompt",
+    metavar="TEXT",
+    help="The user's next turn (default after the model's last answer: "
+    f'"{DEFAULT_PROMPT}"; the tool calls it asked for, never run, are left out).',
+)
 @click.option("--dry-run", is_flag=True, help="Print the request (no key); send and write nothing.")
 @click.option(
     "--data-dir",
@@ -141,12 +166,15 @@ def resume(
     session: str,
     to: str,
     new: str | None,
+    prompt: str | None,
     dry_run: bool,
     data_dir: Path | None,
     config: Path | None,
 ) -> None:
     """Continue SESSION on another model: its conversation, a note on top, sent and recorded.
 
+    After the model's last answer it goes on with a user turn (--prompt). What the
+    provider's API cannot take is left out, named on stderr and in the new session.
     The answer is recorded in a new session linked to SESSION; continue it
     through taplog serve with the base URL …/s/NEW/v1. Keys come from the
     provider's variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, or api_key_env).
@@ -172,7 +200,9 @@ def resume(
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        resumption = plan_resume(settings.data_dir, session, target, new)
+        resumption = plan_resume(settings.data_dir, session, target, new, prompt)
+        for what in resumption.left_out:
+            click.echo(f"left out: {what}", err=True)
         if dry_run:
             click.echo(dumps(dry_run_view(resumption)))
             return

@@ -1,19 +1,26 @@
-"""A session's conversation as a ready request body for any API: `taplog export`.
+"""A session's whole conversation as a ready request body for any API: `taplog export`.
 
-The conversation "as the model last saw it" is the body of the session's last
-`llm.request` (or the last one at or before `--at SEQ`): system prompt,
-messages, tool calls and results, and the tool definitions it offered. A
-Responses request that chains to an earlier answer carries only its new items,
-so the chain is rebuilt from the same session's earlier requests and answers
-and inlined as its input, unchained and not stored
-(`recorder.vendors.openai_responses.chaining`).
+The conversation through seq N is the last `llm.request` at or before N (its system
+prompt, messages, tool calls and results, and the tool definitions it offered) and, when
+it got one by then, its answer (the try's whole 200 `llm.response`) as the next turn, in that
+request's own API (each API's `conversation.with_answer`). A Responses request that
+chains to an earlier answer carries only its new items, so the chain is rebuilt from the
+same session's earlier requests and answers and inlined as its input, unchained and not
+stored (`recorder.vendors.openai_responses.chaining`).
 
-Another vendor's shape goes through the failover translation
-(`recorder.vendors`), so an export reads exactly as a failed-over call would:
-Chat <-> Anthropic directly, Responses <-> Anthropic directly, Chat <->
-Responses through Anthropic Messages. The `stream` options are left out: the
-caller decides how to send it. `jsonl` is the raw event lines, exact to the
-byte (all of them, or up to `--at`).
+A `prompt` is the user's next turn, which makes the body ready to send: the tools the last
+answer asked for never ran, so its tool calls are then left out (a call without its result
+is refused by every API); without a prompt the conversation is given as it stands, tool
+calls and all.
+
+Another API's shape goes through the failover routes (`recorder.vendors.routes`, with
+`leave_out`), so an export reads exactly as a failed-over call would and learns whatever
+failover learns: what the target cannot take is left out, and `Exported.left_out` says
+what, as failover's `dropped` does. Chat <-> Anthropic and Responses <-> Anthropic are
+one route each; Chat <-> Responses is two, through Anthropic Messages. A conversation that
+ends with the model's answer ends with a finished turn, not a prefill (`Options.answered`). The
+`stream` options are left out: the caller decides how to send it. `jsonl` is the raw event
+lines, exact to the byte (all of them, or up to `--at`).
 
 Pure over the files: no server, no network.
 """
@@ -21,6 +28,7 @@ Pure over the files: no server, no network.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +36,10 @@ import orjson
 
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.store.reader import read_events
-from taplog.recorder.vendors.apis import STREAMING_FIELDS
-from taplog.recorder.vendors.openai_chat.request_from_neutral import messages_to_chat
-from taplog.recorder.vendors.openai_chat.request_to_neutral import chat_to_messages
+from taplog.recorder.vendors.apis import STREAMING_FIELDS, api_module, conversation
 from taplog.recorder.vendors.openai_responses import chaining
-from taplog.recorder.vendors.openai_responses.request_from_neutral import messages_to_responses
-from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
+from taplog.recorder.vendors.routes import Options, route_for
+from taplog.recorder.vendors.translation import Translated, Untranslatable
 
 FORMATS = ("openai-chat", "anthropic", "responses", "jsonl")
 API_FORMATS = {
@@ -41,10 +47,22 @@ API_FORMATS = {
     "anthropic.messages": "anthropic",
     "openai.responses": "responses",
 }
+FORMAT_APIS = {fmt: api for api, fmt in API_FORMATS.items()}
+HUB = "anthropic.messages"  # every route goes to or from it: Chat <-> Responses is two
 
 
 class ExportError(ValueError):
     """The session has nothing to export in that shape; the message says why."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A conversation as a request body, and what was left out of it (as failover's
+    `dropped`: the translation's, and the last answer's tool calls a prompt follows)."""
+
+    body: dict[str, Any]
+    recorded_in: str  # the API of the recorded conversation
+    left_out: list[str] = field(default_factory=list)
 
 
 def session_path(data_dir: Path, session: str) -> Path:
@@ -63,12 +81,29 @@ def export_lines(path: Path, at: int | None = None) -> Iterator[bytes]:
             yield line
 
 
-def export_body(
-    events: list[Event], fmt: str, at: int | None = None, model: str | None = None
-) -> dict[str, Any]:
-    """The last request at or before seq `at` as a request body in format `fmt`."""
-    if fmt not in API_FORMATS.values():
-        raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+@dataclass(frozen=True)
+class Conversation:
+    """A session's conversation through some seq, in the API it was recorded in."""
+
+    request: dict[str, Any]  # the last request, unchained (Responses), as it was sent
+    api: str
+    answer: dict[str, Any] | None  # its answer, when it had one by then
+
+
+def export_conversation(
+    events: list[Event],
+    fmt: str,
+    at: int | None = None,
+    model: str | None = None,
+    prompt: str | None = None,
+) -> Exported:
+    """The conversation through seq `at`, last answer included, as a request in `fmt`;
+    with `prompt` as the user's next turn."""
+    return as_request(conversation_through(events, at), fmt, model, prompt)
+
+
+def conversation_through(events: list[Event], at: int | None = None) -> Conversation:
+    """The last request at or before seq `at`, and its answer when that came by then."""
     upto = [e for e in events if at is None or e["seq"] <= at]
     requests = [e for e in upto if e["type"] == LLM_REQUEST and e.get("api") in API_FORMATS]
     requests = [e for e in requests if isinstance(e.get("body"), dict)]
@@ -77,28 +112,88 @@ def export_body(
         raise ExportError(f"no LLM request with a readable body in this session{where}")
     last = requests[-1]
     body = dict(last["body"])
-    source = API_FORMATS[last["api"]]
-    if source == "responses":
+    if last["api"] == "openai.responses":
         body = _unchained(body, events, last["seq"])
-    for key in STREAMING_FIELDS:
-        body.pop(key, None)
-    return translate(body, source, fmt, model or body.get("model") or "")
+    return Conversation(body, last["api"], _answer(upto, last))
 
 
-def translate(body: dict[str, Any], source: str, target: str, model: str) -> dict[str, Any]:
-    """`body` (a request in API `source`) as a request in API `target`, for `model`."""
+def as_request(
+    conversation: Conversation, fmt: str, model: str | None = None, prompt: str | None = None
+) -> Exported:
+    """The conversation, its answer as the next turn, as a request in `fmt` for `model`
+    (default: the recorded one); with `prompt`, the user's next turn after it."""
+    if fmt not in FORMAT_APIS:
+        raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    body, source, answer = conversation.request, conversation.api, conversation.answer
+    turns, left_out = _turns(source), []
+    if answer is not None:
+        if prompt is not None and (asked := _asked_tools(source, answer)):
+            left_out.append(f"the last answer's tool calls ({', '.join(asked)}): never run")
+        body = turns.with_answer(body, answer, calls=prompt is None)
+    if prompt is not None:
+        body = turns.with_prompt(body, prompt)
+    body = {key: value for key, value in body.items() if key not in STREAMING_FIELDS}
+    answered = answer is not None and prompt is None  # it ends with the model's turn
+    model = model or body.get("model") or ""
+    translated = translate(body, source, FORMAT_APIS[fmt], model, answered)
+    return Exported(translated.body, source, [*left_out, *translated.dropped])
+
+
+def translate(
+    body: dict[str, Any], source: str, target: str, model: str, answered: bool = False
+) -> Translated:
+    """`body` (a request of API `source`) as a request of API `target` for `model`, by the
+    failover routes, leaving out (and naming) what `target` cannot take. `answered`: it
+    ends with the model's answer (a finished turn, not a prefill)."""
     if source == target:
-        return {**body, "model": model} if model else body
-    if source == "anthropic":
-        to = messages_to_chat if target == "openai-chat" else messages_to_responses
-        return to(body, model=model).body
-    if source == "openai-chat":
-        messages = chat_to_messages(body, model=model).body
-    else:
-        messages = responses_to_messages(body, model=model).body
-    if target == "anthropic":
-        return messages
-    return translate(messages, "anthropic", target, model)
+        return Translated({**body, "model": model} if model else body)
+    options = Options(model, leave_out=True, answered=answered)
+    route = route_for(source, target)
+    if route is not None:
+        return route.request(body, options)
+    try:
+        hub = _route(source, HUB).request(body, options)
+    except Untranslatable as exc:
+        raise Untranslatable(
+            f"{source} goes to {target} through {HUB}, which cannot take it: {exc}"
+        ) from None
+    translated = _route(HUB, target).request(hub.body, options)
+    return Translated(translated.body, [*hub.dropped, *translated.dropped])
+
+
+def _route(source: str, target: str) -> Any:
+    route = route_for(source, target)
+    assert route is not None, (source, target)  # every API has routes to and from the hub
+    return route
+
+
+def _answer(events: list[Event], request: Event) -> dict[str, Any] | None:
+    """The request's answer among `events` when it came whole (200, outcome `ok`): the
+    first `llm.response` of its exchange after it (each try's answer follows its request).
+    A broken answer is no turn: the request is the conversation's end."""
+    for event in events:
+        if event["seq"] <= request["seq"] or event.get("exchange") != request["exchange"]:
+            continue
+        if event["type"] == LLM_REQUEST:
+            return None  # the next try: this one got no answer
+        if event["type"] == LLM_RESPONSE:
+            body = event.get("body")
+            whole = event.get("status") == 200 and event.get("outcome") == "ok"
+            return body if whole and isinstance(body, dict) else None
+    return None
+
+
+def _turns(api: str) -> Any:
+    module = conversation(api)
+    assert module is not None, api  # only LLM APIs are exported
+    return module
+
+
+def _asked_tools(api: str, answer: dict[str, Any]) -> list[str]:
+    """The names of the tools an answer asked the client to run."""
+    wire = api_module(api)
+    assert wire is not None, api
+    return [call.name or "?" for call in wire.tool_calls(answer) if not call.server]
 
 
 def _unchained(body: dict[str, Any], events: list[Event], before: int) -> dict[str, Any]:

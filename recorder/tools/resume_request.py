@@ -1,10 +1,18 @@
 """What `taplog resume` sends and shows: the exported conversation with a note, the answer's text.
 
-The request is the session's conversation as `recorder.tools.export` gives it in
-the target API's shape (the same translation as failover), with a short note
-at the very top of the system prompt: the conversation continues an earlier
-session (named) and the tool results in its history are real, so the new
+The request is the session's whole conversation as `recorder.tools.export` gives it in
+the target API's shape (the same translation as failover, what it left out named),
+with a short note at the very top of the system prompt: the conversation continues an
+earlier session (named) and the tool results in its history are real, so the new
 model neither redoes the work nor doubts it.
+
+When the session ends with the model's answer, the request goes on with a user turn
+(`prompt`, `DEFAULT_PROMPT` unless one is given): a request that ended with the
+assistant's turn would be a prefill to Anthropic, and a finished chat to OpenAI. The
+tools that answer asked for never ran, so their calls are left out (a call without its
+result is refused everywhere) and the model asks again if it still needs them. When the
+last request got no answer, it is sent again (with the prompt after it, when one is
+given).
 
     anthropic     `system` (text, or a first text block)
     openai-chat   the first system/developer message, or a new system message
@@ -20,11 +28,14 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
-from taplog.recorder.tools.export import API_FORMATS, export_body
+from taplog.recorder.tools.export import API_FORMATS, Exported, as_request, conversation_through
 from taplog.recorder.vendors.apis import PER_RUN_FIELDS, conversation, endpoint
+
+DEFAULT_PROMPT = "Continue from where you left off."
 
 NOTE = (
     "This conversation continues an earlier session ({session}), recorded by taplog{held}. "
@@ -41,12 +52,19 @@ def resume_note(events: list[Event], session: str, model: str) -> str:
     return NOTE.format(session=session, held=held)
 
 
-def resume_body(events: list[Event], session: str, fmt: str, model: str) -> dict[str, Any]:
-    """The session's conversation as a request for `model` in `fmt`, the note on top."""
-    exported = export_body(events, fmt, model=model)
-    body = {key: value for key, value in exported.items() if key not in PER_RUN_FIELDS}
+def resume_body(
+    events: list[Event], session: str, fmt: str, model: str, prompt: str | None = None
+) -> Exported:
+    """The session's conversation as a request for `model` in `fmt`, the note on top; after
+    the model's last answer, the user's next turn (`prompt`, else `DEFAULT_PROMPT`)."""
+    through = conversation_through(events)
+    if prompt is None and through.answer is not None:
+        prompt = DEFAULT_PROMPT
+    exported = as_request(through, fmt, model, prompt)
+    body = {key: value for key, value in exported.body.items() if key not in PER_RUN_FIELDS}
     api = next(api for api, name in API_FORMATS.items() if name == fmt)
-    return _conversation(api).with_note(body, resume_note(events, session, model))
+    noted = _conversation(api).with_note(body, resume_note(events, session, model))
+    return replace(exported, body=noted)
 
 
 def feature_headers(events: list[Event], api: str) -> dict[str, str]:

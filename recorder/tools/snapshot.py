@@ -1,7 +1,7 @@
 """Versioned snapshots of every session's conversation in a git repository: `snapshot --git`.
 
 Each session becomes `<session>.json`: its conversation as `taplog export` gives
-it (the last request as a ready body, in the session's own API unless a format
+it (the last request and its answer, in the session's own API unless a format
 is named), pretty-printed with a final newline so diffs read well. Only what
 changed is committed, one commit per changed session, with a message naming
 the session and the last step (`seq`) it reflects; a second run with nothing
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from taplog.recorder.events import LLM_REQUEST
 from taplog.recorder.store.reader import read_all
-from taplog.recorder.tools.export import API_FORMATS, ExportError, dumps, export_body
+from taplog.recorder.tools.export import API_FORMATS, ExportError, dumps, export_conversation
 from taplog.recorder.vendors.translation import Untranslatable
 
 _IDENTITY = ("-c", "user.name=taplog", "-c", "user.email=taplog@localhost")
@@ -53,7 +53,7 @@ def snapshot_git(data_dir: Path, repo: Path, fmt: str | None = None) -> list[Sna
             continue
         seq = events[-1]["seq"]
         try:
-            body = export_body(events, fmt or API_FORMATS[requests[-1]["api"]])
+            body = export_conversation(events, fmt or API_FORMATS[requests[-1]["api"]]).body
         except (ExportError, Untranslatable) as exc:
             done.append(Snapshot(session, seq, committed=False, refused=str(exc)))
             continue

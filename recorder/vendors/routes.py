@@ -118,6 +118,7 @@ class Options:
     allow_prefill: bool = False  # a trailing assistant message is a prefill, not a finished turn
     history: list[Any] | None = None  # Responses: the items a previous_response_id names
     leave_out: bool = False  # drop (and record) what cannot be translated instead of refusing
+    answered: bool = False  # it ends with the model's answer, a finished turn (an export)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,7 @@ class Translators:
 ROUTES: dict[tuple[str, str], Translators] = {
     ("openai.chat", "anthropic.messages"): Translators(
         request=lambda body, o: chat_to_messages(
-            body, model=o.model, allow_prefill=o.allow_prefill
+            body, model=o.model, allow_prefill=o.allow_prefill, answered=o.answered
         ),
         answer=lambda answer, ctx: messages_answer_to_chat(
             answer, created=ctx.created, tools=ctx.tools
@@ -147,7 +148,7 @@ ROUTES: dict[tuple[str, str], Translators] = {
     ),
     ("anthropic.messages", "openai.chat"): Translators(
         request=lambda body, o: messages_to_chat(
-            body, model=o.model, allow_prefill=o.allow_prefill
+            body, model=o.model, allow_prefill=o.allow_prefill, answered=o.answered
         ),
         answer=lambda answer, ctx: chat_answer_to_messages(answer, tools=ctx.tools),
         stream=lambda ctx: _FromChat(ChatToAnthropicStream(model=ctx.model, tools=ctx.tools)),
@@ -159,6 +160,7 @@ ROUTES: dict[tuple[str, str], Translators] = {
             allow_prefill=o.allow_prefill,
             history=o.history,
             drop_untranslatable=o.leave_out,
+            answered=o.answered,
         ),
         answer=lambda answer, ctx: messages_answer_to_responses(
             answer,
@@ -178,7 +180,7 @@ ROUTES: dict[tuple[str, str], Translators] = {
     ),
     ("anthropic.messages", "openai.responses"): Translators(
         request=lambda body, o: messages_to_responses(
-            body, model=o.model, allow_prefill=o.allow_prefill
+            body, model=o.model, allow_prefill=o.allow_prefill, answered=o.answered
         ),
         answer=lambda answer, ctx: responses_answer_to_messages(answer, tools=ctx.tools),
         stream=lambda ctx: _FromAnthropic(

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.store.reader import read_all
-from taplog.recorder.tools.export import export_body
-from taplog.recorder.tools.resume_request import resume_note
+from taplog.recorder.tools.export import export_conversation
+from taplog.recorder.tools.resume_request import DEFAULT_PROMPT, resume_note
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import sdk_client
 from tests.fakes.harness import model_requests
@@ -63,7 +63,9 @@ def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
 
     (sent,) = model_requests(vendors.anthropic)
     body = orjson.loads(sent.body)
-    exported = export_body(events, "anthropic", model="claude-opus-4-1")
+    exported = export_conversation(
+        events, "anthropic", model="claude-opus-4-1", prompt=DEFAULT_PROMPT
+    ).body
     note = resume_note(events, session, "claude-opus-4-1")
     assert "held with gpt-4.1 until now" in note  # the model the session had
     assert body["system"] == (f"{note}\n\n{exported['system']}" if "system" in exported else note)
@@ -72,7 +74,7 @@ def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
     }
     assert sent.headers["x-api-key"] == ANTHROPIC_FALLBACK_KEY
     answer = orjson.loads(vendors.anthropic.sent[-1])
-    assert result.output.startswith(answer["content"][0]["text"] + "\n")
+    assert result.stdout.startswith(answer["content"][0]["text"] + "\n")
 
     new = new_session(result.output)
     assert f"/s/{new}" in result.output and f"resumes {session}" in result.output
@@ -112,7 +114,9 @@ def test_resume_anthropic_session_on_openai_chat(vendors, record_run):
 
     (sent,) = model_requests(vendors.openai)
     body = orjson.loads(sent.body)
-    exported = export_body(events, "openai-chat", model="gpt-4.1")
+    exported = export_conversation(
+        events, "openai-chat", model="gpt-4.1", prompt=DEFAULT_PROMPT
+    ).body
     assert exported["messages"][0]["role"] == "user"  # the agent has no system prompt: one is added
     assert body["messages"] == [
         {"role": "system", "content": resume_note(events, session, "gpt-4.1")},
@@ -123,7 +127,7 @@ def test_resume_anthropic_session_on_openai_chat(vendors, record_run):
     }
     assert sent.headers["authorization"] == f"Bearer {OPENAI_FALLBACK_KEY}"
     answer = orjson.loads(vendors.openai.sent[-1])
-    assert result.output.startswith(answer["choices"][0]["message"]["content"] + "\n")
+    assert result.stdout.startswith(answer["choices"][0]["message"]["content"] + "\n")
 
 
 def test_resume_through_a_configured_responses_provider(vendors, record_run, tmp_path, monkeypatch):
@@ -157,7 +161,7 @@ def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
     result = resume(session, "--to", "anthropic:claude-sonnet-4-6", "--dry-run")
     assert result.exit_code == 0, result.output
 
-    shown = orjson.loads(result.output)
+    shown = orjson.loads(result.stdout)
     assert shown["url"] == f"{vendors.anthropic.url}/v1/messages"
     assert shown["headers"]["x-api-key"] == "$ANTHROPIC_API_KEY"
     assert shown["body"]["system"].startswith(resume_note(events, session, "claude-sonnet-4-6"))
@@ -166,7 +170,7 @@ def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
     result = resume(session, "--to", "anthropic:claude-sonnet-4-6", "--dry-run")
-    assert orjson.loads(result.output)["headers"]["x-api-key"] == "$ANTHROPIC_API_KEY"
+    assert orjson.loads(result.stdout)["headers"]["x-api-key"] == "$ANTHROPIC_API_KEY"
     assert ANTHROPIC_FALLBACK_KEY not in result.output
 
 
@@ -243,6 +247,6 @@ def test_a_same_vendor_resume_sends_the_body_s_beta_header_and_none_of_the_old_r
     assert "another model" not in body["system"] and "held with" not in body["system"]
 
     result = resume("run-1", "--to", "openai:gpt-4.1", "--dry-run")  # translated: no such fields
-    shown = orjson.loads(result.output)
+    shown = orjson.loads(result.stdout)
     assert "anthropic-beta" not in shown["headers"]
     assert "held with claude-sonnet-4-6 until now" in shown["body"]["messages"][0]["content"]

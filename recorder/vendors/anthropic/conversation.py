@@ -1,16 +1,18 @@
-"""A Messages request's conversation: its system prompt and turns, where a note goes; and
-an answer's text (`recorder.vendors.transcripts`)."""
+"""A Messages request's conversation: its system prompt and turns, where a note goes, how an
+answer and a next prompt join it; and an answer's text (`recorder.vendors.transcripts`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from taplog.recorder.vendors.anthropic.wire import tool_calls
 from taplog.recorder.vendors.sse import as_list
 from taplog.recorder.vendors.transcripts import Reading, note_before, parts, read_turn
 
 TURNS = "messages"  # the request field that holds the turns
 PER_RUN = frozenset({"metadata"})  # request fields that name the run, not what is asked
 STREAMING = frozenset({"stream"})  # request fields that ask for a stream, and how
+_REASONING = frozenset({"thinking", "redacted_thinking"})  # not a turn on their own
 
 
 def transcript(body: dict[str, Any]) -> tuple[Any, Any]:
@@ -21,6 +23,29 @@ def transcript(body: dict[str, Any]) -> tuple[Any, Any]:
 def with_note(body: dict[str, Any], note: str) -> dict[str, Any]:
     """The request with `note` at the very top of its system prompt."""
     return {**body, "system": note_before(note, body.get("system"), "text")}
+
+
+def with_answer(body: dict[str, Any], answer: dict[str, Any], calls: bool = True) -> dict[str, Any]:
+    """The request with `answer` as the assistant's next turn: its content blocks, without
+    the nulls a request refuses. `calls` False leaves out the tools it asked the client to
+    run (they never ran); a turn left with no more than reasoning is no turn."""
+    asked = set() if calls else {c.call_id for c in tool_calls(answer) if not c.server}
+    blocks = [
+        {key: value for key, value in block.items() if value is not None}
+        for block in answer.get("content") or []
+        if isinstance(block, dict) and block.get("id") not in asked
+    ]
+    if all(block.get("type") in _REASONING for block in blocks):
+        return body
+    turn = {"role": "assistant", "content": blocks}
+    return {**body, "messages": [*(body.get("messages") or []), turn]}
+
+
+def with_prompt(body: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The request with `prompt` as the user's next turn (the API joins it to a user turn
+    before it)."""
+    turn = {"role": "user", "content": prompt}
+    return {**body, "messages": [*(body.get("messages") or []), turn]}
 
 
 def answer_text(answer: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
-"""A Chat request's conversation: its turns (the system prompt is one), where a note goes;
-and an answer's text (`recorder.vendors.transcripts`)."""
+"""A Chat request's conversation: its turns (the system prompt is one), where a note goes,
+how an answer and a next prompt join it; and an answer's text
+(`recorder.vendors.transcripts`)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,36 @@ def with_note(body: dict[str, Any], note: str) -> dict[str, Any]:
     else:
         messages.insert(0, {"role": "system", "content": note})
     return {**body, "messages": messages}
+
+
+def with_answer(body: dict[str, Any], answer: dict[str, Any], calls: bool = True) -> dict[str, Any]:
+    """The request with the first choice's message as the assistant's next turn, cleaned
+    to what a request takes (its text and tool calls: no nulls, annotations or refusal
+    fields). `calls` False leaves out the tools it asked for (they never ran)."""
+    choices = answer.get("choices") or [{}]
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    message = message if isinstance(message, dict) else {}
+    turn: dict[str, Any] = {"role": "assistant"}
+    if message.get("content"):
+        turn["content"] = message["content"]
+    asked = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)] if calls else []
+    if asked:
+        turn["tool_calls"] = [_call(call) for call in asked]
+    if len(turn) == 1:
+        return body
+    return {**body, "messages": [*(body.get("messages") or []), turn]}
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    named = {"name": function.get("name"), "arguments": function.get("arguments") or ""}
+    return {"id": call.get("id"), "type": call.get("type") or "function", "function": named}
+
+
+def with_prompt(body: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The request with `prompt` as the user's next turn."""
+    turn = {"role": "user", "content": prompt}
+    return {**body, "messages": [*(body.get("messages") or []), turn]}
 
 
 def answer_text(answer: dict[str, Any]) -> str:

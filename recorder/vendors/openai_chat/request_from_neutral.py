@@ -53,13 +53,20 @@ _STOP_LIMIT = 4
 
 
 def messages_to_chat(
-    body: dict, *, model: str, reasoning_model: bool = True, allow_prefill: bool = False
+    body: dict,
+    *,
+    model: str,
+    reasoning_model: bool = True,
+    allow_prefill: bool = False,
+    answered: bool = False,
 ) -> Translated:
-    """Translate an Anthropic request for OpenAI Chat; `model` is the OpenAI model."""
+    """Translate an Anthropic request for OpenAI Chat; `model` is the OpenAI model.
+    `answered`: its last assistant message is the model's answer, not a prefill."""
     ctx = RequestTranslation(Renames(OPENAI_NAME_LIMIT, OPENAI_ID_LIMIT))
     ctx.dropped.extend(key for key in body if key not in _HANDLED)
     role = "developer" if reasoning_model else "system"
-    out: dict[str, Any] = {"model": model, "messages": conversation(body, ctx, role, allow_prefill)}
+    turns = conversation(body, ctx, role, allow_prefill, answered)
+    out: dict[str, Any] = {"model": model, "messages": turns}
     max_tokens = as_int(body.get("max_tokens"))
     if max_tokens is not None and max_tokens < 1:
         raise Untranslatable("max_tokens 0 (cache pre-warming) has no OpenAI equivalent")

@@ -70,12 +70,15 @@ def chat_to_messages(
     thinking_style: ThinkingStyle = "adaptive",
     sampling: bool = False,
     allow_prefill: bool = False,
+    answered: bool = False,
 ) -> Translated:
-    """Translate an OpenAI Chat request for Anthropic; `model` is the Anthropic model."""
+    """Translate an OpenAI Chat request for Anthropic; `model` is the Anthropic model.
+    `answered`: its last assistant message is the model's answer, kept as it is (tool calls
+    and all), not refused as a prefill."""
     _refuse(body)
     ctx = RequestTranslation(Renames(ANTHROPIC_NAME_LIMIT, ANTHROPIC_ID_LIMIT))
     ctx.dropped.extend(key for key in body if key not in _HANDLED)
-    system, messages = conversation(body["messages"], ctx, allow_prefill)
+    system, messages = conversation(body["messages"], ctx, allow_prefill, answered)
     max_tokens, explicit = _max_tokens(body, default_max_tokens)
     out: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
     tools, choice = _tools(body, ctx)

@@ -32,7 +32,7 @@ _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "mcp_tool_result"
 
 
 def conversation(
-    body: dict, ctx: RequestTranslation, system_role: str, allow_prefill: bool
+    body: dict, ctx: RequestTranslation, system_role: str, allow_prefill: bool, answered: bool
 ) -> list[dict]:
     """The OpenAI message list for an Anthropic request body."""
     out: list[dict] = []
@@ -54,7 +54,7 @@ def conversation(
             raise Untranslatable(f"{where}: role {role!r} is not user, assistant or system")
     if not messages:
         raise Untranslatable("messages: no messages to translate")
-    if dig(messages, -1, "role") == "assistant":
+    if dig(messages, -1, "role") == "assistant" and not answered:
         if not allow_prefill:
             raise Untranslatable(
                 "the last message is an assistant prefill: Anthropic continues it, "

@@ -31,7 +31,9 @@ _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "refusal"})
 
 
-def conversation(messages: list, ctx: RequestTranslation, allow_prefill: bool) -> tuple[list, list]:
+def conversation(
+    messages: list, ctx: RequestTranslation, allow_prefill: bool, answered: bool = False
+) -> tuple[list, list]:
     """(system blocks, Anthropic messages) from the OpenAI message list."""
     system: list[dict] = []
     turns: list[dict] = []
@@ -52,7 +54,7 @@ def conversation(messages: list, ctx: RequestTranslation, allow_prefill: bool) -
         else:
             raise Untranslatable(f"{where}: role {role!r} has no Anthropic equivalent")
         ctx.dropped.extend(f"{where}.{key}" for key in msg if key not in _MESSAGE_KEYS)
-    _check_ending(turns, allow_prefill)
+    _check_ending(turns, allow_prefill, answered)
     return system, turns
 
 
@@ -176,13 +178,16 @@ def _tool_result(msg: dict, where: str, ctx: RequestTranslation) -> dict:
     return block
 
 
-def _check_ending(turns: list[dict], allow_prefill: bool) -> None:
-    """A trailing assistant turn is a prefill on Anthropic (5.8.4)."""
+def _check_ending(turns: list[dict], allow_prefill: bool, answered: bool) -> None:
+    """A trailing assistant turn is a prefill on Anthropic (5.8.4), unless it is the
+    model's answer (`answered`: the conversation as it stands, tool calls and all)."""
     if not turns:
         raise Untranslatable("messages: nothing but system messages")
     last = turns[-1]
     if last["role"] != "assistant":
         return
+    if answered:
+        return  # the record as it stands: sent on, it needs a user turn after it anyway
     if any(block["type"] == "tool_use" for block in last["content"]):
         raise Untranslatable("the last message calls tools whose results are missing")
     if not allow_prefill:

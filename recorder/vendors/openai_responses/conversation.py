@@ -1,5 +1,6 @@
-"""A Responses request's conversation: its instructions and input items, where a note goes;
-and an answer's text (`recorder.vendors.transcripts`)."""
+"""A Responses request's conversation: its instructions and input items, where a note goes,
+how an answer and a next prompt join it; and an answer's text
+(`recorder.vendors.transcripts`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from taplog.recorder.vendors.openai_chat import conversation as chat
 from taplog.recorder.vendors.openai_responses import chaining
 from taplog.recorder.vendors.openai_responses.answers import responses_answer_to_messages
 from taplog.recorder.vendors.openai_responses.items import chat_messages
+from taplog.recorder.vendors.openai_responses.wire import tool_calls
 from taplog.recorder.vendors.transcripts import (
     Reading,
     item_block,
@@ -28,7 +30,9 @@ __all__ = [
     "read_answer",
     "read_request",
     "transcript",
+    "with_answer",
     "with_note",
+    "with_prompt",
 ]
 
 TURNS = "input"  # the request field that holds the turns (when it is a list)
@@ -47,6 +51,27 @@ def transcript(body: dict[str, Any]) -> tuple[Any, Any]:
 def with_note(body: dict[str, Any], note: str) -> dict[str, Any]:
     """The request with `note` at the very top of its instructions."""
     return {**body, "instructions": note_before(note, body.get("instructions"), "input_text")}
+
+
+def with_answer(body: dict[str, Any], answer: dict[str, Any], calls: bool = True) -> dict[str, Any]:
+    """The request with the answer's output items as its next input items. `calls` False
+    leaves out the calls of tools the client runs (they never ran); hosted tools ran, and
+    stay. Nothing but reasoning left is no turn."""
+    asked = set() if calls else {c.call_id for c in tool_calls(answer) if not c.server}
+    output = [
+        chaining.as_input(item)
+        for item in chaining.output_items(answer)
+        if not (isinstance(item, dict) and item.get("call_id") in asked)
+    ]
+    if all(isinstance(item, dict) and item.get("type") == "reasoning" for item in output):
+        return body
+    return {**body, "input": chaining.conversation([], body, output)}
+
+
+def with_prompt(body: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The request with `prompt` as the user's next input item."""
+    turn = {"type": "message", "role": "user", "content": prompt}
+    return {**body, "input": [*chaining.input_items(body), turn]}
 
 
 def answer_text(answer: dict[str, Any]) -> str:

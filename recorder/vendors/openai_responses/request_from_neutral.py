@@ -57,11 +57,21 @@ _NO_SEARCH_EQUIVALENT = {
 
 
 def messages_to_responses(
-    body: dict, *, model: str, reasoning_model: bool = True, allow_prefill: bool = False
+    body: dict,
+    *,
+    model: str,
+    reasoning_model: bool = True,
+    allow_prefill: bool = False,
+    answered: bool = False,
 ) -> Translated:
-    """Translate an Anthropic request for the Responses API; `model` is the OpenAI model."""
+    """Translate an Anthropic request for the Responses API; `model` is the OpenAI model.
+    `answered`: its last assistant message is the model's answer, not a prefill."""
     chat = messages_to_chat(
-        body, model=model, reasoning_model=reasoning_model, allow_prefill=allow_prefill
+        body,
+        model=model,
+        reasoning_model=reasoning_model,
+        allow_prefill=allow_prefill,
+        answered=answered,
     )
     dropped = list(chat.dropped)
     instructions, items = _input(chat.body["messages"])

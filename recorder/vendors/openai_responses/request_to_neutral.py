@@ -78,8 +78,10 @@ def responses_to_messages(
     thinking_style: ThinkingStyle = "adaptive",
     sampling: bool = False,
     drop_untranslatable: bool = False,
+    answered: bool = False,
 ) -> Translated:
-    """Translate a Responses request for Anthropic; `model` is the Anthropic model.
+    """Translate a Responses request for Anthropic; `model` is the Anthropic model;
+    `answered`: its last assistant items are the model's answer, not a prefill.
 
     `history` is the chain named by ``previous_response_id``, rebuilt by the caller from its
     log as Responses items (earlier inputs and outputs, in order); it goes before ``input``.
@@ -102,6 +104,7 @@ def responses_to_messages(
         thinking_style=thinking_style,
         sampling=sampling,
         allow_prefill=allow_prefill,
+        answered=answered,
     )
     for entry in translated.dropped:
         ctx.drop(_client_words(entry))

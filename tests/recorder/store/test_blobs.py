@@ -9,6 +9,7 @@ small, the blobs are on disk, and the readers, the SQL views, `show`, `export`,
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import threading
 import time
@@ -25,7 +26,7 @@ from taplog.proxy.keys import RECORDER
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.store.reader import DamagedLine, read_events, read_session
-from taplog.recorder.tools.export import export_body
+from taplog.recorder.tools.export import export_conversation
 from taplog.recorder.tools.fork import fork_session
 from taplog.recorder.verify import verify
 from tests.fakes.agents import AGENTS
@@ -116,9 +117,9 @@ def test_large_bodies_go_to_blobs_and_every_reader_sees_them_as_inline(servers, 
     # `show`, `export` and `fork` as for inline bodies.
     shown = CliRunner().invoke(main, ["show", "big", "--data-dir", str(blobbed.data_dir)])
     assert shown.exit_code == 0 and shown.output.count("call  openai.chat") == 3
-    for fmt in ("openai-chat", "anthropic", "responses"):
-        assert export_body(events, fmt, at=2) == export_body(
-            read_session(inline.data_dir, "big"), fmt, at=2
+    for fmt, at in itertools.product(("openai-chat", "anthropic", "responses"), (2, None)):
+        assert export_conversation(events, fmt, at) == export_conversation(
+            read_session(inline.data_dir, "big"), fmt, at
         )
     fork = fork_session(blobbed.data_dir, "big", at=2, new="big-fork")
     assert max(len(line) for line in (log.parent / f"{fork}.jsonl").read_bytes().splitlines()) < (

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
-from taplog.recorder.tools.export import export_body
+from taplog.recorder.tools.export import export_conversation
 from tests.fakes.agents import AGENTS
 from tests.fakes.vendor import Anthropic, Chat, Responses
 
@@ -74,13 +74,16 @@ def test_export_to_every_api_is_accepted_and_equal_in_meaning(
             send(fmt, body, oai_direct, ant_direct)
 
 
-def test_native_export_is_the_last_request_as_sent(request, taplog):
+def test_native_export_is_the_last_request_as_sent_and_its_answer(request, taplog):
     _, events = record(request, taplog, "chat", False)
     last = [e for e in events if e["type"] == "llm.request"][-1]
-    assert export_body(events, "openai-chat") == last["body"]
-    assert export_body(events, "anthropic", model="claude-sonnet-4-6")["model"] == (
-        "claude-sonnet-4-6"
-    )
+    answer = [e for e in events if e["type"] == "llm.response"][-1]["body"]
+    said = {"role": "assistant", "content": answer["choices"][0]["message"]["content"]}
+    exported = export_conversation(events, "openai-chat")
+    assert exported.body == {**last["body"], "messages": [*last["body"]["messages"], said]}
+    assert exported.left_out == []
+    other = export_conversation(events, "anthropic", model="claude-sonnet-4-6")
+    assert other.body["model"] == "claude-sonnet-4-6"
 
 
 def test_jsonl_export_is_the_raw_lines(request, taplog):

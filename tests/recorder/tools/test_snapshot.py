@@ -31,7 +31,10 @@ def test_snapshot_twice_gives_one_commit_and_a_change_gives_one_more(taplog, oai
     assert snapshot(taplog, repo).endswith("1 of 1 sessions changed\n")
     assert log(repo) == [f"{session}: conversation through seq {events[-1]['seq']}"]
     saved = orjson.loads((repo / f"{session}.json").read_bytes())
-    assert saved == [e for e in events if e["type"] == "llm.request"][-1]["body"]
+    last = [e for e in events if e["type"] == "llm.request"][-1]["body"]
+    answer = [e for e in events if e["type"] == "llm.response"][-1]["body"]["choices"][0]
+    said = {"role": "assistant", "content": answer["message"]["content"]}
+    assert saved == {**last, "messages": [*last["messages"], said]}  # the last answer too
 
     assert snapshot(taplog, repo).endswith("0 of 1 sessions changed\n")
     assert len(log(repo)) == 1
@@ -52,7 +55,8 @@ def test_snapshot_twice_gives_one_commit_and_a_change_gives_one_more(taplog, oai
     assert len(log(repo)) == 3
     assert all(name in output for name in sessions)
     saved = orjson.loads((repo / f"{session}.json").read_bytes())
-    assert saved["messages"][-1] == {"role": "user", "content": "And Rome?"}
+    assert saved["messages"][-2] == {"role": "user", "content": "And Rome?"}
+    assert saved["messages"][-1]["role"] == "assistant"
 
 
 def test_a_session_that_cannot_be_written_is_named_and_the_others_are_committed(
