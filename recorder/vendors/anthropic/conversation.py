@@ -1,5 +1,6 @@
 """A Messages request's conversation: its system prompt and turns, where a note goes, how an
-answer and a next prompt join it; and an answer's text (`recorder.vendors.transcripts`)."""
+answer and a next prompt join it, how a person reads it (`read_request`, `read_answer`:
+the neutral shape as is); and an answer's text (`recorder.vendors.transcripts`)."""
 
 from __future__ import annotations
 

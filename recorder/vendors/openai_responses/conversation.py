@@ -1,5 +1,6 @@
 """A Responses request's conversation: its instructions and input items, where a note goes,
-how an answer and a next prompt join it; and an answer's text
+how an answer and a next prompt join it, how a person reads it (`read_request`,
+`read_answer`, in the neutral shape, never refusing); and an answer's text
 (`recorder.vendors.transcripts`)."""
 
 from __future__ import annotations
