@@ -29,17 +29,17 @@ from taplog.recorder.vendors.apis import PER_RUN_FIELDS
 
 _CACHE_MARKER = "cache_control"
 _ITEMS = {"openai.responses": "input"}  # the APIs whose turns carry ids their client makes
-_PLACES = (  # (where a client names a place of this run, its marker)
-    (re.compile(r"Primary working directory: (/\S+)"), "<cwd>"),  # Claude Code
-    (re.compile(r"<cwd>(/[^<]+)</cwd>"), "<cwd>"),  # Codex's environment context
-    (re.compile(r"memory at `(/\S+?)/\.claude/projects/"), "<home>"),  # Claude Code
-    (re.compile(r"`(/\S+?)/skills/\.system`"), "<home>"),  # Codex's skill roots
+_PLACES = (  # (a text that names a place of this run, the place in it, its marker)
+    ("Primary working directory: ", re.compile(r"Primary working directory: (/\S+)"), "<cwd>"),
+    ("<cwd>", re.compile(r"<cwd>(/[^<]+)</cwd>"), "<cwd>"),  # Codex's environment context
+    ("/.claude/projects/", re.compile(r"memory at `(/\S+?)/\.claude/projects/"), "<home>"),
+    ("/skills/.system`", re.compile(r"`(/\S+?)/skills/\.system`"), "<home>"),  # Codex's
 )
-_FACTS = (  # (what changes between runs, what it becomes)
-    (re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}"), r"\1<date>"),  # Claude Code
-    (re.compile(r"(<current_date>)[^<]*(</current_date>)"), r"\1<date>\2"),  # Codex
-    (re.compile(r"^(Chunk ID: )\S+$", re.M), r"\1<chunk>"),  # Codex's shell output
-    (re.compile(r"^(Wall time: ).*$", re.M), r"\1<time>"),
+_FACTS = (  # (a text it may be in, what changes between runs, what it becomes)
+    ("Today's date is ", re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}"), r"\1<date>"),
+    ("<current_date>", re.compile(r"(<current_date>)[^<]*(</current_date>)"), r"\1<date>\2"),
+    ("Chunk ID: ", re.compile(r"^(Chunk ID: )\S+$", re.M), r"\1<chunk>"),  # Codex's shell
+    ("Wall time: ", re.compile(r"^(Wall time: ).*$", re.M), r"\1<time>"),
 )
 
 
@@ -78,9 +78,9 @@ def _places(texts: Iterable[str]) -> list[tuple[str, str]]:
     Code's folder-name spelling of each (`/tmp/x` -> `-tmp-x`), longest first."""
     found: dict[str, str] = {}
     for text in texts:
-        if "/" not in text:
-            continue
-        for pattern, marker in _PLACES:
+        for needle, pattern, marker in _PLACES:
+            if needle not in text:  # a substring test first: most texts name no place
+                continue
             for match in pattern.finditer(text):
                 place = match.group(1).rstrip("/")
                 if place:  # not the root: a marker in place of every "/" would say nothing
@@ -94,8 +94,9 @@ def _rewriter(places: list[tuple[str, str]]) -> Callable[[str], str]:
         for place, marker in places:
             if place in text:
                 text = text.replace(place, marker)
-        for pattern, replacement in _FACTS:
-            text = pattern.sub(replacement, text)
+        for needle, pattern, replacement in _FACTS:
+            if needle in text:
+                text = pattern.sub(replacement, text)
         return text
 
     return rewrite
