@@ -19,6 +19,7 @@ None of them reveals configuration, keys, paths or upstream URLs. With the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 from collections.abc import AsyncIterator
@@ -50,6 +51,7 @@ from taplog.proxy.keys import (
 from taplog.proxy.observe.labels import Bounded
 from taplog.proxy.observe.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
 from taplog.proxy.observe.observer import Observer
+from taplog.proxy.processes.link import RecorderLink
 from taplog.proxy.replay import REPLAYER, Replayer
 from taplog.proxy.upstream import open_pool
 from taplog.recorder.sessions import SessionResolver
@@ -61,10 +63,15 @@ from taplog.recorder.vendors.apis import DEFAULT_PROVIDER
 log = logging.getLogger("taplog")
 
 METRICS = web.AppKey("metrics", Metrics)
+RECORDER_SOCKET = web.AppKey("recorder_socket", str)
 DISK_CHECK_SECONDS = 2.0
 
 
 async def _recorder(app: web.Application) -> AsyncIterator[None]:
+    if (socket_path := app.get(RECORDER_SOCKET)) is not None:
+        async with _recorder_process(app, socket_path):
+            yield
+        return
     settings = app[SETTINGS]
     lock = DataDirLock(settings.data_dir)
     lock.acquire()
@@ -88,6 +95,24 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         lock.release()
 
 
+@contextlib.asynccontextmanager
+async def _recorder_process(app: web.Application, socket_path: str) -> AsyncIterator[None]:
+    """A worker's recorder: the recorder process (`proxy.processes`), which holds the data
+    dir and its lock, compacts, and counts the recorded events for /metrics."""
+    settings = app[SETTINGS]
+    link = RecorderLink(
+        socket_path,
+        settings.data_dir / "sessions",
+        int(settings.queue_high_water_mb * 1024 * 1024),
+    )
+    await link.connect()
+    app[RECORDER] = link
+    try:
+        yield
+    finally:
+        await link.aclose()
+
+
 async def _pool(app: web.Application) -> AsyncIterator[None]:
     app[POOL] = open_pool(app[SETTINGS])
     yield
@@ -95,26 +120,33 @@ async def _pool(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _compactor(app: web.Application) -> AsyncIterator[None]:
-    """Compact idle sessions in the background, off the event loop."""
+    """Compact idle sessions in the background, off the event loop (where the recorder
+    runs: a worker leaves it to the recorder process)."""
     idle = app[SETTINGS].compact_after_minutes * 60
-    task = asyncio.create_task(_compact_forever(app[SETTINGS].data_dir, idle)) if idle else None
+    here = idle and RECORDER_SOCKET not in app
+    task = asyncio.create_task(_compact_forever(app[SETTINGS].data_dir, idle)) if here else None
     yield
     if task is not None:
         task.cancel()
 
 
 async def _compact_forever(data_dir: Path, idle_seconds: float) -> None:
-    from taplog.recorder.query.compaction import compact  # DuckDB loads only when needed
-
     while True:
         await asyncio.sleep(min(60.0, idle_seconds))
-        try:
-            done = await asyncio.to_thread(compact, data_dir, idle_seconds)
-        except Exception:
-            log.exception("compaction failed; the JSONL logs are untouched")
-            continue
-        if done:
-            log.info("compacted %d idle sessions", len(done))
+        await asyncio.to_thread(compact_idle, data_dir, idle_seconds)
+
+
+def compact_idle(data_dir: Path, idle_seconds: float) -> None:
+    """One pass: compact the sessions idle this long (a failure leaves the logs as they are)."""
+    from taplog.recorder.query.compaction import compact  # DuckDB loads only when needed
+
+    try:
+        done = compact(data_dir, idle_seconds)
+    except Exception:
+        log.exception("compaction failed; the JSONL logs are untouched")
+        return
+    if done:
+        log.info("compacted %d idle sessions", len(done))
 
 
 async def _services(app: web.Application) -> None:
@@ -141,6 +173,8 @@ async def readyz(request: web.Request) -> web.Response:
     data dir writable. The disk check runs off the loop and gives up after a while."""
     recorder = request.app[RECORDER]
     health = recorder.health()
+    if isinstance(recorder, RecorderLink) and health["accepting"]:
+        health = await recorder.ask("health")  # its queue, as the recorder process has it
     reason = health["reason"]
     if request.app[LIFECYCLE].stopping:
         reason = "shutting down"
@@ -177,26 +211,36 @@ async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; rendered off the loop from a copy of the breaker states."""
     if not request.app[TOKENS].accepts(*auth.presented(request)):
         return errors.error_response(DEFAULT_PROVIDER, 401, auth.REFUSED, "unauthorized")
-    app_metrics = request.app[METRICS]
+    app_metrics, recorder = request.app[METRICS], request.app[RECORDER]
     app_metrics.breaker_states = request.app[BREAKERS].states()
-    body = await asyncio.to_thread(app_metrics.render)
+    if not isinstance(recorder, RecorderLink):
+        body = await asyncio.to_thread(app_metrics.render)
+    else:  # the recorded part is the recorder process's
+        recorded = await recorder.ask("metrics") if recorder.health()["accepting"] else b""
+        body = await asyncio.to_thread(app_metrics.render_serving) + recorded
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-def _bounded_labels(fallbacks: Fallbacks) -> Bounded:
+def bounded_labels(fallbacks: Fallbacks) -> Bounded:
     models = {rule.model for rule in fallbacks.rules}
     models |= {target.model for rule in fallbacks.rules for target in rule.targets}
     return Bounded(fallbacks.providers, models)
 
 
-def create_app(settings: Settings, fallbacks: Fallbacks | None = None) -> web.Application:
+def create_app(
+    settings: Settings, fallbacks: Fallbacks | None = None, recorder_socket: str | None = None
+) -> web.Application:
+    """The proxy's app; its recorder on a thread of its own, or with `recorder_socket` the
+    recorder process listening there (a worker of `proxy.processes`)."""
     fallbacks = fallbacks or load_fallbacks(settings.openai_base, settings.anthropic_base, {}, ())
-    app_metrics = Metrics(_bounded_labels(fallbacks), settings.session_idle_minutes * 60)
+    app_metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[errors.in_api_shape, call_tracker(app_metrics)],
     )
     app[SETTINGS] = settings
+    if recorder_socket is not None:
+        app[RECORDER_SOCKET] = recorder_socket
     app[FALLBACKS] = fallbacks
     app[METRICS] = app_metrics
     app[BREAKERS] = Breakers()

@@ -28,12 +28,12 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from taplog.proxy.failover.attempts import Attempt
 from taplog.proxy.failover.rules import Rule, Target
-from taplog.proxy.keys import Services
+from taplog.proxy.keys import Recording, Services
 from taplog.proxy.routing import CallRoute
 from taplog.recorder import events
 from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
 from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
-from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.store.writer import EventRecord
 from taplog.recorder.vendors.openai_responses.chaining import answer_id, output_items
 
 
@@ -157,7 +157,7 @@ class Try:
     """One upstream try: its request, and the chunks that came back with their arrival
     times. It records both itself, into the session it belongs to."""
 
-    recorder: Recorder
+    recorder: Recording
     session: str
     exchange: str
     attempt: Attempt

@@ -43,6 +43,11 @@ def _port(value: int) -> None:
         raise ValueError("must be a port number from 0 (any free port) to 65535")
 
 
+def _workers(value: int) -> None:
+    if not 0 <= value <= 256:
+        raise ValueError("must be from 0 (one process) to 256")
+
+
 def _positive(value: float) -> None:
     if value <= 0:
         raise ValueError("must be greater than 0")
@@ -150,6 +155,12 @@ def setting(
 class Settings:
     host: str = setting("127.0.0.1", "Address to listen on.", _listen_host)
     port: int = setting(8787, "Port to listen on (0: any free port).", _port)
+    workers: int = setting(
+        1,
+        "Proxy worker processes sharing the port, beside one recorder process that writes "
+        "the logs (0: everything in one process, the recorder on a thread).",
+        _workers,
+    )
     data_dir: Path = setting(Path("taplog-data"), "Where session logs are kept.")
     openai_base: str = setting(
         provider_endpoint("openai").BASE_URL,

@@ -30,7 +30,7 @@ import asyncio
 from aiohttp import web
 
 from taplog.proxy.call import Call
-from taplog.recorder.store.writer import Recorder
+from taplog.proxy.keys import Recording
 
 LOGGED_WAIT = 10.0
 
@@ -53,7 +53,7 @@ def cut_off(request: web.Request) -> None:
         request.transport.close()
 
 
-async def logged(recorder: Recorder, session: str, timeout: float = LOGGED_WAIT) -> bool:
+async def logged(recorder: Recording, session: str, timeout: float = LOGGED_WAIT) -> bool:
     """Wait until everything recorded so far for `session` is written (synced under
     `always`).
 

@@ -7,7 +7,10 @@ request path can all name the keys without importing one another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -18,7 +21,24 @@ from taplog.proxy.failover.breaker import Breakers
 from taplog.proxy.failover.responses_history import ResponsesHistory
 from taplog.proxy.failover.rules import Fallbacks, Rule, plain_rule
 from taplog.recorder.sessions import SessionResolver
-from taplog.recorder.store.writer import Recorder
+
+
+class Recording(Protocol):
+    """What the request path asks of the recorder: a `Recorder` on a thread of this
+    process, or the recorder process through a `proxy.processes.link.RecorderLink`."""
+
+    sessions_dir: Path
+
+    def record(self, record: Any) -> None: ...
+
+    @property
+    def accepting(self) -> bool: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+    def when_written(
+        self, callback: Callable[[bool], None], session: str | None = None
+    ) -> None: ...
 
 
 @dataclass
@@ -34,7 +54,7 @@ class Services:
     by every call (`proxy.call.Call`) instead of lookups in `request.app`."""
 
     settings: Settings
-    recorder: Recorder
+    recorder: Recording
     pool: aiohttp.ClientSession
     resolver: SessionResolver
     fallbacks: Fallbacks
@@ -46,7 +66,7 @@ class Services:
 
 
 SETTINGS = web.AppKey("settings", Settings)
-RECORDER = web.AppKey("recorder", Recorder)
+RECORDER = web.AppKey("recorder", Recording)
 RESOLVER = web.AppKey("resolver", SessionResolver)
 POOL = web.AppKey("pool", aiohttp.ClientSession)
 LIFECYCLE = web.AppKey("lifecycle", Lifecycle)

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import re
 import signal
+import socket
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -87,14 +88,18 @@ class ProxyRunner(web.AppRunner):
             **HTTP_LIMITS,
         }
 
-    async def listen(self, host: str | None, port: int) -> asyncio.Server:
-        """Accept connections on host:port (the runner set up first); close it to stop."""
+    async def listen(
+        self, host: str | None, port: int | None, sock: socket.socket | None = None
+    ) -> asyncio.Server:
+        """Accept connections on host:port, or on a listening socket made before (the runner
+        set up first); close it to stop."""
         server, loop = self.server, asyncio.get_running_loop()
         assert server is not None, "set the runner up first"
         return await loop.create_server(
             lambda: _ParserFaultsAnswered(server, loop=loop, **self._connection_options),
             host,
             port,
+            sock=sock,
         )
 
 
@@ -103,13 +108,15 @@ class ServeError(RuntimeError):
 
 
 @contextlib.asynccontextmanager
-async def listening(runner: ProxyRunner, host: str, port: int) -> AsyncIterator[tuple]:
-    """`runner` set up and listening on host:port, its bound address yielded; cleaned up
-    on the way out, letting calls in flight finish within its shutdown timeout."""
+async def listening(
+    runner: ProxyRunner, host: str | None, port: int | None, sock: socket.socket | None = None
+) -> AsyncIterator[tuple]:
+    """`runner` set up and listening on host:port (or `sock`), its bound address yielded;
+    cleaned up on the way out, letting calls in flight finish within its shutdown timeout."""
     await runner.setup()
     try:
         try:
-            listener = await runner.listen(host, port)
+            listener = await runner.listen(host, port, sock)
         except OSError as exc:
             raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         try:
@@ -120,10 +127,10 @@ async def listening(runner: ProxyRunner, host: str, port: int) -> AsyncIterator[
         await runner.cleanup()
 
 
-async def until_stopped() -> None:
-    """Return at the first SIGINT or SIGTERM."""
+async def until_stopped(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    """Return at the first of `signals`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in signals:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()

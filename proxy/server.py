@@ -71,12 +71,18 @@ def banner(settings: Settings, port: int, replayed: int | None = None) -> str:
     )
 
 
-async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
+def check_binding(settings: Settings) -> None:
+    """Refuse to listen beyond loopback without tokens, or say loudly that it does."""
     problem = auth.binding_problem(settings)
     if problem is not None:
         raise ServeError(problem)
     if not (settings.auth_tokens or auth.is_loopback(settings.host)):
         log.error(auth.INSECURE_WARNING, settings.host or "every interface")
+
+
+async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
+    """Serve from this one process, the recorder on a thread (`--workers 0`, replay)."""
+    check_binding(settings)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     app = create_app(settings, fallbacks)
     runner = ProxyRunner(

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-_UNPARSED = object()
+UNPARSED = object()  # a body not parsed yet: `encode_body` parses it
 # Nesting levels a log line may add around a body (event, stream entry, …).
 _HEADROOM = 16
 
@@ -30,11 +30,11 @@ def parse_json(raw: bytes) -> Any:
         return None
 
 
-def encode_body(raw: bytes, parsed: Any = _UNPARSED) -> dict[str, Any]:
+def encode_body(raw: bytes, parsed: Any = UNPARSED) -> dict[str, Any]:
     """Log fields for a body: `body`, plus `body_raw` or `body_b64` when needed."""
     if not raw:
         return {"body": None}
-    if parsed is _UNPARSED:
+    if parsed is UNPARSED:
         parsed = parse_json(raw)
     compact = _compact(parsed) if parsed is not None else None
     if compact is not None:

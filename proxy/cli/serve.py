@@ -35,7 +35,7 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
 
     Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
     """
-    from taplog.proxy.server import ServeError, new_event_loop
+    from taplog.proxy.server import ServeError, banner, new_event_loop
     from taplog.proxy.server import serve as run
 
     try:
@@ -44,8 +44,15 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
         raise click.UsageError(str(exc)) from None
     configure_logging(settings.log_format, settings.log_level)
     try:
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(run(settings, fallbacks))
+        if settings.workers and not settings.replay:
+            from taplog.proxy.processes.supervisor import serve_processes
+
+            serve_processes(
+                settings, fallbacks, lambda port: print(banner(settings, port), flush=True)
+            )
+        else:  # one process; a replay's recording is learned where calls are served
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(run(settings, fallbacks))
     except (ServeError, DataDirBusy, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -9,11 +9,14 @@ Where the numbers come from:
                                                             breaker states, active sessions
 
 Counting from the recorded events keeps the metrics consistent with the log
-and off the event loop. Every app has its own `CollectorRegistry`, so several
-apps in one process (the tests) never share a series. Label values come only
-from bounded sets (`proxy.observe.labels`). Names follow Prometheus rules (`taplog_`
-prefix, base units, `_total` counters); the OpenTelemetry GenAI client
-metrics are there too, under their names with `_` for `.` (docs/protocols.md §8).
+and off the event loop. The first and the recorder's part of the last live in
+`recorded`, where the recorder runs (in the recorder process under `serve`, which
+renders them for the worker that is scraped); the rest in `serving`. Every app has
+its own registries, so several apps in one process (the tests) never share a series.
+Label values come only from bounded sets (`proxy.observe.labels`). Names follow
+Prometheus rules (`taplog_` prefix, base units, `_total` counters); the OpenTelemetry
+GenAI client metrics are there too, under their names with `_` for `.` (docs/protocols.md
+§8).
 
 A call is counted once per upstream try: a retried or failed-over call adds
 one `taplog_calls_total` per try, and `taplog_retries_total` /
@@ -69,24 +72,27 @@ GEN_AI_MODELS = (*GEN_AI, "gen_ai_response_model")
 
 
 class Metrics:
-    """The registry of one app and what feeds it."""
+    """The registries of one app and what feeds them: `recorded` (from the events, where
+    the recorder runs) and `serving` (the request path and the process that serves)."""
 
     def __init__(self, bounded: labels.Bounded, session_idle_seconds: float) -> None:
         self.labels = bounded
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.recorder: Recorder | None = None  # set once the recorder runs
+        self.recorded = CollectorRegistry(auto_describe=False)
+        self.serving = CollectorRegistry(auto_describe=False)
+        self.recorder: Recorder | None = None  # set once the recorder runs here
         self.breaker_states: dict[str, str] = {}  # copied from the loop before each scrape
         self._idle_seconds = session_idle_seconds
         self._sessions: dict[str, float] = {}  # session -> monotonic time of its last event
         # Guards the sessions and the series the writer thread updates (`proxy.observe.counters`).
         self._lock = threading.Lock()
         self._families()
-        ProcessCollector(registry=self.registry)
-        self.registry.register(_ScrapeTime(self))
+        ProcessCollector(registry=self.serving)
+        self.recorded.register(_RecordedAtScrape(self))
+        self.serving.register(_Breakers(self))
 
     def _families(self) -> None:
-        r = self.registry
-        info = Gauge("taplog_info", "taplog's version.", ["version"], registry=r)
+        r, serving = self.recorded, self.serving
+        info = Gauge("taplog_info", "taplog's version.", ["version"], registry=serving)
         info.labels(__version__).set(1)
         self.calls = CounterSeries(
             "taplog_calls_total",
@@ -174,17 +180,17 @@ class Metrics:
         )
         # Touched on the event loop, a few times per call: prometheus_client's own are fine.
         self.in_flight = Gauge(
-            "taplog_calls_in_flight", "Client calls being served now.", registry=r
+            "taplog_calls_in_flight", "Client calls being served now.", registry=serving
         )
         self.open_streams = Gauge(
-            "taplog_open_streams", "Streamed answers being sent to clients now.", registry=r
+            "taplog_open_streams", "Streamed answers being sent to clients now.", registry=serving
         )
         self.refused = Counter(
             "taplog_calls_refused_total",
             "Calls taplog refused before any vendor was called, by reason "
             "(recorder_unavailable: the recorder could not keep up or the disk failed).",
             ["reason"],
-            registry=r,
+            registry=serving,
         )
         self.gen_ai_duration = HistogramSeries(
             "gen_ai_client_operation_duration_seconds",
@@ -312,15 +318,22 @@ class Metrics:
             return len(self._sessions)
 
     def render(self) -> bytes:
-        return prometheus_client.generate_latest(self.registry)
+        """Everything, where the recorder runs in this process."""
+        return self.render_serving() + self.render_recorded()
+
+    def render_serving(self) -> bytes:
+        return prometheus_client.generate_latest(self.serving)
+
+    def render_recorded(self) -> bytes:
+        return prometheus_client.generate_latest(self.recorded)
 
 
 def _seconds(milliseconds: Any) -> float:
     return max(0.0, float(milliseconds or 0)) / 1000
 
 
-class _ScrapeTime:
-    """What is read when Prometheus scrapes: the recorder, the breakers, active sessions."""
+class _RecordedAtScrape:
+    """What is read of the recording when Prometheus scrapes: the recorder, active sessions."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
@@ -332,11 +345,18 @@ class _ScrapeTime:
             "Sessions with an event within session_idle_minutes.",
             value=metrics.active_sessions(),
         )
-        yield self._breakers(metrics)
         if metrics.recorder is not None:
             yield from _recorder_families(metrics.recorder)
 
-    def _breakers(self, metrics: Metrics) -> Metric:
+
+class _Breakers:
+    """The circuit breakers' states, read when Prometheus scrapes."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._metrics
         family = GaugeMetricFamily(
             "taplog_circuit_breaker_state",
             "Circuit breakers per provider and model: 1 for the state each is in "
@@ -352,7 +372,7 @@ class _ScrapeTime:
         for (provider, model), states in sorted(counts.items()):
             for state, count in states.items():
                 family.add_metric([provider, model, state], count)
-        return family
+        yield family
 
 
 def _recorder_families(recorder: Recorder) -> Iterator[Metric]:

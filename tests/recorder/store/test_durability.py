@@ -216,6 +216,12 @@ def test_a_write_failing_at_the_nth_call_leaves_no_partial_line_and_recording_re
         assert reasons == [f"r{n}" for n in range(12)]
 
 
+def _with_children(pid: int) -> list[int]:
+    """A process and all its descendants (`taplog serve`'s recorder process, its workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(p for child in children for p in _with_children(int(child)))]
+
+
 def test_a_disk_that_fills_up_for_real_refuses_new_calls_then_resumes(fake, tmp_path):
     """RLIMIT_FSIZE makes every write past the limit fail with EFBIG, as a full disk would."""
     limit = 48 * 1024
@@ -269,7 +275,8 @@ def test_a_disk_that_fills_up_for_real_refuses_new_calls_then_resumes(fake, tmp_
         (report,) = verify(data)
         assert report.ok and report.torn is None  # no partial line at the limit
 
-        resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (-1, -1))  # space returns
+        for pid in _with_children(process.pid):  # space returns, for the recorder process
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (-1, -1))
         deadline = time.monotonic() + 10
         while httpx.get(base.strip().removesuffix("/v1") + "/readyz").status_code != 200:
             assert time.monotonic() < deadline, "recording never resumed"

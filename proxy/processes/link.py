@@ -1,0 +1,156 @@
+"""A worker's recorder: the recorder process, over its Unix socket (`recorder.channel`).
+
+It stands where a `Recorder` stands in the app (`record`, `accepting`, `health`,
+`when_written`) and costs the event loop a pickle and a buffered write per record; the
+events are built and written in the recorder process. Its health arrives whenever it
+changes, so `accepting` asks nothing on a call's way in: new calls are refused while the
+recorder is away (it died and is being restarted), says it cannot take more, or while
+what this worker has not yet handed over is above the high-water mark (a slow recorder is
+back-pressure, never a drop). Calls in flight when the recorder goes away hear that their
+answers were not written (`when_written` says False), so their clients are cut off rather
+than told the answer is whole; the link connects again by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from taplog.recorder.channel import frame, frames, record_message
+
+log = logging.getLogger("taplog")
+
+RECONNECT_SECONDS = 0.05
+AWAY = "the recorder process is not running (it is being restarted)"
+
+
+class RecorderLink(asyncio.Protocol):
+    def __init__(self, path: str, sessions_dir: Path, high_water_bytes: int) -> None:
+        self.sessions_dir = sessions_dir
+        self._path = path
+        self._high_water = high_water_bytes
+        self._transport: asyncio.Transport | None = None
+        self._health: dict[str, Any] = _away()
+        self._buffer = bytearray()
+        self._tokens = itertools.count()
+        self._waiting: dict[int, Callable[[bool], None]] = {}
+        self._answers: dict[int, asyncio.Future[Any]] = {}
+        self._closing = False
+        self._connecting: asyncio.Task[None] | None = None
+        self._gone: asyncio.Future[None] | None = None
+        self.lost_records = 0  # records of calls in flight while the recorder was away
+
+    async def connect(self, timeout: float = 10.0) -> None:
+        """Connect (retrying while the recorder process starts) and keep connected."""
+        async with asyncio.timeout(timeout):
+            await self._connect()
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            try:
+                await loop.create_unix_connection(lambda: self, self._path)
+                return
+            except OSError:
+                await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def aclose(self) -> None:
+        """Hand over what is buffered, then disconnect."""
+        self._closing = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+        if self._transport is not None:
+            self._gone = asyncio.get_running_loop().create_future()
+            self._transport.close()  # after what it still holds is written
+            await self._gone
+
+    # -- what the app calls (the event loop) --------------------------------
+
+    def record(self, record: Any) -> None:
+        if self._transport is None:
+            self.lost_records += 1  # its call hears so: its acknowledgement fails
+            return
+        self._transport.write(frame(record_message(record)))
+
+    @property
+    def accepting(self) -> bool:
+        return self._refusal() is None
+
+    def _refusal(self) -> str | None:
+        if self._transport is None:
+            return AWAY
+        if self._health["reason"] is not None:
+            return self._health["reason"]
+        if self._transport.get_write_buffer_size() >= self._high_water:
+            return "the recorder process is not keeping up (its channel is over the mark)"
+        return None
+
+    def health(self) -> dict[str, Any]:
+        reason = self._refusal()
+        return {**self._health, "accepting": reason is None, "reason": reason}
+
+    async def ask(self, question: str) -> Any:
+        """The recorder process's answer to `question` (`metrics`, `health`)."""
+        if self._transport is None:
+            raise ConnectionError(AWAY)
+        token = next(self._tokens)
+        self._answers[token] = answer = asyncio.get_running_loop().create_future()
+        self._transport.write(frame(("q", token, question)))
+        return await answer
+
+    def when_written(self, callback: Callable[[bool], None], session: str | None = None) -> None:
+        """`callback(ok)`, on the loop, once what was recorded so far is written."""
+        if self._transport is None:
+            asyncio.get_running_loop().call_soon(callback, False)
+            return
+        token = next(self._tokens)
+        self._waiting[token] = callback
+        self._transport.write(frame(("w", token, session)))
+
+    # -- the connection ------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if self.lost_records:
+            log.error("%d records were lost while the recorder was away", self.lost_records)
+        log.debug("connected to the recorder process")
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        for message in frames(self._buffer):
+            kind = message[0]
+            if kind == "w":
+                callback = self._waiting.pop(message[1], None)
+                if callback is not None:
+                    callback(message[2])
+            elif kind == "h":
+                self._health = message[1]
+            elif kind == "a":
+                answer = self._answers.pop(message[1], None)
+                if answer is not None and not answer.done():
+                    answer.set_result(message[2])
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._health = _away()
+        self._buffer.clear()
+        waiting, self._waiting = self._waiting, {}
+        for callback in waiting.values():
+            callback(False)  # never written, as far as anyone can tell
+        answers, self._answers = self._answers, {}
+        for answer in answers.values():
+            if not answer.done():
+                answer.set_exception(ConnectionError(AWAY))
+        if self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
+        if not self._closing:
+            log.error("lost the recorder process; new calls are refused until it is back")
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+
+def _away() -> dict[str, Any]:
+    return {"accepting": False, "reason": AWAY, "queued_records": 0, "queued_bytes": 0}

@@ -1,0 +1,169 @@
+"""What crosses between a proxy worker and the recorder process, and how it is framed.
+
+A worker hands over what it saw of each call as records (`recorder.calls`,
+`recorder.store.writer.EventRecord`) and asks to hear when they are written; the
+recorder process builds the events, writes them, and answers. Everything else (the
+events' building and chaining, tool events, bodies, blobs, syncing) happens on the
+recorder's side, so a record crosses as the plain values it holds: the event's
+envelope made when the call happened (its id and timestamp), the bytes as they were sent
+or came back, with their arrival times. A request's parse on the worker does not cross:
+the recorder parses again, off the worker's CPU. An answer for the client
+(`CallAnswer`) names the try's answer that served it by its event id; the recorder links
+it to that answer, which it received first (its writer fills in that answer's outcome and
+finish reason).
+
+Frames are a 4-byte length and a pickle. Only taplog's own processes connect (the
+socket sits in a folder only its user can enter), so pickle's trust in its peer holds.
+
+    worker -> recorder                         recorder -> worker
+    ("r", …)                a record to write  ("w", token, ok)      written (or a write failed)
+    ("w", token, session)   tell when written  ("h", health)         its health, when it changes
+    ("q", token, question)  ask ("metrics")    ("a", token, answer)  the answer
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from collections import OrderedDict
+from typing import Any
+
+from taplog.recorder.bodies import UNPARSED
+from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
+from taplog.recorder.store.writer import EventRecord
+
+HEADER = struct.Struct("<I")
+MAX_FRAME = 1 << 31  # a record is at most a few `--max-answer-mb`
+_UNLINKED = 10_000  # answers kept for the `CallAnswer` that names them
+
+
+def frame(message: tuple[Any, ...]) -> bytes:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(payload)) + payload
+
+
+def frames(buffer: bytearray) -> list[tuple[Any, ...]]:
+    """The whole frames at the front of `buffer`, taken out of it."""
+    messages, at, size = [], 0, len(buffer)
+    view = memoryview(buffer)
+    try:
+        while size - at >= HEADER.size:
+            (length,) = HEADER.unpack_from(buffer, at)
+            if size - at - HEADER.size < length:
+                break
+            start = at + HEADER.size
+            messages.append(pickle.loads(view[start : start + length]))
+            at = start + length
+    finally:
+        view.release()
+    del buffer[:at]
+    return messages
+
+
+def record_message(record: Any) -> tuple[Any, ...]:
+    """A record as the plain values that cross (see the module)."""
+    if isinstance(record, LlmRequest):
+        return (
+            "r",
+            "request",
+            record.event,
+            (record.session, record.exchange, record.api, record.provider, record.method),
+            (record.path, record.upstream_url, record.headers, record.key_fingerprint),
+            (record.body, record.attempt, record.secrets),
+        )
+    if isinstance(record, LlmResponse):
+        return (
+            "r",
+            "response",
+            record.event,
+            (record.session, record.exchange, record.api, record.provider, record.status),
+            (record.headers, record.chunks, record.outcome, record.latency_ms, record.ttfb_ms),
+            (record.error, record.overhead_ms, record.secrets),
+        )
+    if isinstance(record, CallAnswer):
+        served = None if record.served is None else record.served.event["id"]
+        return (
+            "r",
+            "answered",
+            record.event,
+            (record.session, record.exchange, record.api, record.status, record.latency_ms),
+            (record.tries, served, record.attempt, record.outcome, record.error),
+            (record.skipped, record.client_bytes, record.secrets, record.size),
+        )
+    assert isinstance(record, EventRecord), type(record)
+    return ("r", "event", record.event, record.size)
+
+
+class Records:
+    """The recorder's side: records rebuilt from their messages, each answer kept until
+    the `CallAnswer` that names it arrives (or too many came after it)."""
+
+    def __init__(self) -> None:
+        self._answers: OrderedDict[str, LlmResponse] = OrderedDict()
+
+    def rebuilt(self, message: tuple[Any, ...]) -> Any:
+        kind, event = message[1], message[2]
+        if kind == "event":
+            return EventRecord(event, message[3])
+        if kind == "request":
+            (session, exchange, api, provider, method), (path, url, headers, key), rest = message[
+                3:
+            ]
+            body, attempt, secrets = rest
+            record: Any = LlmRequest(
+                session,
+                exchange,
+                api,
+                provider,
+                method,
+                path,
+                url,
+                headers,
+                key,
+                body,
+                UNPARSED,
+                attempt,
+                secrets,
+            )
+        elif kind == "response":
+            (session, exchange, api, provider, status), (headers, chunks, outcome, *times), rest = (
+                message[3:]
+            )
+            error, overhead, secrets = rest
+            record = LlmResponse(
+                session,
+                exchange,
+                api,
+                provider,
+                status,
+                headers,
+                chunks,
+                outcome,
+                *times,
+                error,
+                overhead,
+                secrets,
+            )
+            self._answers[event["id"]] = record
+            if len(self._answers) > _UNLINKED:
+                self._answers.popitem(last=False)
+        else:
+            (session, exchange, api, status, latency), (tries, served, *facts), rest = message[3:]
+            skipped, client_bytes, secrets, size = rest
+            answer = None if served is None else self._answers.pop(served, None)
+            record = CallAnswer(
+                session,
+                exchange,
+                api,
+                status,
+                latency,
+                tries,
+                answer,
+                *facts,
+                skipped,
+                client_bytes,
+                secrets,
+                size,
+            )
+        record.event = event  # the envelope made when the call happened
+        return record

@@ -1,0 +1,231 @@
+"""`taplog serve --workers N`: the supervisor, the recorder process and the workers, as real
+processes driven through the official SDK.
+
+Which process served a call is made certain rather than left to the kernel: a worker
+stopped with SIGSTOP accepts nothing, so the other one takes every new connection.
+Kills are SIGKILL under `--fsync always`, so "the client saw its answer whole" means
+"its lines were synced before the end was sent".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from taplog.recorder.store.reader import read_all
+from taplog.recorder.verify import verify
+from tests.fakes.harness import TaplogProcess, serve_on_fake
+from tests.fakes.keys import OPENAI_KEY
+
+pytestmark = pytest.mark.slow
+STREAM = "stream {n} !events=20 !delay=0.05"
+
+
+def _children(pid: int) -> dict[int, str]:
+    """pid -> name (`taplog-recorder`, `taplog-worker`) of the supervisor's live children
+    (not one that died and is not reaped yet)."""
+    listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    alive = [c for c in listed if Path(f"/proc/{c}/stat").read_text().split(") ")[1][0] != "Z"]
+    return {int(c): Path(f"/proc/{c}/comm").read_text().strip() for c in alive}
+
+
+def _named(served: TaplogProcess, name: str) -> list[int]:
+    return sorted(pid for pid, comm in _children(served.process.pid).items() if comm == name)
+
+
+def _until(check, seconds: float = 15.0):
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    return found
+
+
+def _client(served: TaplogProcess, session: str) -> openai.OpenAI:
+    """A client of its own (its own connections), calls named by session."""
+    return openai.OpenAI(
+        base_url=served.openai_base,
+        api_key=OPENAI_KEY,
+        max_retries=0,
+        default_headers={"X-Taplog-Session": session},
+        http_client=httpx.Client(),
+    )
+
+
+def _ask(served: TaplogProcess, session: str, text: str = "hi") -> str:
+    answer = _client(served, session).chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": text}]
+    )
+    return answer.choices[0].message.content
+
+
+def _stream(served: TaplogProcess, session: str, n: int) -> str:
+    chunks = _client(served, session).chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": STREAM.format(n=n)}], stream=True
+    )
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def _streaming_load(
+    served: TaplogProcess, streams: int, seconds: float
+) -> tuple[dict[str, str], list[threading.Thread]]:
+    """`streams` clients streaming one call after another for `seconds`: session -> the
+    text of each call that came whole (a cut one raises in the SDK and is left out), and
+    the clients' threads."""
+    whole: dict[str, str] = {}
+    until = time.monotonic() + seconds
+
+    def client(k: int) -> None:
+        n = 0
+        while time.monotonic() < until:
+            session, n = f"load-{k}-{n}", n + 1
+            try:
+                whole[session] = _stream(served, session, n)
+            except (openai.APIError, httpx.HTTPError):
+                time.sleep(0.05)  # cut off, or refused while the recorder is away
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(streams)]
+    for thread in threads:
+        thread.start()
+    return whole, threads
+
+
+def _logged_whole(data: Path, whole: dict[str, str]) -> None:
+    """Every call a client saw whole is in the log, whole; every log verifies."""
+    sessions = read_all(data)
+    for session, text in whole.items():
+        (answer,) = [e for e in sessions[session] if e["type"] == "llm.response"]
+        assert answer["outcome"] == "ok" and answer["stream_complete"] is True, session
+        assert text.startswith("Echo: stream ")
+    reports = verify(data)
+    assert reports and all(report.ok for report in reports), [r for r in reports if not r.ok]
+
+
+def test_serve_runs_one_recorder_process_beside_the_workers_asked_for(fake, tmp_path):
+    served = serve_on_fake(fake, tmp_path / "data", "--workers", "3")
+    try:
+        children = _children(served.process.pid)
+        assert sorted(children.values()) == ["taplog-recorder", *["taplog-worker"] * 3]
+        assert _ask(served, "s") == "Echo: hi"
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # all stopped
+
+
+def test_one_sessions_calls_over_every_worker_land_in_one_whole_log(fake, tmp_path):
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2", "--fsync", "always")
+    first, second = _named(served, "taplog-worker")
+    try:
+        for stopped, serving in ((second, first), (first, second)):
+            os.kill(stopped, signal.SIGSTOP)  # accepts nothing: the other takes every call
+            try:
+                for n in range(5):
+                    assert _ask(served, "one", f"turn {serving} {n}") == f"Echo: turn {serving} {n}"
+            finally:
+                os.kill(stopped, signal.SIGCONT)
+        together = [
+            threading.Thread(target=_ask, args=(served, "one", f"together {n}")) for n in range(10)
+        ]
+        for thread in together:
+            thread.start()
+        for thread in together:
+            thread.join(20)
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    (events,) = read_all(data).values()
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert [e["type"] for e in events].count("session.started") == 1
+    answers = [e for e in events if e["type"] == "llm.response"]
+    assert len(answers) == 20 and all(a["outcome"] == "ok" for a in answers)
+    (report,) = verify(data)
+    assert report.ok
+
+
+def test_a_worker_killed_under_load_loses_nothing_acknowledged_and_is_started_again(fake, tmp_path):
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2", "--fsync", "always")
+    try:
+        victim, survivor = _named(served, "taplog-worker")
+        whole, threads = _streaming_load(served, streams=6, seconds=4)
+        time.sleep(1.5)
+        os.kill(victim, signal.SIGKILL)
+        workers = _until(lambda: len(w := _named(served, "taplog-worker")) == 2 and w)
+        assert victim not in workers and survivor in workers  # the other kept serving
+        for thread in threads:
+            thread.join(30)
+        assert _ask(served, "after") == "Echo: hi"
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert re.search(r"the worker \d exited \(code -9\); starting it again", err), err
+    assert len(whole) >= 6  # the load went on around the kill
+    _logged_whole(data, whole)
+
+
+def test_a_recorder_killed_under_load_refuses_calls_until_it_is_back(fake, tmp_path):
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2", "--fsync", "always")
+    try:
+        (recorder,) = _named(served, "taplog-recorder")
+        whole, threads = _streaming_load(served, streams=6, seconds=4)
+        time.sleep(1.5)
+        os.kill(recorder, signal.SIGKILL)
+        refused = False
+        try:
+            _ask(served, "while-away")
+        except openai.InternalServerError as exc:  # a 503 before any vendor is called
+            refused = "recorder process" in str(exc)
+        _until(lambda: [p for p in _named(served, "taplog-recorder") if p != recorder])
+        for thread in threads:
+            thread.join(30)
+        _until(lambda: httpx.get(f"{served.url}/readyz").status_code == 200)
+        assert _ask(served, "after") == "Echo: hi"
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert refused or "lost the recorder process" in err
+    assert "the recorder process exited (code -9); starting it again" in err
+    _logged_whole(data, whole)
+    after = read_all(data)
+    assert "while-away" not in after or not [
+        e for e in after["while-away"] if e["type"] == "llm.request"
+    ]  # no call went unrecorded to a vendor
+
+
+def test_sigterm_with_streams_in_flight_on_every_worker_exits_0_with_all_written(fake, tmp_path):
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2", "--fsync", "always")
+    texts: dict[int, str] = {}
+    started = threading.Barrier(7)
+
+    def stream(n: int) -> None:
+        chunks = _client(served, f"stream-{n}").chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": STREAM.format(n=n)}], stream=True
+        )
+        parts = [next(chunks).choices[0].delta.content or ""]
+        started.wait(10)
+        parts += [c.choices[0].delta.content or "" for c in chunks if c.choices]
+        texts[n] = "".join(parts)
+
+    threads = [threading.Thread(target=stream, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    started.wait(10)
+    served.process.send_signal(signal.SIGTERM)
+    for thread in threads:
+        thread.join(20)
+    _, err = served.process.communicate(timeout=30)
+    assert served.process.returncode == 0, err
+    assert texts == {n: f"Echo: stream {n}" for n in range(6)}
+    _logged_whole(data, {f"stream-{n}": text for n, text in texts.items()})
