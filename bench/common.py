@@ -8,6 +8,7 @@ not share an event loop; `start_taplog` and `start_bare` start the two proxies
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import statistics
@@ -68,17 +69,41 @@ class Service:
         self.stop(grace=1)
         raise SystemExit(f"{url} never came up: {self.process.args!r}")
 
-    def cpu_seconds(self) -> float:
-        """User plus system CPU time the process has used so far, from /proc (all threads)."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def family(self, name: str | None = None) -> list[int]:
+        """The process and its descendants (`taplog serve`'s recorder process and workers),
+        or those of them named `name` (/proc/PID/comm)."""
+        pids, found = [self.process.pid], []
+        while pids:
+            pid = pids.pop()
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except FileNotFoundError:
+                continue  # it just exited
+            pids += map(int, children)
+            if name is None or comm == name:
+                found.append(pid)
+        return found
+
+    def cpu_seconds(self, name: str | None = None) -> float:
+        """User plus system CPU time used so far by the process and its descendants (or
+        those named `name`), from /proc (all threads)."""
+        total = 0
+        for pid in self.family(name):
+            with contextlib.suppress(FileNotFoundError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self, field: str = "VmRSS") -> float:
-        """Resident memory (VmRSS) or its peak so far (VmHWM), in MiB, from /proc."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError(f"no {field} for {self.process.pid}")
+        """Resident memory (VmRSS) or its peak so far (VmHWM) of the process and its
+        descendants together, in MiB, from /proc (pages they share are counted in each)."""
+        total = 0
+        for pid in self.family():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+        return total / 1024
 
     def stop(self, grace: float = 5) -> None:
         """SIGTERM, then SIGKILL after `grace` seconds; callers that need the log

@@ -49,6 +49,8 @@ STREAM_TEXT = "Tell me a story !events=20 !delay=0.005 !ttfb=0.02"
 # Streams per caller per round: 6 callers x 5 x 6 rounds = 180 first events per system,
 # so a p99 is not just the largest of a few dozen.
 STREAMS_EACH = 5
+# CPU per call, by the processes it is summed over (/proc comm; None: all of them)
+CPU_PARTS = {None: "cpu_us", "taplog-worker": "cpu_worker_us", "taplog-recorder": "cpu_recorder_us"}
 HELD_TEXT = "A long story !events=40 !delay=0.05"  # 2 s of events per stream
 HELD_STALL_MS = 500.0
 
@@ -56,12 +58,13 @@ HELD_STALL_MS = 500.0
 class Systems:
     """The fake vendor and the proxies in front of it (LiteLLM's when it is installed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int) -> None:
         self.fake = start_fake()
         self.bare = start_bare(self.fake.url)
         self.dirs = {name: tempfile.mkdtemp(prefix=f"taplog-{name}-") for name in ("i", "a")}
-        self.interval = start_taplog(self.dirs["i"], self.fake.url, "--fsync", "interval")
-        self.always = start_taplog(self.dirs["a"], self.fake.url, "--fsync", "always")
+        extra = ("--workers", str(workers))
+        self.interval = start_taplog(self.dirs["i"], self.fake.url, "--fsync", "interval", *extra)
+        self.always = start_taplog(self.dirs["a"], self.fake.url, "--fsync", "always", *extra)
         self.services = {
             "direct": self.fake,
             "bare": self.bare,
@@ -98,12 +101,15 @@ async def interleaved(systems: Systems, rounds: int) -> dict[str, dict[str, list
             for name, url in systems.urls.items():
                 out["c1"][name] += await load.closed_loop(client, url, 1, 60)
                 out["c32"][name] += await load.closed_loop(client, url, 32, 8)
-                cpu_before, started = systems.services[name].cpu_seconds(), time.perf_counter()
+                service = systems.services[name]
+                cpu_before = {part: service.cpu_seconds(part) for part in CPU_PARTS}
+                started = time.perf_counter()
                 rps = await load.throughput(client, url, 64, 1.5)
                 calls = rps * (time.perf_counter() - started)
-                cpu = systems.services[name].cpu_seconds() - cpu_before
                 out["rps64"][name].append(rps)
-                out["cpu_us"][name].append(cpu / calls * 1e6)
+                for part, key in CPU_PARTS.items():
+                    cpu = service.cpu_seconds(part) - cpu_before[part]
+                    out[key][name].append(cpu / calls * 1e6)
                 one_shot = await load.throughput(client, url, 64, 1.5, one_shot=True)
                 out["rps64-one-shot"][name].append(one_shot)
                 for s in await load.streams(client, url, 6, STREAMS_EACH, STREAM_TEXT):
@@ -199,11 +205,14 @@ def main() -> None:
     parser.add_argument("--profile-seconds", type=float, default=10)
     parser.add_argument("--no-write", action="store_true", help="print, leave RESULTS.md")
     parser.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="taplog's proxy workers (0: one process)"
+    )
     args = parser.parse_args()
     began = time.monotonic()
     load_before = os.getloadavg()[0]
     figures: dict[str, object] = {}
-    systems = Systems()
+    systems = Systems(args.workers)
     try:
         figures["ready_in_run"] = systems.interval.ready
         time.sleep(1)
