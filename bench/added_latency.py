@@ -1,6 +1,6 @@
 """What taplog adds to one non-streaming call: median of many, against the fake directly.
 
-    .venv/bin/python bench/added_latency.py [--calls 500]
+    .venv/bin/python bench/added_latency.py [--calls 500] [--workers 1]
 
 Starts the tests' fake vendor and `taplog serve` (fsync interval) as separate
 processes on 127.0.0.1, then alternates calls direct / through taplog from one
@@ -34,9 +34,11 @@ def _time(client: httpx.Client, url: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--workers", default="1", help="taplog's proxy workers (0: one process)")
     args = parser.parse_args()
     fake = start_fake()
-    taplog = start_taplog(tempfile.mkdtemp(prefix="taplog-bench-"), fake.url)
+    data_dir = tempfile.mkdtemp(prefix="taplog-bench-")
+    taplog = start_taplog(data_dir, fake.url, "--workers", args.workers)
     try:
         direct_url = f"{fake.url}/v1/chat/completions"
         taplog_url = f"{taplog.url}/v1/chat/completions"

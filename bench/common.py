@@ -105,6 +105,16 @@ class Service:
                     total += int(line.split()[1])
         return total / 1024
 
+    def pss_mb(self) -> float:
+        """Proportional memory of the process and its descendants together, in MiB: a
+        page they share (forked, not written since) counted once, split between them."""
+        total = 0
+        for pid in self.family():
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        return total / 1024
+
     def stop(self, grace: float = 5) -> None:
         """SIGTERM, then SIGKILL after `grace` seconds; callers that need the log
         complete wait for it first (`settle`), not on a clean exit."""

@@ -166,8 +166,9 @@ def _targets(key: dict[str, float], f: dict[str, Any]) -> list[str]:
             "CPU per call at c=64, all processes (µs)", key["cpu_us:taplog"], key["cpu_us:bare"], 2
         ),
         *_against_litellm(key),
-        f"{_verdict(f['rss_idle'] <= 120)}  idle RSS of all processes after the load: "
-        f"{f['rss_idle']:.1f} MB (<= 120)",
+        f"{_verdict(f['pss_idle'] <= 120)}  idle memory of all processes after the load: "
+        f"{f['pss_idle']:.1f} MB PSS ({f['rss_idle']:.1f} MB RSS, shared pages counted in "
+        "each) (<= 120)",
         f"{_verdict(ready <= 1)}  start to ready, median of {len(f['ready'])}: "
         f"{ready:.2f} s (<= 1)",
         f"{_verdict(f['recorder'] >= 50_000)}  recorder alone: {f['recorder']:,.0f} events/s "

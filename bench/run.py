@@ -237,6 +237,7 @@ def main() -> None:
         figures["rss_peak"] = systems.interval.rss_mb("VmHWM")
         time.sleep(2)
         figures["rss_idle"] = systems.interval.rss_mb()
+        figures["pss_idle"] = systems.interval.pss_mb()
         figures["disk_run"] = {k: offline.dir_bytes(Path(d)) for k, d in systems.dirs.items()}
     finally:
         systems.stop()

@@ -263,6 +263,7 @@ def _recorder_main(
 ) -> None:
     _as_child("taplog-recorder", supervisor)
     listener.close()  # the workers' alone: a dead worker's connections must not queue here
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)  # a reader thread hands to the writer quickly
     metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
     recorder = Recorder(
         settings.data_dir,
