@@ -174,7 +174,10 @@ async def readyz(request: web.Request) -> web.Response:
     recorder = request.app[RECORDER]
     health = recorder.health()
     if isinstance(recorder, RecorderLink) and health["accepting"]:
-        health = await recorder.ask("health")  # its queue, as the recorder process has it
+        try:  # its queue, as the recorder process has it
+            health = await recorder.ask("health")
+        except ConnectionError as exc:
+            health = {**health, "accepting": False, "reason": str(exc)}
     reason = health["reason"]
     if request.app[LIFECYCLE].stopping:
         reason = "shutting down"
@@ -216,7 +219,9 @@ async def metrics(request: web.Request) -> web.Response:
     if not isinstance(recorder, RecorderLink):
         body = await asyncio.to_thread(app_metrics.render)
     else:  # the recorded part is the recorder process's
-        recorded = await recorder.ask("metrics") if recorder.health()["accepting"] else b""
+        recorded = b""  # while the recorder process is away, only this worker's part
+        with contextlib.suppress(ConnectionError):
+            recorded = await recorder.ask("metrics")
         body = await asyncio.to_thread(app_metrics.render_serving) + recorded
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 

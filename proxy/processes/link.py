@@ -25,6 +25,7 @@ from taplog.recorder.channel import frame, frames, record_message
 log = logging.getLogger("taplog")
 
 RECONNECT_SECONDS = 0.05
+ASK_SECONDS = 5.0
 AWAY = "the recorder process is not running (it is being restarted)"
 
 
@@ -94,13 +95,20 @@ class RecorderLink(asyncio.Protocol):
         return {**self._health, "accepting": reason is None, "reason": reason}
 
     async def ask(self, question: str) -> Any:
-        """The recorder process's answer to `question` (`metrics`, `health`)."""
+        """The recorder process's answer to `question` (`metrics`, `health`); ConnectionError
+        when it is away or does not answer within `ASK_SECONDS`."""
         if self._transport is None:
             raise ConnectionError(AWAY)
         token = next(self._tokens)
         self._answers[token] = answer = asyncio.get_running_loop().create_future()
         self._transport.write(frame(("q", token, question)))
-        return await answer
+        try:
+            async with asyncio.timeout(ASK_SECONDS):
+                return await answer
+        except TimeoutError:
+            self._answers.pop(token, None)
+            silent = f"the recorder process did not answer within {ASK_SECONDS:g} s"
+            raise ConnectionError(silent) from None
 
     def when_written(self, callback: Callable[[bool], None], session: str | None = None) -> None:
         """`callback(ok)`, on the loop, once what was recorded so far is written."""
@@ -117,6 +125,7 @@ class RecorderLink(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         if self.lost_records:
             log.error("%d records were lost while the recorder was away", self.lost_records)
+            self.lost_records = 0
         log.debug("connected to the recorder process")
 
     def data_received(self, data: bytes) -> None:
