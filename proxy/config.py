@@ -156,9 +156,10 @@ class Settings:
     host: str = setting("127.0.0.1", "Address to listen on.", _listen_host)
     port: int = setting(8787, "Port to listen on (0: any free port).", _port)
     workers: int = setting(
-        1,
+        0,
         "Proxy worker processes sharing the port, beside one recorder process that writes "
-        "the logs (0: everything in one process, the recorder on a thread).",
+        "the logs; 0: everything in one process, the recorder on a thread (the quickest "
+        "for a few agents at a time).",
         _workers,
     )
     data_dir: Path = setting(Path("taplog-data"), "Where session logs are kept.")

@@ -446,13 +446,16 @@ class Traffic:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fsync", "rounds"), [("always", 4), ("interval", 2)])
+@pytest.mark.parametrize(
+    ("fsync", "rounds", "workers"), [("always", 4, "0"), ("interval", 2, "0"), ("always", 2, "2")]
+)
 def test_kill_9_under_streaming_load_loses_no_answer_a_client_completed(
-    fake, tmp_path, fsync, rounds
+    fake, tmp_path, fsync, rounds, workers
 ):
+    """With workers, the kill is the supervisor's: its children die with it."""
     data, completed, rng = tmp_path / "data", [], random.Random(rounds)
     for round_ in range(rounds):
-        served = serve_on_fake(fake, data, "--fsync", fsync)
+        served = serve_on_fake(fake, data, "--fsync", fsync, "--workers", workers)
         traffic = Traffic(served.url, round_)
         traffic.first_completed.wait(30)  # under load: only kill once calls flow
         time.sleep(rng.uniform(0.05, 0.6))
