@@ -1,6 +1,6 @@
 """What taplog adds to one non-streaming call: median of many, against the fake directly.
 
-    .venv/bin/python bench/added_latency.py [--calls 500] [--workers 1]
+    .venv/bin/python bench/added_latency.py [--calls 500] [--workers N]
 
 Starts the tests' fake vendor and `taplog serve` (fsync interval) as separate
 processes on 127.0.0.1, then alternates calls direct / through taplog from one
@@ -34,7 +34,7 @@ def _time(client: httpx.Client, url: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=500)
-    parser.add_argument("--workers", default="1", help="taplog's proxy workers (0: one process)")
+    parser.add_argument("--workers", default="0", help="taplog's proxy workers (0: one process)")
     args = parser.parse_args()
     fake = start_fake()
     data_dir = tempfile.mkdtemp(prefix="taplog-bench-")

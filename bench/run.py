@@ -206,7 +206,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print, leave RESULTS.md")
     parser.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
     parser.add_argument(
-        "--workers", type=int, default=1, help="taplog's proxy workers (0: one process)"
+        "--workers", type=int, default=0, help="taplog's proxy workers (0: one process)"
     )
     args = parser.parse_args()
     began = time.monotonic()
