@@ -78,7 +78,7 @@ class Service:
             try:
                 children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue  # it just exited
             pids += map(int, children)
             if name is None or comm == name:
@@ -90,7 +90,7 @@ class Service:
         those named `name`), from /proc (all threads)."""
         total = 0
         for pid in self.family(name):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
                 fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
                 total += int(fields[11]) + int(fields[12])
         return total / os.sysconf("SC_CLK_TCK")

@@ -75,24 +75,30 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     lock = DataDirLock(settings.data_dir)
     lock.acquire()
-    recorder = Recorder(
-        settings.data_dir,
-        fsync=settings.fsync,
-        high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
-        session_idle_seconds=settings.session_idle_minutes * 60,
-        observers=[Observer(app[METRICS])],
-        body_inline_max=settings.body_inline_max_bytes,
-    )
+    recorder = recorder_for(settings, app[METRICS])
     if REPLAYER in app:
         recorder.observe(app[REPLAYER].observe)
     recorder.start()
     app[RECORDER] = recorder
-    app[METRICS].recorder = recorder
     try:
         yield
     finally:
         await asyncio.to_thread(recorder.close)
         lock.release()
+
+
+def recorder_for(settings: Settings, metrics: Metrics) -> Recorder:
+    """The data dir's recorder as the settings say, its events counted into `metrics`."""
+    recorder = Recorder(
+        settings.data_dir,
+        fsync=settings.fsync,
+        high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
+        session_idle_seconds=settings.session_idle_minutes * 60,
+        observers=[Observer(metrics)],
+        body_inline_max=settings.body_inline_max_bytes,
+    )
+    metrics.recorder = recorder
+    return recorder
 
 
 @contextlib.asynccontextmanager

@@ -39,17 +39,15 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from taplog.proxy.app import bounded_labels, compact_idle, create_app
+from taplog.proxy.app import bounded_labels, compact_idle, create_app, recorder_for
 from taplog.proxy.config import Settings
 from taplog.proxy.failover.rules import Fallbacks
 from taplog.proxy.keys import LIFECYCLE
 from taplog.proxy.observe.metrics import Metrics
-from taplog.proxy.observe.observer import Observer
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.proxy.server import GC_THRESHOLDS, GIL_SWITCH_SECONDS, check_binding, new_event_loop
 from taplog.recorder.service import RecorderService
 from taplog.recorder.store.lock import DataDirLock
-from taplog.recorder.store.writer import Recorder
 
 log = logging.getLogger("taplog")
 
@@ -113,6 +111,7 @@ class _Family:
                 return
             for sentinel in done:
                 child = children[sentinel]
+                child.reap()
                 log.error("the %s exited (code %s); starting it again", child.name, child.code)
                 child.start()
 
@@ -155,6 +154,11 @@ class _Child:
     def sentinel(self) -> int:
         assert self.process is not None
         return self.process.sentinel
+
+    def reap(self) -> None:
+        """Collect a child whose sentinel says it is gone (and so learn its exit code)."""
+        if self.process is not None:
+            self.process.join()
 
     @property
     def code(self) -> int | None:
@@ -265,15 +269,7 @@ def _recorder_main(
     listener.close()  # the workers' alone: a dead worker's connections must not queue here
     sys.setswitchinterval(GIL_SWITCH_SECONDS)  # a reader thread hands to the writer quickly
     metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
-    recorder = Recorder(
-        settings.data_dir,
-        fsync=settings.fsync,
-        high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
-        session_idle_seconds=settings.session_idle_minutes * 60,
-        observers=[Observer(metrics)],
-        body_inline_max=settings.body_inline_max_bytes,
-    )
-    metrics.recorder = recorder
+    recorder = recorder_for(settings, metrics)
     recorder.start()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a recorder process that died left it
