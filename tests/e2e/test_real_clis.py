@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.toolevents import epoch
+from taplog.recorder.verify import verify
 from tests.fakes.clis import (
     CLAUDE_PROMPT,
     CODEX_PROMPT,
@@ -20,6 +21,7 @@ from tests.fakes.clis import (
     run_claude,
     run_codex,
 )
+from tests.fakes.harness import serve_on_fake
 
 pytestmark = pytest.mark.slow
 
@@ -171,3 +173,20 @@ def test_a_codex_command_that_fails_is_recorded_and_shown_as_failed(servers, ven
     assert "→ ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in shown.output
     chat = _messages(proxy, post["session"])
     assert "  → ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in "\n".join(chat)
+
+
+def test_claude_code_and_codex_work_through_serve_with_workers(fake, tmp_path):
+    """`taplog serve --workers 2`, as a user starts it: the recorder in a process of its own."""
+    served = serve_on_fake(fake, tmp_path / "data", "--workers", "2")
+    try:
+        assert "taplog-ok" in run_claude(served.url, tmp_path / "claude")["result"]
+        assert "taplog-ok" in codex_answer(run_codex(f"{served.url}/v1", tmp_path / "codex"))
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    reports = verify(tmp_path / "data")
+    assert len(reports) == 2 and all(report.ok for report in reports)
+    data = ["--data-dir", str(tmp_path / "data"), "--format", "jsonl"]
+    listed = CliRunner().invoke(main, ["sessions", *data])
+    clients = sorted(json.loads(line)["client"] for line in listed.output.splitlines())
+    assert clients == ["Claude Code", "Codex"]
