@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,17 @@ def serve_processes(
         lock.release()
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What every child is started with (inherited by the fork, never pickled)."""
+
+    settings: Settings
+    fallbacks: Fallbacks
+    listener: socket.socket  # the port the workers share
+    path: str  # the recorder process's Unix socket
+    supervisor: int  # its pid: a child dies with it
+
+
 class _Family:
     """The recorder process and the workers."""
 
@@ -87,13 +99,10 @@ class _Family:
         self, settings: Settings, fallbacks: Fallbacks, listener: socket.socket, path: str
     ) -> None:
         self.settings = settings
-        supervisor = os.getpid()
-        self.recorder = _Child(
-            "recorder process", _recorder_main, settings, fallbacks, listener, path, supervisor
-        )
+        launch = _Launch(settings, fallbacks, listener, path, os.getpid())
+        self.recorder = _Child("recorder process", _recorder_main, launch)
         self.workers = [
-            _Child(f"worker {n}", _worker_main, settings, fallbacks, listener, path, supervisor)
-            for n in range(1, settings.workers + 1)
+            _Child(f"worker {n}", _worker_main, launch) for n in range(1, settings.workers + 1)
         ]
         self._stop = _StopSignals()
 
@@ -257,18 +266,12 @@ def _name_process(name: str) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
-def _recorder_main(
-    settings: Settings,
-    fallbacks: Fallbacks,
-    listener: socket.socket,
-    path: str,
-    supervisor: int,
-    told: Connection,
-) -> None:
-    _as_child("taplog-recorder", supervisor)
-    listener.close()  # the workers' alone: a dead worker's connections must not queue here
+def _recorder_main(launch: _Launch, told: Connection) -> None:
+    settings, path = launch.settings, launch.path
+    _as_child("taplog-recorder", launch.supervisor)
+    launch.listener.close()  # the workers' alone: a dead worker's connections must not queue here
     sys.setswitchinterval(GIL_SWITCH_SECONDS)  # a reader thread hands to the writer quickly
-    metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
+    metrics = Metrics(bounded_labels(launch.fallbacks), settings.session_idle_minutes * 60)
     recorder = recorder_for(settings, metrics)
     recorder.start()
     with contextlib.suppress(FileNotFoundError):
@@ -296,32 +299,20 @@ def _every(seconds: float, action: Callable[[], None]) -> None:
     threading.Thread(target=repeat, name="taplog-compactor", daemon=True).start()
 
 
-def _worker_main(
-    settings: Settings,
-    fallbacks: Fallbacks,
-    listener: socket.socket,
-    path: str,
-    supervisor: int,
-    told: Connection,
-) -> None:
-    _as_child("taplog-worker", supervisor)
+def _worker_main(launch: _Launch, told: Connection) -> None:
+    _as_child("taplog-worker", launch.supervisor)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(_serve_worker(settings, fallbacks, listener, path, told))
+        runner.run(_serve_worker(launch, told))
 
 
-async def _serve_worker(
-    settings: Settings,
-    fallbacks: Fallbacks,
-    listener: socket.socket,
-    path: str,
-    told: Connection,
-) -> None:
-    app = create_app(settings, fallbacks, recorder_socket=path)
+async def _serve_worker(launch: _Launch, told: Connection) -> None:
+    settings = launch.settings
+    app = create_app(settings, launch.fallbacks, recorder_socket=launch.path)
     runner = ProxyRunner(
         app, settings.header_timeout, shutdown_timeout=settings.shutdown_grace, access_log=None
     )
-    async with listening(runner, None, None, listener):
+    async with listening(runner, None, None, launch.listener):
         gc.freeze()  # what start-up made is never collected: stop walking it
         gc.set_threshold(*GC_THRESHOLDS)
         told.send(True)
