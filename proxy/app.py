@@ -30,8 +30,8 @@ from aiohttp import web
 from taplog.proxy import auth, errors
 from taplog.proxy.auth import Tokens
 from taplog.proxy.config import Settings
-from taplog.proxy.failover.breaker import Breakers
-from taplog.proxy.failover.responses_history import ResponsesHistory
+from taplog.proxy.failover.breaker import Breakers, SharedBreakers
+from taplog.proxy.failover.responses_history import ResponsesHistory, SharedHistory
 from taplog.proxy.failover.rules import Fallbacks, load_fallbacks
 from taplog.proxy.handler import proxy_call
 from taplog.proxy.keys import (
@@ -105,14 +105,17 @@ def recorder_for(settings: Settings, metrics: Metrics) -> Recorder:
 async def _recorder_process(app: web.Application, socket_path: str) -> AsyncIterator[None]:
     """A worker's recorder: the recorder process (`proxy.processes`), which holds the data
     dir and its lock, compacts, and counts the recorded events for /metrics."""
-    settings = app[SETTINGS]
+    settings, resolver = app[SETTINGS], app[RESOLVER]
     link = RecorderLink(
         socket_path,
         settings.data_dir / "sessions",
         int(settings.queue_high_water_mb * 1024 * 1024),
+        learn=resolver.learn,
     )
     await link.connect()
     app[RECORDER] = link
+    resolver.share = link.tell  # what it learns, the other workers learn
+    app[RESPONSES_HISTORY] = SharedHistory(link)
     try:
         yield
     finally:
@@ -239,10 +242,14 @@ def bounded_labels(fallbacks: Fallbacks) -> Bounded:
 
 
 def create_app(
-    settings: Settings, fallbacks: Fallbacks | None = None, recorder_socket: str | None = None
+    settings: Settings,
+    fallbacks: Fallbacks | None = None,
+    recorder_socket: str | None = None,
+    breakers: Path | None = None,
 ) -> web.Application:
-    """The proxy's app; its recorder on a thread of its own, or with `recorder_socket` the
-    recorder process listening there (a worker of `proxy.processes`)."""
+    """The proxy's app; its recorder on a thread of its own, or for a worker of
+    `proxy.processes` the recorder process listening at `recorder_socket`, and the
+    breakers all the workers share in the file `breakers`."""
     fallbacks = fallbacks or load_fallbacks(settings.openai_base, settings.anthropic_base, {}, ())
     app_metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
     app = web.Application(
@@ -254,7 +261,7 @@ def create_app(
         app[RECORDER_SOCKET] = recorder_socket
     app[FALLBACKS] = fallbacks
     app[METRICS] = app_metrics
-    app[BREAKERS] = Breakers()
+    app[BREAKERS] = Breakers() if breakers is None else SharedBreakers(breakers)
     app[LIFECYCLE] = Lifecycle()
     app[TOKENS] = Tokens(settings.auth_tokens)
     sessions_dir = settings.data_dir / "sessions"

@@ -55,6 +55,7 @@ class Call:
     rule: Rule  # its fallback rule, or the plain one (a chain of one)
     attempts: int = 0
     history: list[Any] | None = None  # Responses: the items a previous_response_id names
+    history_known: bool = False  # looked up (`load_history`)
     chain: list[Target] = field(default_factory=list)  # its targets, the client's own first
     served: Try | None = None  # the try whose answer the client got
     client_bytes: bytes | None = None  # what the client got of a translated answer
@@ -149,7 +150,15 @@ class Call:
             return
         self.services.resolver.remember_response(named, self.session)
         if isinstance(self.parsed, dict):
-            self.services.history.remember(named, self.parsed, output_items(answer))
+            self.services.history.remember(named, self.parsed, self.body, output_items(answer))
+
+    async def load_history(self) -> None:
+        """For a Responses call about to be planned: the items its `previous_response_id`
+        names, if taplog saw them (looked up once, only for calls planned anew)."""
+        if not self.history_known and self.api == "openai.responses":
+            if isinstance(self.parsed, dict):
+                self.history = await self.services.history.items_before(self.parsed)
+            self.history_known = True
 
 
 @dataclass(slots=True, eq=False)

@@ -119,7 +119,7 @@ async def _serve(request: web.Request, call: Call) -> web.StreamResponse:
     if not call.rule.targets:  # a chain of one: its one try goes through as it comes
         call.chain = [primary]
         try:
-            attempt = _attempt(call, primary, primary)
+            attempt = await _attempt(call, primary, primary)
         except Untranslatable as exc:  # it names what its own vendor never saw
             call.record_original(_own_attempt(call, primary))
             return _refuse(call, 400, f"not sent: {exc}", "not_sendable")
@@ -138,7 +138,7 @@ async def _serve(request: web.Request, call: Call) -> web.StreamResponse:
             call.skipped.append(f"{target} was skipped: its context window is not larger")
             continue
         try:
-            attempt = _attempt(call, target, primary)
+            attempt = await _attempt(call, target, primary)
         except Untranslatable as exc:
             call.skipped.append(f"{target} was skipped, not translatable: {exc}")
             continue
@@ -165,11 +165,12 @@ def _own_attempt(call: Call, primary: Target) -> Attempt:
     )
 
 
-def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
+async def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
     """The request for `target`: the call as made, or changed (model, API) for a fallback.
     Raises Untranslatable when the target cannot take it."""
     if target is primary and not _needs_planning(call):
         return _own_attempt(call, primary)
+    await call.load_history()
     return plan(
         target,
         call.provider,

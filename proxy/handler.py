@@ -34,7 +34,7 @@ from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
-from taplog.recorder.store.writer import EventRecord
+from taplog.recorder.store.writer import SessionStart
 from taplog.recorder.vendors.clients import retry_count
 
 
@@ -117,11 +117,10 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         headers=request.headers,
         key_fingerprint=key_fp,
         rule=_rule(services, route.api, parsed),
-        history=_history(services, route.api, parsed),
         replay_miss=replay_miss,
     )
     if resolution.first_seen:
-        recorder.record(EventRecord(_session_started(resolution, route.api, headers)))
+        recorder.record(SessionStart(_session_started(resolution, route.api, headers)))
     serving = chain.serve(request, call)
     if replayer is not None:
         return await replayer.forwarding(call.id, recorder, serving)
@@ -135,13 +134,6 @@ def _rule(services: Services, api: str, parsed: object) -> Rule:
         if rule is not None:
             return rule
     return services.plain_rule
-
-
-def _history(services: Services, api: str, parsed: object) -> list | None:
-    """For a Responses call: the items its `previous_response_id` names, if taplog saw them."""
-    if api != "openai.responses" or not isinstance(parsed, dict):
-        return None
-    return services.history.items_before(parsed)
 
 
 def _session_started(resolution: Resolution, api: str, headers: dict[str, str]) -> dict:

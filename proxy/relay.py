@@ -353,6 +353,7 @@ async def _open_continuation(
     """The continuation's answer from `target` when it is a 2xx stream, else None (a
     refused prefill among others: never shown to the client)."""
     body = continuation_request(call.api, call.parsed, view.text, prefill)
+    await call.load_history()
     try:
         attempt = plan(
             target,

@@ -42,7 +42,7 @@ from taplog.recorder.secrets import is_secret_header
 from taplog.recorder.sessions import InvalidSessionId, check_session_id, new_session_id
 from taplog.recorder.store.lock import DataDirBusy, DataDirLock
 from taplog.recorder.store.reader import read_events
-from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.store.writer import Recorder, SessionStart
 from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
 from taplog.recorder.tools.resume_request import answer_text, feature_headers, resume_body
 from taplog.recorder.vendors.errors import error_message
@@ -151,7 +151,7 @@ async def resume(settings: Settings, resumption: Resumption) -> Resumed:
 
 async def _send_recorded(settings: Settings, resumption: Resumption, recorder: Recorder) -> Resumed:
     attempt, new = resumption.attempt, resumption.new
-    recorder.record(EventRecord(_started(resumption)))
+    recorder.record(SessionStart(_started(resumption)))
     path = URL(attempt.url).path
     sent = Try(recorder, new, new_id("ex"), attempt, 1, resumption.recorded_in, path, None)
     sent.record_request()

@@ -15,10 +15,12 @@ finish reason).
 Frames are a 4-byte length and a pickle. Only taplog's own processes connect (the
 socket sits in a folder only its user can enter), so pickle's trust in its peer holds.
 
-    worker -> recorder                         recorder -> worker
-    ("r", …)                a record to write  ("w", token, ok)      written (or a write failed)
-    ("w", token, session)   tell when written  ("h", health)         its health, when it changes
-    ("q", token, question)  ask ("metrics")    ("a", token, answer)  the answer
+    worker -> recorder                            recorder -> worker
+    ("r", …)                   a record to write  ("w", token, ok)     written (or a write failed)
+    ("w", token, session)      tell when written  ("h", health)        its health, when it changes
+    ("q", token, question, args)  ask ("metrics")  ("a", token, answer) the answer
+    ("f", fact)                for the others     ("f", fact)          another worker's fact
+    ("c", answer id, raw, output)  a Responses answer, kept for the `history` question
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 from taplog.recorder.bodies import UNPARSED
 from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
-from taplog.recorder.store.writer import EventRecord
+from taplog.recorder.store.writer import EventRecord, SessionStart
 
 HEADER = struct.Struct("<I")
 MAX_FRAME = 1 << 31  # a record is at most a few `--max-answer-mb`
@@ -91,7 +93,8 @@ def record_message(record: Any) -> tuple[Any, ...]:
             (record.skipped, record.client_bytes, record.secrets, record.size),
         )
     assert isinstance(record, EventRecord), type(record)
-    return ("r", "event", record.event, record.size)
+    kind = "start" if isinstance(record, SessionStart) else "event"
+    return ("r", kind, record.event, record.size)
 
 
 class Records:
@@ -105,6 +108,8 @@ class Records:
         kind, event = message[1], message[2]
         if kind == "event":
             return EventRecord(event, message[3])
+        if kind == "start":
+            return SessionStart(event, message[3])
         if kind == "request":
             (session, exchange, api, provider, method), (path, url, headers, key), rest = message[
                 3:

@@ -9,15 +9,20 @@ Each connection has a reader thread that rebuilds records and queues them (`reco
 never blocks), and passes on acknowledgement requests, which the writer answers once
 the lines are written (and synced, per policy). Health goes to every worker when it
 changes, so a worker decides on each call without asking; questions (`metrics`,
-`health`) are answered by the callables the process registered. A worker that goes away
-takes nothing with it: what it sent is written; its unanswered acknowledgements are
-dropped.
+`health`, `history`) are answered by the callables the process registered. A worker's
+facts (`recorder.sessions`) go to every other worker as soon as they are read, before
+anything the same worker sent after them (its acknowledgement requests among them). A
+worker that goes away takes nothing with it: what it sent is written; its unanswered
+acknowledgements are dropped. A worker that takes nothing from its connection for
+`STUCK_SECONDS` (stopped, not dead) is disconnected rather than let stall the others.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +35,7 @@ log = logging.getLogger("taplog.recorder")
 HEALTH_SECONDS = 0.02  # how often health is looked at for a change
 ACCEPT_SECONDS = 0.2  # how soon a stop is noticed
 STOP_SECONDS = 60.0  # the longest a stop waits for the workers' connections to end
+STUCK_SECONDS = 10  # a worker that reads nothing for this long is cut off
 
 
 class _Peer:
@@ -40,12 +46,15 @@ class _Peer:
         self._lock = threading.Lock()
 
     def send(self, message: tuple[Any, ...]) -> None:
-        data = frame(message)
+        self.send_frame(frame(message))
+
+    def send_frame(self, data: bytes) -> None:
         try:
             with self._lock:
                 self.connection.sendall(data)
-        except OSError:
-            pass  # the worker is gone; its reader thread sees to the rest
+        except OSError:  # gone (its reader thread sees to the rest), or stuck: cut it off
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
 
 
 class RecorderService:
@@ -55,11 +64,14 @@ class RecorderService:
         self,
         recorder: Recorder,
         listener: socket.socket,
-        questions: dict[str, Callable[[], Any]],
+        questions: dict[str, Callable[..., Any]],
+        keep_answer: Callable[[str, bytes, list[Any]], None],
     ) -> None:
+        """`keep_answer(answer id, request, output)` takes the workers' Responses answers."""
         self.recorder = recorder
         self._listener = listener
         self._questions = questions
+        self._keep_answer = keep_answer
         self._peers: set[_Peer] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -76,6 +88,8 @@ class RecorderService:
             except TimeoutError:
                 continue
             connection.settimeout(None)
+            stuck = struct.pack("ll", STUCK_SECONDS, 0)
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, stuck)
             peer = _Peer(connection)
             with self._lock:
                 self._peers.add(peer)
@@ -111,9 +125,20 @@ class RecorderService:
         elif kind == "w":
             token, session = message[1], message[2]
             self.recorder.when_written(lambda ok: peer.send(("w", token, ok)), session)
+        elif kind == "f":
+            self._tell_others(peer, message)
+        elif kind == "c":
+            self._keep_answer(*message[1:])
         elif kind == "q":
-            token, question = message[1], message[2]
-            peer.send(("a", token, self._questions[question]()))
+            token, question, args = message[1:]
+            peer.send(("a", token, self._questions[question](*args)))
+
+    def _tell_others(self, teller: _Peer, message: tuple[Any, ...]) -> None:
+        data = frame(message)
+        with self._lock:
+            others = [peer for peer in self._peers if peer is not teller]
+        for peer in others:
+            peer.send_frame(data)
 
     def _push_health(self) -> None:
         last = None

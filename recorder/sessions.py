@@ -11,6 +11,10 @@
    messages plus new ones continues that call's session;
 5. otherwise a new session.
 
+Workers of one `taplog serve --workers N` each resolve on their own and agree through
+facts: what one learns that a later call may refer back to (a transcript prefix, a
+Responses answer id) it `share`s, and the others `learn` it (`proxy.processes.link`).
+
 Ids become file names, so explicit ids must match `SESSION_ID` or the call is
 refused; ids taken from clients are mapped to that form instead, keeping the
 original for `session.started`.
@@ -72,6 +76,9 @@ def safe_session_id(original: str) -> str:
 def new_session_id() -> str:
     """Sortable by start time: `20261130T004933Z-1a2b3c4d` (random like `events.new_id`)."""
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{random.getrandbits(32):08x}"
+
+
+Fact = tuple[str, Any, str]  # ("prefix", digest, session) or ("response", answer id, session)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +156,7 @@ class SessionResolver:
         self._prefixes = _Recent(max_entries)  # transcript-prefix hash -> session
         self._responses = _Recent(max_entries)  # Responses API response id -> session
         self._seen = _Recent(max_entries)  # session -> when its last call came
+        self.share: Callable[[Fact], None] | None = None  # to the other workers, if any
 
     def resolve(self, call: CallClues) -> Resolution:
         """Raises InvalidSessionId for a bad explicit id; nothing is remembered then."""
@@ -169,6 +177,14 @@ class SessionResolver:
     def remember_response(self, response_id: str, session: str) -> None:
         """A recorded answer that a later `previous_response_id` may name."""
         self._responses.put(response_id, session)
+        if self.share is not None:
+            self.share(("response", response_id, session))
+
+    def learn(self, fact: Fact) -> None:
+        """What another worker learned: its session was seen just now."""
+        kind, key, session = fact
+        (self._prefixes if kind == "prefix" else self._responses).put(key, session)
+        self._seen.put(session, time.monotonic())
 
     def _from_client(self, call: CallClues) -> tuple[str, str, str | None] | None:
         body = call.body if isinstance(call.body, dict) else {}
@@ -199,6 +215,8 @@ class SessionResolver:
         found = found or (new_session_id(), "new", None)
         if prefixes:
             self._prefixes.put(prefixes[-1], found[0])
+            if self.share is not None:
+                self.share(("prefix", prefixes[-1], found[0]))
         return found
 
     @staticmethod

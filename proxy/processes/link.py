@@ -9,6 +9,13 @@ what this worker has not yet handed over is above the high-water mark (a slow re
 back-pressure, never a drop). Calls in flight when the recorder goes away hear that their
 answers were not written (`when_written` says False), so their clients are cut off rather
 than told the answer is whole; the link connects again by itself.
+
+It also carries what the workers must agree on (`recorder.sessions`): the facts this
+worker's resolver learns go to the recorder process, which passes them to every other
+worker before it reads on, so before it acknowledges the answer that taught them; the
+client hears the end of that answer only then, so its next call finds them wherever it
+lands. The Responses answers go to the recorder process too
+(`proxy.failover.responses_history`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from taplog.recorder.channel import frame, frames, record_message
+from taplog.recorder.sessions import Fact
 
 log = logging.getLogger("taplog")
 
@@ -30,8 +38,15 @@ AWAY = "the recorder process is not running (it is being restarted)"
 
 
 class RecorderLink(asyncio.Protocol):
-    def __init__(self, path: str, sessions_dir: Path, high_water_bytes: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        sessions_dir: Path,
+        high_water_bytes: int,
+        learn: Callable[[Fact], None],
+    ) -> None:
         self.sessions_dir = sessions_dir
+        self._learn = learn
         self._path = path
         self._high_water = high_water_bytes
         self._transport: asyncio.Transport | None = None
@@ -94,14 +109,24 @@ class RecorderLink(asyncio.Protocol):
         reason = self._refusal()
         return {**self._health, "accepting": reason is None, "reason": reason}
 
-    async def ask(self, question: str) -> Any:
-        """The recorder process's answer to `question` (`metrics`, `health`); ConnectionError
-        when it is away or does not answer within `ASK_SECONDS`."""
+    def tell(self, fact: Fact) -> None:
+        """A fact for the other workers (lost with the recorder: see `recorder.sessions`)."""
+        if self._transport is not None:
+            self._transport.write(frame(("f", fact)))
+
+    def keep_answer(self, response_id: str, raw: bytes, output: list[Any]) -> None:
+        """A Responses answer the client got, for a later call that chains to it."""
+        if self._transport is not None:
+            self._transport.write(frame(("c", response_id, raw, output)))
+
+    async def ask(self, question: str, *args: Any) -> Any:
+        """The recorder process's answer to `question` (`metrics`, `health`, `history`);
+        ConnectionError when it is away or does not answer within `ASK_SECONDS`."""
         if self._transport is None:
             raise ConnectionError(AWAY)
         token = next(self._tokens)
         self._answers[token] = answer = asyncio.get_running_loop().create_future()
-        self._transport.write(frame(("q", token, question)))
+        self._transport.write(frame(("q", token, question, args)))
         try:
             async with asyncio.timeout(ASK_SECONDS):
                 return await answer
@@ -136,6 +161,8 @@ class RecorderLink(asyncio.Protocol):
                 callback = self._waiting.pop(message[1], None)
                 if callback is not None:
                     callback(message[2])
+            elif kind == "f":
+                self._learn(message[1])
             elif kind == "h":
                 self._health = message[1]
             elif kind == "a":

@@ -42,6 +42,8 @@ from typing import Any
 
 from taplog.proxy.app import bounded_labels, compact_idle, create_app, recorder_for
 from taplog.proxy.config import Settings
+from taplog.proxy.failover.breaker import create_shared_breakers
+from taplog.proxy.failover.responses_history import KeptAnswers
 from taplog.proxy.failover.rules import Fallbacks
 from taplog.proxy.keys import LIFECYCLE
 from taplog.proxy.observe.metrics import Metrics
@@ -69,7 +71,8 @@ def serve_processes(
     lock.acquire()
     try:
         with _listening(settings.host, settings.port) as listener, _run_dir() as run_dir:
-            family = _Family(settings, fallbacks, listener, str(run_dir / "recorder.sock"))
+            create_shared_breakers(run_dir / "breakers")
+            family = _Family(settings, fallbacks, listener, run_dir)
             try:
                 family.start()
                 on_ready(listener.getsockname()[1])
@@ -88,18 +91,26 @@ class _Launch:
     settings: Settings
     fallbacks: Fallbacks
     listener: socket.socket  # the port the workers share
-    path: str  # the recorder process's Unix socket
+    run_dir: Path  # the recorder process's Unix socket, the workers' breakers
     supervisor: int  # its pid: a child dies with it
+
+    @property
+    def recorder_socket(self) -> str:
+        return str(self.run_dir / "recorder.sock")
+
+    @property
+    def breakers(self) -> Path:
+        return self.run_dir / "breakers"
 
 
 class _Family:
     """The recorder process and the workers."""
 
     def __init__(
-        self, settings: Settings, fallbacks: Fallbacks, listener: socket.socket, path: str
+        self, settings: Settings, fallbacks: Fallbacks, listener: socket.socket, run_dir: Path
     ) -> None:
         self.settings = settings
-        launch = _Launch(settings, fallbacks, listener, path, os.getpid())
+        launch = _Launch(settings, fallbacks, listener, run_dir, os.getpid())
         self.recorder = _Child("recorder process", _recorder_main, launch)
         self.workers = [
             _Child(f"worker {n}", _worker_main, launch) for n in range(1, settings.workers + 1)
@@ -235,7 +246,7 @@ def _listening(host: str, port: int) -> Any:
 
 @contextlib.contextmanager
 def _run_dir() -> Any:
-    """A folder only this user may enter, for the recorder's socket."""
+    """A folder only this user may enter, for the recorder's socket and the breakers."""
     folder = Path(tempfile.mkdtemp(prefix="taplog-"))
     try:
         yield folder
@@ -267,7 +278,7 @@ def _name_process(name: str) -> None:
 
 
 def _recorder_main(launch: _Launch, told: Connection) -> None:
-    settings, path = launch.settings, launch.path
+    settings, path = launch.settings, launch.recorder_socket
     _as_child("taplog-recorder", launch.supervisor)
     launch.listener.close()  # the workers' alone: a dead worker's connections must not queue here
     sys.setswitchinterval(GIL_SWITCH_SECONDS)  # a reader thread hands to the writer quickly
@@ -279,8 +290,13 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     workers = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     workers.bind(path)
     workers.listen(256)
-    questions = {"metrics": metrics.render_recorded, "health": recorder.health}
-    service = RecorderService(recorder, workers, questions)
+    answers = KeptAnswers()
+    questions = {
+        "metrics": metrics.render_recorded,
+        "health": recorder.health,
+        "history": answers.items_through,
+    }
+    service = RecorderService(recorder, workers, questions, answers.keep)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     if idle := settings.compact_after_minutes * 60:
         _every(min(60.0, idle), lambda: compact_idle(settings.data_dir, idle))
@@ -308,7 +324,9 @@ def _worker_main(launch: _Launch, told: Connection) -> None:
 
 async def _serve_worker(launch: _Launch, told: Connection) -> None:
     settings = launch.settings
-    app = create_app(settings, launch.fallbacks, recorder_socket=launch.path)
+    app = create_app(
+        settings, launch.fallbacks, recorder_socket=launch.recorder_socket, breakers=launch.breakers
+    )
     runner = ProxyRunner(
         app, settings.header_timeout, shutdown_timeout=settings.shutdown_grace, access_log=None
     )

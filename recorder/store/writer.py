@@ -90,6 +90,7 @@ class SessionState:
 
     tools: ToolLedger = field(default_factory=ToolLedger)
     last_seen: float = field(default_factory=time.monotonic)
+    started: bool = False  # its `session.started` is written
 
     @classmethod
     def restored(cls, path: Path) -> SessionState:
@@ -97,6 +98,7 @@ class SessionState:
         state = cls()
         if path.exists():
             state.tools.restore(pairing_events(path))
+            state.started = True
         return state
 
 
@@ -123,6 +125,17 @@ class EventRecord:
         return self.event["session"]
 
     def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+        return (self.event,)
+
+
+class SessionStart(EventRecord):
+    """A session's `session.started`: written once, however many workers each took a call
+    of it for the session's first (`taplog serve --workers N`); the first to arrive is it."""
+
+    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+        if state.started:
+            return ()
+        state.started = True
         return (self.event,)
 
 

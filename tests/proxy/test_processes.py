@@ -23,7 +23,7 @@ import pytest
 
 from taplog.recorder.store.reader import read_all
 from taplog.recorder.verify import verify
-from tests.fakes.harness import TaplogProcess, serve_on_fake
+from tests.fakes.harness import TaplogProcess, model_requests, serve_on_fake
 from tests.fakes.keys import OPENAI_KEY
 
 pytestmark = pytest.mark.slow
@@ -236,3 +236,153 @@ def test_sigterm_with_streams_in_flight_on_every_worker_exits_0_with_all_written
     assert served.process.returncode == 0, err
     assert texts == {n: f"Echo: stream {n}" for n in range(6)}
     _logged_whole(data, {f"stream-{n}": text for n, text in texts.items()})
+
+
+# -- what the workers agree on ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _only(served: TaplogProcess, worker: int):
+    """Every new connection goes to `worker`: the others are stopped meanwhile."""
+    others = [pid for pid in _named(served, "taplog-worker") if pid != worker]
+    for pid in others:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in others:
+            os.kill(pid, signal.SIGCONT)
+
+
+def _anonymous(served: TaplogProcess) -> openai.OpenAI:
+    """A client that names no session: taplog finds it (stitching, answer ids). Each call
+    gets one of its own: a kept-alive connection would stay with its worker."""
+    return openai.OpenAI(
+        base_url=served.openai_base, api_key=OPENAI_KEY, max_retries=0, http_client=httpx.Client()
+    )
+
+
+def test_a_stateless_chat_is_stitched_whichever_worker_takes_each_turn(fake, tmp_path):
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2")
+    first, second = _named(served, "taplog-worker")
+    messages: list = []
+    try:
+        for turn, worker in enumerate((first, second, first, second)):
+            messages.append({"role": "user", "content": f"turn {turn}"})
+            with _only(served, worker):
+                answer = _anonymous(served).chat.completions.create(
+                    model="gpt-4.1", messages=messages
+                )
+            messages.append({"role": "assistant", "content": answer.choices[0].message.content})
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    (events,) = read_all(data).values()  # one session, not one per worker
+    assert [e["type"] for e in events].count("llm.request") == 4
+    assert [e["type"] for e in events].count("session.started") == 1
+
+
+def test_a_responses_chain_stays_one_session_and_fails_over_whole_across_workers(vendors, tmp_path):
+    data = tmp_path / "data"
+    served = TaplogProcess(
+        *("--data-dir", str(data), "--workers", "2"),
+        *("--openai-base", f"{vendors.openai.url}/v1", "--anthropic-base", vendors.anthropic.url),
+        *("--fallback", "gpt-*=anthropic:claude-sonnet-4-6"),
+    )
+    first, second = _named(served, "taplog-worker")
+    try:
+        with _only(served, first):
+            opening = _anonymous(served).responses.create(
+                model="gpt-4.1", input="remember the word teal"
+            )
+        with _only(served, second):
+            chained = _anonymous(served).responses.create(
+                model="gpt-4.1", input="and now?", previous_response_id=opening.id
+            )
+        vendors.openai.down = {"status": "503"}
+        with _only(served, first):  # not the worker that served the answer it chains to
+            moved = _anonymous(served).responses.create(
+                model="gpt-4.1", input="which word?", previous_response_id=chained.id
+            )
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert moved.output_text.startswith("Echo: which word?")
+    (sent,) = model_requests(vendors.anthropic)  # the whole conversation, spelled out
+    said = sent.body.decode()
+    assert all(text in said for text in ("remember the word teal", "and now?", "which word?"))
+    (events,) = read_all(data).values()
+    assert len([e for e in events if e["type"] == "call.answered"]) == 3
+
+
+def test_a_circuit_one_worker_opens_is_open_for_every_worker(vendors, tmp_path):
+    served = TaplogProcess(
+        *("--data-dir", str(tmp_path / "data"), "--workers", "2"),
+        *("--openai-base", f"{vendors.openai.url}/v1", "--anthropic-base", vendors.anthropic.url),
+        *("--fallback", "gpt-*=anthropic:claude-sonnet-4-6"),
+    )
+    first, second = _named(served, "taplog-worker")
+    vendors.openai.down = {"status": "503"}
+    try:
+        with _only(served, first):  # its three tries (retries = 2) open the circuit
+            _anonymous(served).chat.completions.create(
+                model="gpt-4.1", messages=[{"role": "user", "content": "here"}]
+            )
+        failed = len(model_requests(vendors.openai))
+        with _only(served, second):
+            answer = _anonymous(served).chat.completions.create(
+                model="gpt-4.1", messages=[{"role": "user", "content": "elsewhere"}]
+            )
+            scraped = httpx.get(f"{served.url}/metrics").text
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert answer.choices[0].message.content == "Echo: elsewhere"
+    assert len(model_requests(vendors.openai)) == failed  # skipped, not waited on again
+    assert re.search(r'taplog_circuit_breaker_state\{[^}]*state="open"[^}]*\} 1', scraped), scraped
+
+
+def test_a_recorder_that_cannot_keep_up_is_back_pressure_never_a_drop(fake, tmp_path):
+    """The recorder process stops reading: the channel fills, calls in flight wait for
+    their lines, new ones are refused before any vendor hears of them; once it reads
+    again every admitted call completes and is in the log."""
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "1", "--queue-high-water-mb", "0.5")
+    results: dict[int, str] = {}
+    big = "x" * 300_000  # a few calls' records fill the socket and pass the mark
+
+    def call(n: int) -> None:
+        try:
+            answer = _ask(served, f"big-{n}", f"{n} {big}")
+            results[n] = "whole" if answer == f"Echo: {n} {big}" else answer[:40]
+        except openai.InternalServerError as exc:
+            results[n] = f"refused: {exc.message}"
+
+    (recorder,) = _named(served, "taplog-recorder")
+    os.kill(recorder, signal.SIGSTOP)
+    threads: list[threading.Thread] = []
+    try:
+        for n in range(8):  # one at a time: each admitted (the vendor has it) or refused
+            heard = len(fake.requests)
+            threads.append(threading.Thread(target=call, args=(n,)))
+            threads[-1].start()
+            _until(lambda: len(fake.requests) > heard or n in results)  # noqa: B023
+    finally:
+        os.kill(recorder, signal.SIGCONT)
+    for thread in threads:
+        thread.join(30)
+    code, err = served.stop()
+    assert code == 0, err
+    refused = [n for n, said in results.items() if said.startswith("refused")]
+    admitted = [n for n, said in results.items() if said == "whole"]
+    assert refused and admitted and len(results) == 8, results
+    assert all("not keeping up" in results[n] for n in refused), results
+    assert len(fake.requests) == len(admitted)  # a refused call never reached the vendor
+    sessions = read_all(data)
+    assert sorted(sessions) == sorted(f"big-{n}" for n in admitted)
+    assert all(
+        [e["outcome"] for e in sessions[f"big-{n}"] if e["type"] == "llm.response"] == ["ok"]
+        for n in admitted
+    )
+    assert all(report.ok for report in verify(data))

@@ -13,7 +13,7 @@ import openai
 import orjson
 import pytest
 
-from taplog.proxy.failover.breaker import COOL_DOWN
+from taplog.proxy.failover.breaker import COOL_DOWN, SharedBreakers, create_shared_breakers
 from taplog.proxy.keys import BREAKERS
 from tests.builders import HELLO
 from tests.fakes.harness import FALLBACK_TTFB, model_requests
@@ -110,3 +110,19 @@ def test_a_prompt_too_long_for_every_window_gets_its_vendors_refusal(servers, ve
     assert refused.value.code == "context_length_exceeded"  # OpenAI's own answer
     assert "context window is not larger" in refused.value.response.headers["x-taplog-fallback"]
     assert model_requests(vendors.anthropic) == []
+
+
+def test_the_workers_breakers_are_one_with_one_probe_among_them(tmp_path):
+    """Two workers' tables on one file (`serve --workers N`): what one saw, the other acts on."""
+    create_shared_breakers(tmp_path / "breakers")
+    one, other = (SharedBreakers(tmp_path / "breakers", cool_down=0.2) for _ in range(2))
+    target = "openai:gpt-4.1"
+    for _ in range(3):
+        one[target].failed()
+    assert other[target].state == "open" and not other[target].allows()
+    time.sleep(0.25)
+    assert other[target].allows()  # the probe
+    assert not one[target].allows()  # while it is out, no other
+    other[target].succeeded()
+    assert one[target].allows()
+    assert one.states() == other.states() == {target: "closed"}

@@ -13,9 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taplog.recorder.bodies import decode_body, encode_body
-from taplog.recorder.events import ERROR, FORMAT_VERSION, LLM_REQUEST, make_event, verify_line
+from taplog.recorder.channel import Records, record_message
+from taplog.recorder.events import (
+    ERROR,
+    FORMAT_VERSION,
+    LLM_REQUEST,
+    make_event,
+    session_started,
+    verify_line,
+)
 from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events, read_session
-from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.store.writer import EventRecord, Recorder, SessionStart
 
 
 def _record(recorder, session, count, **payload):
@@ -41,6 +49,30 @@ def test_events_are_numbered_gaplessly_and_chained(tmp_path, fsync):
     assert events[0]["prev"] is None
     assert all(later["prev"] == earlier["h"] for earlier, later in itertools.pairwise(events))
     assert len(read_session(tmp_path, "b")) == 3
+
+
+def _started(session, source):
+    started = session_started(
+        session, source=source, original=None, api="x", user_agent=None, taplog_version="0"
+    )
+    return SessionStart(started)
+
+
+def test_a_session_is_started_once_however_many_workers_saw_its_first_call(tmp_path):
+    """Two workers each take a call of a new session for its first; the first of their
+    `session.started` to arrive is the one written, also after a restart."""
+    records = Records()  # as they cross from the workers (`recorder.channel`)
+    recorder = _recorder(tmp_path)
+    for source in ("header", "client:x-claude-code-session-id"):
+        recorder.record(records.rebuilt(record_message(_started("s", source))))
+        _record(recorder, "s", 1)
+    recorder.close()
+    recorder = _recorder(tmp_path)
+    recorder.record(_started("s", "path"))
+    recorder.close()
+    events = read_session(tmp_path, "s")
+    assert [e["type"] for e in events] == ["session.started", ERROR, ERROR]
+    assert events[0]["source"] == "header"
 
 
 def test_a_reopened_session_continues_its_sequence_and_chain(tmp_path):
