@@ -20,6 +20,7 @@ socket sits in a folder only its user can enter), so pickle's trust in its peer 
     ("w", token, session)      tell when written  ("h", health)        its health, when it changes
     ("q", token, question, args)  ask ("metrics")  ("a", token, answer) the answer
     ("f", fact)                for the others     ("f", fact)          another worker's fact
+                                                  ("F", [(fact, when)]) the latest, on connecting
     ("c", answer id, raw, output)  a Responses answer, kept for the `history` question
 """
 

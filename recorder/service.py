@@ -11,7 +11,9 @@ the lines are written (and synced, per policy). Health goes to every worker when
 changes, so a worker decides on each call without asking; questions (`metrics`,
 `health`, `history`) are answered by the callables the process registered. A worker's
 facts (`recorder.sessions`) go to every other worker as soon as they are read, before
-anything the same worker sent after them (its acknowledgement requests among them). A
+anything the same worker sent after them (its acknowledgement requests among them); the
+latest `KEPT_FACTS` are kept, and a worker that connects (started, or started again)
+hears them before any other fact. A
 worker that goes away takes nothing with it: what it sent is written; its unanswered
 acknowledgements are dropped. A worker that takes nothing from its connection for
 `STUCK_SECONDS` (stopped, not dead) is disconnected rather than let stall the others.
@@ -24,10 +26,13 @@ import logging
 import socket
 import struct
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from taplog.recorder.channel import Records, frame, frames
+from taplog.recorder.sessions import Fact
 from taplog.recorder.store.writer import Recorder
 
 log = logging.getLogger("taplog.recorder")
@@ -36,6 +41,7 @@ HEALTH_SECONDS = 0.02  # how often health is looked at for a change
 ACCEPT_SECONDS = 0.2  # how soon a stop is noticed
 STOP_SECONDS = 60.0  # the longest a stop waits for the workers' connections to end
 STUCK_SECONDS = 10  # a worker that reads nothing for this long is cut off
+KEPT_FACTS = 20_000  # told to a worker that connects (a few MiB)
 
 
 class _Peer:
@@ -73,7 +79,8 @@ class RecorderService:
         self._questions = questions
         self._keep_answer = keep_answer
         self._peers: set[_Peer] = set()
-        self._lock = threading.Lock()
+        self._facts: OrderedDict[tuple[str, Any], tuple[Fact, float]] = OrderedDict()
+        self._lock = threading.Lock()  # the peers and the facts
         self._stopping = threading.Event()
 
     def serve(self) -> None:
@@ -91,9 +98,10 @@ class RecorderService:
             stuck = struct.pack("ll", STUCK_SECONDS, 0)
             connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, stuck)
             peer = _Peer(connection)
-            with self._lock:
+            with self._lock:  # no other fact reaches it before these
                 self._peers.add(peer)
-            peer.send(("h", self.recorder.health()))
+                peer.send(("h", self.recorder.health()))
+                peer.send(("F", list(self._facts.values())))
             reader = threading.Thread(target=self._read, args=(peer,), daemon=True)
             reader.start()
             readers.append(reader)
@@ -134,8 +142,14 @@ class RecorderService:
             peer.send(("a", token, self._questions[question](*args)))
 
     def _tell_others(self, teller: _Peer, message: tuple[Any, ...]) -> None:
+        fact: Fact = message[1]
         data = frame(message)
         with self._lock:
+            known = fact[:2]
+            self._facts.pop(known, None)
+            self._facts[known] = (fact, time.monotonic())
+            if len(self._facts) > KEPT_FACTS:
+                self._facts.popitem(last=False)
             others = [peer for peer in self._peers if peer is not teller]
         for peer in others:
             peer.send_frame(data)

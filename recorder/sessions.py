@@ -180,11 +180,13 @@ class SessionResolver:
         if self.share is not None:
             self.share(("response", response_id, session))
 
-    def learn(self, fact: Fact) -> None:
-        """What another worker learned: its session was seen just now."""
+    def learn(self, fact: Fact, when: float) -> None:
+        """What another worker learned, at `when` (`time.monotonic`: one clock for every
+        process of the machine), when its session was seen."""
         kind, key, session = fact
         (self._prefixes if kind == "prefix" else self._responses).put(key, session)
-        self._seen.put(session, time.monotonic())
+        if when > self._seen.get(session, -math.inf):
+            self._seen.put(session, when)
 
     def _from_client(self, call: CallClues) -> tuple[str, str, str | None] | None:
         body = call.body if isinstance(call.body, dict) else {}

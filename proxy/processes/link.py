@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -43,7 +44,7 @@ class RecorderLink(asyncio.Protocol):
         path: str,
         sessions_dir: Path,
         high_water_bytes: int,
-        learn: Callable[[Fact], None],
+        learn: Callable[[Fact, float], None],
     ) -> None:
         self.sessions_dir = sessions_dir
         self._learn = learn
@@ -162,7 +163,10 @@ class RecorderLink(asyncio.Protocol):
                 if callback is not None:
                     callback(message[2])
             elif kind == "f":
-                self._learn(message[1])
+                self._learn(message[1], time.monotonic())
+            elif kind == "F":  # what the others learned before this worker connected
+                for fact, when in message[1]:
+                    self._learn(fact, when)
             elif kind == "h":
                 self._health = message[1]
             elif kind == "a":

@@ -283,6 +283,31 @@ def test_a_stateless_chat_is_stitched_whichever_worker_takes_each_turn(fake, tmp
     assert [e["type"] for e in events].count("session.started") == 1
 
 
+def test_a_worker_started_again_knows_what_the_others_learned_before_it(fake, tmp_path):
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2")
+    first, second = _named(served, "taplog-worker")
+    messages = [{"role": "user", "content": "before"}]
+    try:
+        with _only(served, first):
+            answer = _anonymous(served).chat.completions.create(model="gpt-4.1", messages=messages)
+        os.kill(first, signal.SIGKILL)
+        (again,) = _until(
+            lambda: [w for w in _named(served, "taplog-worker") if w not in (first, second)]
+        )
+        messages += [
+            {"role": "assistant", "content": answer.choices[0].message.content},
+            {"role": "user", "content": "after"},
+        ]
+        with _only(served, again):
+            _anonymous(served).chat.completions.create(model="gpt-4.1", messages=messages)
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    (events,) = read_all(data).values()  # stitched by the worker that was not there
+    assert [e["type"] for e in events].count("llm.request") == 2
+
+
 def test_a_responses_chain_stays_one_session_and_fails_over_whole_across_workers(vendors, tmp_path):
     data = tmp_path / "data"
     served = TaplogProcess(
