@@ -1,14 +1,17 @@
 """A worker's recorder: the recorder process, over its Unix socket (`recorder.channel`).
 
 It stands where a `Recorder` stands in the app (`record`, `accepting`, `health`,
-`when_written`) and costs the event loop a pickle and a buffered write per record; the
-events are built and written in the recorder process. Its health arrives whenever it
-changes, so `accepting` asks nothing on a call's way in: new calls are refused while the
-recorder is away (it died and is being restarted), says it cannot take more, or while
-what this worker has not yet handed over is above the high-water mark (a slow recorder is
-back-pressure, never a drop). Calls in flight when the recorder goes away hear that their
-answers were not written (`when_written` says False), so their clients are cut off rather
-than told the answer is whole; the link connects again by itself.
+`when_written`) and costs the event loop a pickle per record; the events are built and
+written in the recorder process. What one turn of the loop sends goes in one write at
+its end: a write is a system call, and a call sends five or so messages.
+
+Its health arrives whenever it changes, so `accepting` asks nothing on a call's way in:
+new calls are refused while the recorder is away (it died and is being restarted), says
+it cannot take more, or while what this worker has not yet handed over is above the
+high-water mark (a slow recorder is back-pressure, never a drop). Calls in flight when
+the recorder goes away hear that their answers were not written (`when_written` says
+False), so their clients are cut off rather than told the answer is whole; the link
+connects again by itself.
 
 It also carries what the workers must agree on (`recorder.sessions`): the facts this
 worker's resolver learns go to the recorder process, which passes them to every other
@@ -51,6 +54,7 @@ class RecorderLink(asyncio.Protocol):
         self._path = path
         self._high_water = high_water_bytes
         self._transport: asyncio.Transport | None = None
+        self._unsent = bytearray()  # this turn of the loop's frames (`_send`)
         self._health: dict[str, Any] = _away()
         self._buffer = bytearray()
         self._tokens = itertools.count()
@@ -81,6 +85,7 @@ class RecorderLink(asyncio.Protocol):
         if self._connecting is not None:
             self._connecting.cancel()
         if self._transport is not None:
+            self._flush()
             self._gone = asyncio.get_running_loop().create_future()
             self._transport.close()  # after what it still holds is written
             await self._gone
@@ -91,7 +96,7 @@ class RecorderLink(asyncio.Protocol):
         if self._transport is None:
             self.lost_records += 1  # its call hears so: its acknowledgement fails
             return
-        self._transport.write(frame(record_message(record)))
+        self._send(record_message(record))
 
     @property
     def accepting(self) -> bool:
@@ -102,7 +107,7 @@ class RecorderLink(asyncio.Protocol):
             return AWAY
         if self._health["reason"] is not None:
             return self._health["reason"]
-        if self._transport.get_write_buffer_size() >= self._high_water:
+        if self._transport.get_write_buffer_size() + len(self._unsent) >= self._high_water:
             return "the recorder process is not keeping up (its channel is over the mark)"
         return None
 
@@ -113,12 +118,12 @@ class RecorderLink(asyncio.Protocol):
     def tell(self, fact: Fact) -> None:
         """A fact for the other workers (lost with the recorder: see `recorder.sessions`)."""
         if self._transport is not None:
-            self._transport.write(frame(("f", fact)))
+            self._send(("f", fact))
 
     def keep_answer(self, response_id: str, raw: bytes, output: list[Any]) -> None:
         """A Responses answer the client got, for a later call that chains to it."""
         if self._transport is not None:
-            self._transport.write(frame(("c", response_id, raw, output)))
+            self._send(("c", response_id, raw, output))
 
     async def ask(self, question: str, *args: Any) -> Any:
         """The recorder process's answer to `question` (`metrics`, `health`, `history`);
@@ -127,7 +132,7 @@ class RecorderLink(asyncio.Protocol):
             raise ConnectionError(AWAY)
         token = next(self._tokens)
         self._answers[token] = answer = asyncio.get_running_loop().create_future()
-        self._transport.write(frame(("q", token, question, args)))
+        self._send(("q", token, question, args))
         try:
             async with asyncio.timeout(ASK_SECONDS):
                 return await answer
@@ -143,7 +148,17 @@ class RecorderLink(asyncio.Protocol):
             return
         token = next(self._tokens)
         self._waiting[token] = callback
-        self._transport.write(frame(("w", token, session)))
+        self._send(("w", token, session))
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        if not self._unsent:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._unsent += frame(message)
+
+    def _flush(self) -> None:
+        unsent, self._unsent = self._unsent, bytearray()  # a new one: the transport may keep it
+        if self._transport is not None and unsent:
+            self._transport.write(unsent)
 
     # -- the connection ------------------------------------------------------
 
@@ -176,6 +191,7 @@ class RecorderLink(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._unsent.clear()  # their calls hear so: their acknowledgements fail below
         self._health = _away()
         self._buffer.clear()
         waiting, self._waiting = self._waiting, {}
