@@ -73,6 +73,7 @@ def serve_processes(
         with _listening(settings.host, settings.port) as listener, _run_dir() as run_dir:
             create_shared_breakers(run_dir / "breakers")
             family = _Family(settings, fallbacks, listener, run_dir)
+            gc.freeze()  # the children's collections never touch (and so copy) these pages
             try:
                 family.start()
                 on_ready(listener.getsockname()[1])
