@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -120,6 +122,25 @@ async def _recorder_process(app: web.Application, socket_path: str) -> AsyncIter
         yield
     finally:
         await link.aclose()
+
+
+async def _coordination(app: web.Application) -> AsyncIterator[None]:
+    """With `--coordination`: the circuit breakers of the fleet, through Redis."""
+    url = app[SETTINGS].coordination
+    if not url:
+        yield
+        return
+    from taplog.proxy.coordination.breakers import FleetBreakers, connect
+
+    client = connect(url)
+    breakers = app[BREAKERS] = FleetBreakers(client, f"{socket.gethostname()}:{os.getpid()}")
+    refreshing = asyncio.get_running_loop().create_task(breakers.refresh_forever())
+    try:
+        yield
+    finally:
+        refreshing.cancel()
+        await breakers.sent()
+        await client.aclose()
 
 
 async def _pool(app: web.Application) -> AsyncIterator[None]:
@@ -275,6 +296,7 @@ def create_app(
         app[REPLAYER] = Replayer(index, settings.replay_mode, settings.replay_speed)
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
+    app.cleanup_ctx.append(_coordination)
     app.cleanup_ctx.append(_compactor)
     app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)

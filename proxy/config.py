@@ -43,6 +43,11 @@ def _port(value: int) -> None:
         raise ValueError("must be a port number from 0 (any free port) to 65535")
 
 
+def _redis_url(value: str) -> None:
+    if value and not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("a Redis URL: redis://HOST:PORT/DB, rediss://… or unix://PATH")
+
+
 def _workers(value: int) -> None:
     if not 0 <= value <= 256:
         raise ValueError("must be from 0 (one process) to 256")
@@ -239,6 +244,14 @@ class Settings:
         "X-Taplog-Token header or a /t/<token>/ base-URL prefix. Required to listen beyond "
         "loopback. Flag or environment only, never the config file.",
         _tokens,
+        secret=True,
+    )
+    coordination: str = setting(
+        "",
+        "Redis the instances of a fleet share (redis://HOST:PORT/DB): their circuit "
+        "breakers, each instance deciding from a copy at most a second old and using its "
+        "own while Redis is away. Flag or environment only (the URL may hold a password).",
+        _redis_url,
         secret=True,
     )
     ui: bool = setting(

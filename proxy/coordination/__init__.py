@@ -1,0 +1,1 @@
+"""What the instances of a fleet share (`--coordination`): their circuit breakers."""
