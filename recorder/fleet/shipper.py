@@ -15,7 +15,8 @@ on the writer thread, so a slow or absent store costs no call anything):
 
 A round that fails leaves the state as it was; the next starts again, and what it had
 uploaded is found in the store (412) and verified, never written twice. While the store
-is unreachable, rounds only probe it, and the backlog is the last round's. The session
+is unreachable, rounds only probe it, and the backlog counts the due logs and a manifest
+(a staged round counts its Parquet files and blobs too). The session
 logs are never changed or deleted: shipping copies. A manifest of this instance's
 sequence that another data dir wrote stops shipping (two data dirs under one instance
 name would hide each other's sessions), loudly.
@@ -130,6 +131,8 @@ class Shipper:
         if not due:
             self.stats.backlog_objects = self.stats.backlog_bytes = 0
             return []
+        # until the round is staged (the store may not even answer), the logs and a manifest
+        self.stats.backlog_objects, self.stats.backlog_bytes = len(due) + 1, sum(due.values())
         store = self._open()
         if not self.stats.reachable:
             store.check()  # only a probe while the store is away
