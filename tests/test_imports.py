@@ -2,9 +2,9 @@
 distribution that pyproject.toml declares for the part of the tree it sits in, and nothing else.
 
 The source (proxy/, recorder/) may import the main dependencies and the `fast` and `fleet`
-extras; the tests also the `test` extra; bench/ every extra. A package that is only installed because some other
-package needs it is not declared, so a test that imports it would break the day that other
-package stops needing it.
+extras; the tests also the `test` extra; bench/ every extra. A package that is only installed
+because some other package needs it is not declared, so a test that imports it would break the
+day that other package stops needing it.
 
 taplog imports as `taplog.proxy` and `taplog.recorder`. The repository's root is on sys.path
 under pytest, so `import proxy` would still work there, and load a second copy of every module
