@@ -11,6 +11,7 @@ import pytest
 from taplog.recorder.fleet.fetch import fetch
 from taplog.recorder.fleet.layout import parse_location
 from taplog.recorder.fleet.shipper import Shipper, StopShipping
+from taplog.recorder.fleet.store import StoreError
 from taplog.recorder.fleet.views import connect_fleet
 from tests.fakes.clients import openai_at
 from tests.fakes.engines import SeaweedFS
@@ -117,3 +118,20 @@ def test_two_data_dirs_shipping_as_one_instance_stop_rather_than_hide_each_other
     taplog.flush()
     with pytest.raises(StopShipping, match="another data dir ships as instance 'a'"):
         _shipper(taplog.data_dir).ship_once()
+
+
+def test_a_manifest_naming_a_path_outside_the_layout_is_refused_and_nothing_is_fetched(
+    store_env: SeaweedFS, tmp_path
+):
+    planted = {
+        "format": 1,
+        "sessions": {"s": {"size": 1, "events": "events/day=2026-01-01/instance=a/../../../x"}},
+    }
+    store_env.client().put_object(
+        Bucket="fleet",
+        Key="prod/manifests/instance=a/000000000001.json",
+        Body=orjson.dumps(planted),
+    )
+    with pytest.raises(StoreError, match="names"):
+        fetch(parse_location(TO), tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
