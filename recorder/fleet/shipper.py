@@ -8,9 +8,9 @@ on the writer thread, so a slow or absent store costs no call anything):
    of it that was idle), and from those copies one Parquet file per day the sessions
    started, with the columns of `events` (as compaction writes them).
 3. Uploaded in this order, each written once (`If-None-Match: *`) and verified (size,
-   MD5) before the next: the blobs those events point at, the logs, the Parquet files,
-   and last the manifest that names them all (`recorder.fleet.layout`). A round is
-   shipped once its manifest is.
+   SHA-256 or MD5, `recorder.fleet.store`) before the next: the blobs those events
+   point at, the logs, the Parquet files, and last the manifest that names them all
+   (`recorder.fleet.layout`). A round is shipped once its manifest is.
 4. The state (`DATA_DIR/shipping/state.json`) takes the manifest; the outbox is emptied.
 
 A round that fails leaves the state as it was; the next starts again, and what it had

@@ -127,6 +127,7 @@ class Store:
                     Body=body,
                     ContentLength=digest.size,
                     ContentMD5=md5,
+                    Metadata={"sha256": digest.sha256},
                     IfNoneMatch="*",
                 )
             written = True
@@ -136,10 +137,12 @@ class Store:
         return written
 
     def verify(self, key: str, digest: Digest) -> None:
-        """The object at `key` has the size and MD5 (its ETag, written whole) of `digest`."""
+        """The object at `key` has the size of `digest`, and its SHA-256 (in the metadata
+        taplog wrote) or its MD5 (the ETag of an object written whole, unencrypted)."""
         head = self._call("head_object", key, Key=self.location.key(key))
         etag = str(head.get("ETag", "")).strip('"')
-        if head.get("ContentLength") != digest.size or etag != digest.md5:
+        same = head.get("Metadata", {}).get("sha256") == digest.sha256 or etag == digest.md5
+        if head.get("ContentLength") != digest.size or not same:
             raise Conflict(f"{key}: the store holds other bytes ({head.get('ContentLength')} B)")
 
     def get(self, key: str, target: Path) -> int:
