@@ -22,10 +22,10 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -61,6 +61,9 @@ from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.tools.recorded_answers import load_index
 from taplog.recorder.vendors.apis import DEFAULT_PROVIDER
+
+if TYPE_CHECKING:
+    from taplog.recorder.fleet.shipper import Shipper
 
 log = logging.getLogger("taplog")
 
@@ -133,7 +136,8 @@ async def _coordination(app: web.Application) -> AsyncIterator[None]:
     from taplog.proxy.coordination.breakers import FleetBreakers, connect
 
     client = connect(url)
-    breakers = app[BREAKERS] = FleetBreakers(client, f"{socket.gethostname()}:{os.getpid()}")
+    settings = app[SETTINGS]
+    breakers = app[BREAKERS] = FleetBreakers(client, f"{settings.instance_name}:{os.getpid()}")
     refreshing = asyncio.get_running_loop().create_task(breakers.refresh_forever())
     try:
         yield
@@ -177,6 +181,33 @@ def compact_idle(data_dir: Path, idle_seconds: float) -> None:
         return
     if done:
         log.info("compacted %d idle sessions", len(done))
+
+
+async def _shipping(app: web.Application) -> AsyncIterator[None]:
+    """Ship closed sessions to the fleet's object store on a thread of its own, where the
+    recorder runs (a worker leaves it to the recorder process)."""
+    shipper = None if RECORDER_SOCKET in app else start_shipping(app[SETTINGS], app[METRICS])
+    yield
+    if shipper is not None:
+        await asyncio.to_thread(shipper.stop)
+
+
+def start_shipping(settings: Settings, metrics: Metrics) -> Shipper | None:
+    """The data dir's shipper, running, its backlog shown in `metrics`; None without ship_to."""
+    if not settings.ship_to:
+        return None
+    from taplog.recorder.fleet.layout import parse_location
+    from taplog.recorder.fleet.shipper import Shipper  # boto3 loads in its thread, not here
+
+    shipper = Shipper(
+        settings.data_dir,
+        parse_location(settings.ship_to),
+        settings.instance_name,
+        settings.ship_after_minutes * 60,
+    )
+    metrics.shipping = shipper.stats
+    shipper.start()
+    return shipper
 
 
 async def _services(app: web.Application) -> None:
@@ -298,6 +329,7 @@ def create_app(
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_coordination)
     app.cleanup_ctx.append(_compactor)
+    app.cleanup_ctx.append(_shipping)
     app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)
     app.on_response_prepare.append(stream_tracker(app_metrics))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from taplog.recorder.fleet.layout import check_instance, default_instance, parse_location
 from taplog.recorder.vendors.apis import provider_endpoint
 from taplog.recorder.vendors.reruns import IgnoredField
 
@@ -134,6 +135,11 @@ def _replay_source(value: str) -> None:
         raise ValueError("must be an existing data dir or session file (empty: no replay)")
 
 
+def _ship_to(value: str) -> None:
+    if value:
+        parse_location(value)
+
+
 def _field_paths(value: str) -> tuple[IgnoredField, ...]:
     return tuple(IgnoredField(path.strip()) for path in value.split(",") if path.strip())
 
@@ -227,6 +233,23 @@ class Settings:
         "Copy sessions idle this long into Parquet for fast queries (0: never).",
         _not_negative,
     )
+    instance: str = setting(
+        "",
+        "This instance's name in the fleet's shipped data (its partition); empty: the host name.",
+        check_instance,
+    )
+    ship_to: str = setting(
+        "",
+        "Copy closed sessions (logs, Parquet, blobs) to S3-compatible object storage at "
+        "s3://BUCKET/PREFIX, off the request path; endpoint and keys from AWS_ENDPOINT_URL, "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION. Empty: no shipping.",
+        _ship_to,
+    )
+    ship_after_minutes: float = setting(
+        10.0,
+        "With ship_to, ship sessions idle this long (a session that grows again is shipped again).",
+        _positive,
+    )
     log_format: str = setting(
         "text",
         "Format of taplog's own log lines on stderr (one per call, never headers or "
@@ -301,6 +324,10 @@ class Settings:
     @property
     def replay_ignored(self) -> tuple[IgnoredField, ...]:
         return _field_paths(self.replay_ignore)
+
+    @property
+    def instance_name(self) -> str:
+        return self.instance or default_instance()
 
     @property
     def auth_tokens(self) -> tuple[str, ...]:

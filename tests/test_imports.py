@@ -1,10 +1,10 @@
 """Every import is declared: a module imports the standard library, taplog's own packages, or a
 distribution that pyproject.toml declares for the part of the tree it sits in, and nothing else.
 
-The source (proxy/, recorder/) may import the main dependencies and the `fast` extra; the tests
-also the `test` extra; bench/ every extra. A package that is only installed because some other
-package needs it is not declared, so a test that imports it would break the day that other
-package stops needing it.
+The source (proxy/, recorder/) may import the main dependencies and the `fast` and `fleet`
+extras; the tests also the `test` extra; bench/ every extra. A package that is only installed
+because some other package needs it is not declared, so a test that imports it would break the
+day that other package stops needing it.
 
 taplog imports as `taplog.proxy` and `taplog.recorder`. The repository's root is on sys.path
 under pytest, so `import proxy` would still work there, and load a second copy of every module
@@ -27,7 +27,11 @@ from tests import ROOT
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OWN = {"taplog", "tests", "bench"}
 OLD_NAMES = {"proxy", "recorder"}  # the folders' names, importable only as taplog.proxy/recorder
-EXTRAS = {"proxy": ("fast",), "recorder": ("fast",), "tests": ("fast", "test")}
+EXTRAS = {
+    "proxy": ("fast", "fleet"),
+    "recorder": ("fast", "fleet"),
+    "tests": ("fast", "fleet", "test"),
+}
 TREES = ("proxy", "recorder", "tests", "bench")
 
 

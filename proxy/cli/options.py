@@ -61,6 +61,23 @@ data_dir_option = click.option(
 )
 
 
+def fleet_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--fleet and --fleet-cache: read what a fleet shipped to object storage instead."""
+    command = click.option(
+        "--fleet-cache",
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Where the fleet's shipped files are kept between queries "
+        "[default: ~/.cache/taplog/fleet/BUCKET/PREFIX].",
+    )(command)
+    return click.option(
+        "--fleet",
+        metavar="s3://BUCKET/PREFIX",
+        help="Query every instance's data shipped there (serve --ship-to) instead of "
+        "--data-dir; the store from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY, AWS_REGION. Needs taplog[fleet].",
+    )(command)
+
+
 format_option = click.option(
     "--format",
     "fmt",

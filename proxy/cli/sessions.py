@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from taplog.proxy.cli.options import data_dir_option, format_option
-from taplog.proxy.cli.sql import open_logs
+from taplog.proxy.cli.options import data_dir_option, fleet_options, format_option
+from taplog.proxy.cli.sql import open_fleet, open_logs
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 
@@ -39,6 +39,7 @@ def _since(value: str | None) -> datetime | None:
 
 @click.command()
 @data_dir_option
+@fleet_options
 @format_option
 @click.option(
     "--limit",
@@ -50,17 +51,31 @@ def _since(value: str | None) -> datetime | None:
 @click.option("--model", help="Only sessions that used this model.")
 @click.option("--failing", is_flag=True, help="Only sessions with failed calls or tool errors.")
 def sessions(
-    data_dir: Path, fmt: str, limit: int, since: str | None, model: str | None, failing: bool
+    data_dir: Path,
+    fleet: str | None,
+    fleet_cache: Path | None,
+    fmt: str,
+    limit: int,
+    since: str | None,
+    model: str | None,
+    failing: bool,
 ) -> None:
     """Recent sessions, newest first, with calls, tokens, cost and errors.
+
+    With --fleet, every instance's shipped sessions, each with the instances that wrote it.
 
     Example: taplog sessions --since 2d --model gpt-4.1
     """
     from taplog.recorder.query.tables import render
-    from taplog.recorder.query.timeline import SessionFilter, list_sessions
+    from taplog.recorder.query.timeline import SESSION_COLUMNS, SessionFilter, list_sessions
 
     wanted = SessionFilter(limit=limit, since=_since(since), model=model, failing=failing)
-    columns, types, rows = list_sessions(open_logs(data_dir), wanted)
+    if fleet is None:
+        con, shown = open_logs(data_dir), SESSION_COLUMNS
+    else:
+        shown = "session, instances, " + SESSION_COLUMNS.removeprefix("session, ")
+        con = open_fleet(fleet, fleet_cache)
+    columns, types, rows = list_sessions(con, wanted, shown)
     click.echo(render(columns, types, rows, fmt))
 
 

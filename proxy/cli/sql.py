@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from taplog.proxy.cli.options import data_dir_option, format_option
+from taplog.proxy.cli.options import data_dir_option, fleet_options, format_option
 
 T = TypeVar("T")
 
@@ -29,6 +29,30 @@ def open_logs(data_dir: Path, output: Path | None = None) -> Any:
     if not (data_dir / "sessions").is_dir():
         raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
     return connect(data_dir, output, warn=lambda message: click.echo(message, err=True))
+
+
+def open_fleet(url: str, cache: Path | None, output: Path | None = None) -> Any:
+    """DuckDB over what a fleet shipped to `url`, fetched into `cache` first (read-only)."""
+    try:
+        from taplog.recorder.fleet.fetch import default_cache, fetch
+        from taplog.recorder.fleet.layout import parse_location
+        from taplog.recorder.fleet.store import StoreError
+        from taplog.recorder.fleet.views import connect_fleet
+    except ImportError as exc:
+        raise click.ClickException(f"--fleet needs taplog[fleet] ({exc.name} is missing)") from None
+    try:
+        location = parse_location(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fleet") from None
+    try:
+        fleet = fetch(location, cache or default_cache(location))
+    except StoreError as exc:
+        raise click.ClickException(f"{location}: {exc}") from None
+    return connect_fleet(fleet, output)
+
+
+def _open(data_dir: Path, fleet: str | None, cache: Path | None, output: Path | None = None) -> Any:
+    return open_logs(data_dir, output) if fleet is None else open_fleet(fleet, cache, output)
 
 
 def _fetch(con: Any, sql: str, max_rows: int) -> tuple[Any, list[Any], int]:
@@ -118,6 +142,7 @@ def _stoppable(con: Any, timeout: float, work: Callable[[], T]) -> T:
 @click.command()
 @click.argument("sql")
 @data_dir_option
+@fleet_options
 @format_option
 @click.option(
     "--output",
@@ -137,19 +162,29 @@ def _stoppable(con: Any, timeout: float, work: Callable[[], T]) -> T:
     help="Print at most this many rows and say how many more there are; 0 for all.",
 )
 def sql(
-    sql: str, data_dir: Path, fmt: str, output: Path | None, timeout: float, max_rows: int
+    sql: str,
+    data_dir: Path,
+    fleet: str | None,
+    fleet_cache: Path | None,
+    fmt: str,
+    output: Path | None,
+    timeout: float,
+    max_rows: int,
 ) -> None:
     """Query the logs with DuckDB SQL (views: events, llm_calls, tool_calls, sessions).
 
     Only queries run: SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE and
     EXPLAIN of those. Nothing is written but the --output file.
 
+    With --fleet, the same views over every instance's shipped data, each row with its
+    instance (sessions: the list of them).
+
     Example: taplog sql "SELECT response_model, sum(cost_usd) FROM llm_calls GROUP BY 1"
     """
     if output is None:
-        con = open_logs(data_dir)
+        con = _open(data_dir, fleet, fleet_cache)
         _print(*_stoppable(con, timeout, lambda: _fetch(con, sql, max_rows)), fmt)
         return
     options = _output_format(output, data_dir)
-    con = open_logs(data_dir, _partial(output))
+    con = _open(data_dir, fleet, fleet_cache, _partial(output))
     _stoppable(con, timeout, lambda: _write(con, sql, output, options))

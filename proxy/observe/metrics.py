@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prometheus_client
 from aiohttp import web
@@ -48,6 +48,9 @@ from taplog.recorder import __version__
 from taplog.recorder.events import Event
 from taplog.recorder.store.writer import SYNC_BUCKETS, Recorder
 from taplog.recorder.vendors.apis import API_MODULES
+
+if TYPE_CHECKING:
+    from taplog.recorder.fleet.shipper import ShipStats
 
 # `_created` samples would double every counter's series and nobody alerts on them.
 prometheus_client.disable_created_metrics()
@@ -80,6 +83,7 @@ class Metrics:
         self.recorded = CollectorRegistry(auto_describe=False)
         self.serving = CollectorRegistry(auto_describe=False)
         self.recorder: Recorder | None = None  # set once the recorder runs here
+        self.shipping: ShipStats | None = None  # set once shipping runs here
         self.breaker_states: dict[str, str] = {}  # copied from the loop before each scrape
         self._idle_seconds = session_idle_seconds
         self._sessions: dict[str, float] = {}  # session -> monotonic time of its last event
@@ -347,6 +351,8 @@ class _RecordedAtScrape:
         )
         if metrics.recorder is not None:
             yield from _recorder_families(metrics.recorder)
+        if metrics.shipping is not None:
+            yield from _shipping_families(metrics.shipping)
 
 
 class _Breakers:
@@ -422,6 +428,35 @@ def _recorder_families(recorder: Recorder) -> Iterator[Metric]:
         "Time to fsync the session logs written since the last sync.",
         buckets=buckets,
         sum_value=stats.sync_seconds,
+    )
+
+
+def _shipping_families(stats: ShipStats) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "taplog_ship_backlog_objects",
+        "Objects of the last shipping round not yet in the store (0: nothing waiting).",
+        value=stats.backlog_objects,
+    )
+    yield GaugeMetricFamily(
+        "taplog_ship_backlog_bytes",
+        "Bytes of the last shipping round not yet in the store.",
+        value=stats.backlog_bytes,
+    )
+    yield CounterMetricFamily(
+        "taplog_ship_uploads", "Objects written to the store and verified.", stats.uploads
+    )
+    yield CounterMetricFamily(
+        "taplog_ship_failures", "Shipping rounds that failed (tried again).", stats.failures
+    )
+    yield GaugeMetricFamily(
+        "taplog_ship_store_reachable",
+        "1 while the last shipping round reached the store, 0 while it is away.",
+        value=1 if stats.reachable else 0,
+    )
+    yield GaugeMetricFamily(
+        "taplog_ship_last_success_timestamp_seconds",
+        "When a shipping round last left nothing waiting (Unix time; 0: not yet).",
+        value=stats.last_shipped,
     )
 
 

@@ -40,7 +40,13 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from taplog.proxy.app import bounded_labels, compact_idle, create_app, recorder_for
+from taplog.proxy.app import (
+    bounded_labels,
+    compact_idle,
+    create_app,
+    recorder_for,
+    start_shipping,
+)
 from taplog.proxy.config import Settings
 from taplog.proxy.failover.breaker import create_shared_breakers
 from taplog.proxy.failover.responses_history import KeptAnswers
@@ -301,8 +307,11 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     if idle := settings.compact_after_minutes * 60:
         _every(min(60.0, idle), lambda: compact_idle(settings.data_dir, idle))
+    shipper = start_shipping(settings, metrics)
     told.send(True)
     service.serve()
+    if shipper is not None:
+        shipper.stop()
     recorder.close()
     workers.close()
 

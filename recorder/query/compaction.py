@@ -71,7 +71,7 @@ def _new_segment(folder: Path) -> Path:
     return folder / f"segment-{stamp}-{os.urandom(3).hex()}.parquet"
 
 
-def _copy(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
+def write_parquet(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
     partial = target.with_suffix(".partial")
     partial.unlink(missing_ok=True)  # DuckDB would write through a link planted there
     con.execute(f"COPY ({source}) TO {sql_list([str(partial)])[1:-1]} (FORMAT parquet)")
@@ -97,7 +97,9 @@ def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
     try:
         segment = _new_segment(folder)
         logs = sql_list([str(log) for log, _ in due.values()])
-        _copy(con, typed_events(f"read_ndjson_objects({logs}, ignore_errors = true)"), segment)
+        write_parquet(
+            con, typed_events(f"read_ndjson_objects({logs}, ignore_errors = true)"), segment
+        )
         manifest.update(
             {
                 s: {"size": size, "segment": segment.name, "layout": SEGMENT_LAYOUT}
@@ -122,7 +124,7 @@ def _merge(con: duckdb.DuckDBPyConnection, folder: Path, manifest: Manifest) -> 
     )
     segments = sql_list(sorted({p[0] for p in pairs}))
     merged = _new_segment(folder)
-    _copy(
+    write_parquet(
         con,
         f"SELECT * EXCLUDE (filename) FROM read_parquet({segments}, filename = true, "
         "union_by_name = true) "

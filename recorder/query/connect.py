@@ -99,7 +99,7 @@ FROM (
 """
 
 
-def _events_sql(found: Sources) -> str:
+def events_sql(found: Sources) -> str:
     """Every event once, as recorded: blobs and resent history put back into `data`.
 
     Compacted rows that need neither stay a plain scan, so filters (a session, a
@@ -174,23 +174,32 @@ def connect(
     unread (it could point anywhere) and named through `warn`.
     """
     data_dir = data_dir.resolve()
-    con = duckdb.connect(
-        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    )
     found = sources(data_dir, only)
     for link in found.links:
         warn(f"taplog: {link} is a symbolic link; it is not read")
     readable = [*found.jsonl, *set(found.compacted.values()), *found.blobs]
+    con = locked(readable, output, found.blobs, list(found.compacted.items()))
+    con.execute("CREATE VIEW events AS " + events_sql(found))
+    for name, sql in VIEWS.items():
+        con.execute(f"CREATE VIEW {name} AS {sql}")
+    return con
+
+
+def locked(
+    readable: list[str], output: Path | None, blobs: list[str], segments: list[tuple[str, str]]
+) -> duckdb.DuckDBPyConnection:
+    """A connection that may open only `readable` and `output`, told where the blobs are
+    and which (session, segment file) pairs `events_sql` reads; its views are the caller's."""
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
     lock_down(con, readable, output.resolve() if output else None)
-    con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [found.blobs])  # for _blob_files
+    con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [blobs])  # for _blob_files
     con.execute(
         "CREATE TEMP TABLE compacted_sessions AS "
         "SELECT unnest(?::VARCHAR[]) AS session, unnest(?::VARCHAR[]) AS filename",
-        [list(found.compacted), list(found.compacted.values())],
+        [[session for session, _ in segments], [path for _, path in segments]],
     )
-    con.execute("CREATE VIEW events AS " + _events_sql(found))
-    for name, sql in VIEWS.items():
-        con.execute(f"CREATE VIEW {name} AS {sql}")
     return con
 
 

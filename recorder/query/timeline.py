@@ -66,13 +66,13 @@ def session_conditions(
 
 
 def list_sessions(
-    con: duckdb.DuckDBPyConnection, wanted: SessionFilter
+    con: duckdb.DuckDBPyConnection, wanted: SessionFilter, columns: str = SESSION_COLUMNS
 ) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
-    """Recent sessions, newest first: (columns, types, rows)."""
+    """Recent sessions, newest first: (columns, types, rows); the session first of them."""
     where, params = session_conditions(
         since=wanted.since, model=wanted.model, failing=wanted.failing
     )
-    sql = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {where} ORDER BY last_at DESC LIMIT ?"
+    sql = f"SELECT {columns} FROM sessions WHERE {where} ORDER BY last_at DESC LIMIT ?"
     relation = con.sql(sql, params=[*params, wanted.limit])
     rows = relation.fetchall()
     opened = openings(con, [row[0] for row in rows])

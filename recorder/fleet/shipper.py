@@ -1,0 +1,357 @@
+"""Shipping: an instance copies its closed sessions to the fleet's object store.
+
+A round runs every `every` seconds on a thread of its own (never on the event loop, never
+on the writer thread, so a slow or absent store costs no call anything):
+
+1. Due: the session logs idle for `idle_seconds` whose size is not the one shipped.
+2. Staged in `DATA_DIR/shipping/outbox/`: each due log's first `size` bytes (the whole
+   of it that was idle), and from those copies one Parquet file per day the sessions
+   started, with the columns of `events` (as compaction writes them).
+3. Uploaded in this order, each written once (`If-None-Match: *`) and verified (size,
+   SHA-256 or MD5, `recorder.fleet.store`) before the next: the blobs those events
+   point at, the logs, the Parquet files, and last the manifest that names them all
+   (`recorder.fleet.layout`). A round is shipped once its manifest is.
+4. The state (`DATA_DIR/shipping/state.json`) takes the manifest; the outbox is emptied.
+
+A round that fails leaves the state as it was; the next starts again, and what it had
+uploaded is found in the store (412) and verified, never written twice. While the store
+is unreachable, rounds only probe it, and the backlog counts the due logs and a manifest
+(a staged round counts its Parquet files and blobs too). The session
+logs are never changed or deleted: shipping copies. A manifest of this instance's
+sequence that another data dir wrote stops shipping (two data dirs under one instance
+name would hide each other's sessions), loudly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from taplog.recorder.fleet import layout
+from taplog.recorder.fleet.store import Conflict, Digest, Store, StoreError
+from taplog.recorder.store.blobs import BLOBS_DIR
+from taplog.recorder.store.logfile import write_aside
+
+log = logging.getLogger("taplog.shipping")
+
+SHIPPING_DIR = "shipping"
+STATE_FORMAT = 1
+MAX_ROUND_SECONDS = 30.0
+
+
+@dataclass
+class ShipStats:
+    """What /metrics shows of shipping (written by the shipper's thread alone)."""
+
+    backlog_objects: int = 0
+    backlog_bytes: int = 0
+    uploads: int = 0  # objects written and verified
+    failures: int = 0  # rounds that failed
+    reachable: bool = True
+    last_shipped: float = 0.0  # when a round last left nothing waiting (Unix time)
+
+
+@dataclass(frozen=True, slots=True)
+class _Upload:
+    key: str
+    path: Path
+    digest: Digest
+
+
+@dataclass
+class _State:
+    """What the store holds of this data dir, as its last verified manifest says."""
+
+    location: str
+    instance: str
+    owner: str  # this data dir's own id, in each of its manifests
+    seq: int = 0
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blobs: set[str] = field(default_factory=set)
+
+
+class StopShipping(Exception):
+    """Shipping cannot go on without someone fixing the configuration."""
+
+
+class Shipper:
+    """The shipping rounds of one data dir to one location, as one instance."""
+
+    def __init__(
+        self, data_dir: Path, location: layout.Location, instance: str, idle_seconds: float
+    ) -> None:
+        self.data_dir, self.location, self.instance = data_dir, location, instance
+        self.idle_seconds = idle_seconds
+        self.every = min(MAX_ROUND_SECONDS, idle_seconds)
+        self.stats = ShipStats()
+        self._folder = data_dir / SHIPPING_DIR
+        self._store: Store | None = None
+        self._state: _State | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="taplog-shipper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """No new round; a round under way may finish within `timeout` (a later one redoes it)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.ship_once()
+            except StopShipping as exc:
+                log.error("shipping to %s stopped: %s", self.location, exc)
+                return
+            except StoreError as exc:
+                self.stats.failures += 1
+                if self.stats.reachable:
+                    log.warning("shipping to %s: %s; trying again", self.location, exc)
+                self.stats.reachable = False
+            except Exception:
+                self.stats.failures += 1
+                log.exception("a shipping round failed; the session logs are untouched")
+
+    def ship_once(self) -> list[str]:
+        """One round: the sessions it shipped (StoreError when the store failed it)."""
+        due = self._due()
+        if not due:
+            self.stats.backlog_objects = self.stats.backlog_bytes = 0
+            return []
+        # until the round is staged (the store may not even answer), the logs and a manifest
+        self.stats.backlog_objects, self.stats.backlog_bytes = len(due) + 1, sum(due.values())
+        store = self._open()
+        if not self.stats.reachable:
+            store.check()  # only a probe while the store is away
+        if self._state is None:
+            self._state = self._load_state(store)
+        state = self._state
+        due = {s: size for s, size in due.items() if state.sessions.get(s, {}).get("size") != size}
+        if not due:
+            return []
+        uploads, entries = self._stage(due, state)
+        self._backlog(uploads)
+        if not self.stats.reachable:
+            log.info("shipping to %s again", self.location)
+            self.stats.reachable = True
+        for upload in uploads:
+            store.put_once(upload.key, upload.path, upload.digest)
+            self._shipped(upload)
+        self._commit(store, state, entries)
+        shutil.rmtree(self._folder / "outbox", ignore_errors=True)
+        self.stats.last_shipped = time.time()
+        return sorted(due)
+
+    def _open(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.location)
+        return self._store
+
+    def _due(self) -> dict[str, int]:
+        """Sessions idle long enough, and their size; what the state already has is left out
+        once the state is known."""
+        horizon = time.time() - self.idle_seconds
+        found = {}
+        for path in (self.data_dir / "sessions").glob("*.jsonl"):
+            if path.is_symlink():
+                continue
+            stat = path.stat()
+            known = self._state.sessions.get(path.stem, {}) if self._state else {}
+            if stat.st_size and stat.st_mtime <= horizon and known.get("size") != stat.st_size:
+                found[path.stem] = stat.st_size
+        return found
+
+    def _backlog(self, uploads: list[_Upload]) -> None:
+        self.stats.backlog_objects = len(uploads) + 1  # and the manifest
+        self.stats.backlog_bytes = sum(u.digest.size for u in uploads)
+
+    def _shipped(self, upload: _Upload) -> None:
+        self.stats.uploads += 1
+        self.stats.backlog_objects -= 1
+        self.stats.backlog_bytes -= upload.digest.size
+
+    # -- a round's files --------------------------------------------------------------
+
+    def _stage(
+        self, due: dict[str, int], state: _State
+    ) -> tuple[list[_Upload], dict[str, dict[str, Any]]]:
+        """The round's files in the outbox, in upload order, and its manifest entries."""
+        outbox = self._folder / "outbox"
+        shutil.rmtree(outbox, ignore_errors=True)
+        (outbox / "logs").mkdir(parents=True, mode=0o700)
+        logs, days, entries = [], {}, {}
+        for session, size in sorted(due.items()):
+            copy = outbox / "logs" / f"{session}.jsonl"
+            _copy_prefix(self.data_dir / "sessions" / f"{session}.jsonl", copy, size)
+            digest = Digest.of_file(copy)
+            key = layout.log_key(self.instance, session, digest.sha256)
+            logs.append(_Upload(key, copy, digest))
+            days.setdefault(_first_day(copy), []).append(copy)
+            entries[session] = {"size": size, "log": key}
+        events, blobs = _parquet(outbox, days, self.instance, entries)
+        uploads = []
+        for sha in sorted(blobs - state.blobs):
+            path = self.data_dir / BLOBS_DIR / sha[:2] / f"{sha}.json"
+            if path.exists():  # a missing one is `taplog verify`'s to report
+                uploads.append(_Upload(layout.blob_key(sha), path, Digest.of_file(path)))
+        return uploads + logs + events, entries
+
+    def _commit(self, store: Store, state: _State, entries: dict[str, dict[str, Any]]) -> None:
+        """Upload the manifest naming the round's objects; then the state takes it."""
+        sessions = {**state.sessions, **entries}
+        seq = state.seq + 1
+        while True:
+            manifest = {
+                "format": layout.MANIFEST_FORMAT,
+                "instance": self.instance,
+                "owner": state.owner,
+                "seq": seq,
+                "written": datetime.now(UTC).isoformat(),
+                "sessions": sessions,
+            }
+            path = self._folder / "outbox" / "manifest.json"
+            path.write_bytes(orjson.dumps(manifest))
+            key = layout.manifest_key(self.instance, seq)
+            try:
+                store.put_once(key, path, Digest.of_file(path))
+                break
+            except Conflict:
+                seq = self._taken(store, key, state, seq)
+        self.stats.uploads += 1
+        self.stats.backlog_objects = self.stats.backlog_bytes = 0
+        blobs = {sha for entry in entries.values() for sha in entry.get("blobs", [])}
+        state.seq, state.sessions, state.blobs = seq, sessions, state.blobs | blobs
+        self._save_state(state)
+        if seq > 2:  # the one before stays for readers that listed it a moment ago
+            try:
+                store.delete(layout.manifest_key(self.instance, seq - 2))
+            except StoreError as exc:
+                log.info("an old manifest was left in the store: %s", exc)
+
+    def _taken(self, store: Store, key: str, state: _State, seq: int) -> int:
+        """The sequence number after `seq`, whose manifest exists: this data dir's own
+        (written by a round that stopped before its state was saved), or StopShipping."""
+        existing = orjson.loads(store.read(key))
+        if existing.get("owner") != state.owner:
+            raise StopShipping(
+                f"another data dir ships as instance {self.instance!r} ({key} is not this "
+                "one's); give each data dir its own --instance"
+            )
+        return seq + 1
+
+    # -- the state --------------------------------------------------------------------
+
+    def _load_state(self, store: Store) -> _State:
+        """The saved state for this location and instance, else the store's newest
+        manifest of the instance (a data dir new to it continues what was shipped)."""
+        try:
+            saved = orjson.loads((self._folder / "state.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            saved = {}
+        owner = saved.get("owner") or os.urandom(8).hex()
+        if (saved.get("format"), saved.get("location"), saved.get("instance")) == (
+            STATE_FORMAT,
+            str(self.location),
+            self.instance,
+        ):
+            return _State(
+                saved["location"],
+                self.instance,
+                owner,
+                saved["seq"],
+                saved["sessions"],
+                set(saved["blobs"]),
+            )
+        state = _State(str(self.location), self.instance, owner)
+        under = layout.manifest_key(self.instance, 0).rpartition("/")[0] + "/"
+        keys = [k for k in store.keys(under) if layout.MANIFEST_KEY.fullmatch(k)]
+        if keys:
+            newest = orjson.loads(store.read(max(keys)))
+            state.seq, state.sessions = newest["seq"], newest["sessions"]
+        return state
+
+    def _save_state(self, state: _State) -> None:
+        saved = {
+            "format": STATE_FORMAT,
+            "location": state.location,
+            "instance": state.instance,
+            "owner": state.owner,
+            "seq": state.seq,
+            "sessions": state.sessions,
+            "blobs": sorted(state.blobs),
+        }
+        partial = self._folder / "state.json.partial"
+        partial.unlink(missing_ok=True)
+        write_aside(partial, orjson.dumps(saved), exclusive=True)
+        os.replace(partial, self._folder / "state.json")
+
+
+def _copy_prefix(source: Path, target: Path, size: int) -> None:
+    """The first `size` bytes of a log (it may be growing again) into a private copy."""
+    with open(source, "rb") as log_file, open(target, "xb") as out:
+        os.fchmod(out.fileno(), 0o600)
+        remaining = size
+        while remaining and (chunk := log_file.read(min(remaining, 1 << 20))):
+            out.write(chunk)
+            remaining -= len(chunk)
+
+
+def _first_day(log_copy: Path) -> str:
+    """The day a session started (its first line's `ts`), or today when that is unreadable."""
+    with open(log_copy, "rb") as lines:
+        first = lines.readline()
+    try:
+        return str(orjson.loads(first)["ts"])[:10]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+def _parquet(
+    outbox: Path, days: dict[str, list[Path]], instance: str, entries: dict[str, dict[str, Any]]
+) -> tuple[list[_Upload], set[str]]:
+    """One Parquet file of the typed events per day; each session's entry names its file
+    and its blobs. The blobs of all of them."""
+    import duckdb  # loaded only when a round has sessions to ship
+
+    from taplog.recorder.query.compaction import sql_list, write_parquet
+    from taplog.recorder.query.views import typed_events
+
+    uploads, blobs = [], set()
+    con = duckdb.connect()
+    try:
+        for day, copies in sorted(days.items()):
+            target = outbox / f"events-{day}.parquet"
+            lines = (
+                f"read_ndjson_objects({sql_list([str(c) for c in copies])}, ignore_errors = true)"
+            )
+            write_parquet(con, typed_events(lines) + " ORDER BY session, seq", target)
+            digest = Digest.of_file(target)
+            key = layout.events_key(day, instance, digest.sha256)
+            uploads.append(_Upload(key, target, digest))
+            for copy in copies:
+                entries[copy.stem]["events"] = key
+            refs = con.execute(
+                "SELECT session, list(DISTINCT blob_sha256 ORDER BY blob_sha256) "
+                "FROM read_parquet(?) WHERE blob_sha256 IS NOT NULL GROUP BY session",
+                [str(target)],
+            ).fetchall()
+            for session, shas in refs:
+                if session in entries:  # an event's session is its log's name
+                    entries[session]["blobs"] = shas
+                blobs.update(shas)
+    finally:
+        con.close()
+    return uploads, blobs

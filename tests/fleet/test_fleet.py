@@ -1,0 +1,219 @@
+"""A fleet as a user runs one: `taplog serve --instance … --ship-to s3://…` processes in
+front of fake vendors, official SDK clients, a real SeaweedFS, and `taplog sql --fleet`.
+
+Shipping is made quick (sessions idle 1.2 s are shipped) so the tests can wait for it;
+everything else is as in production.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from tests.fakes.clients import anthropic_at, openai_at
+from tests.fakes.engines import SeaweedFS
+from tests.fakes.harness import TAPLOG, TaplogProcess, serve_on_fake, taplog_env
+
+pytestmark = pytest.mark.slow
+TO = "s3://fleet/prod"
+QUICK = ("--ship-after-minutes", "0.02", "--log-level", "warning")
+
+
+def _fleet(seaweed: SeaweedFS, tmp_path, *command: str) -> list[dict]:
+    """`taplog COMMAND --fleet TO …` as a user types it, its JSON output read back."""
+    cache = str(tmp_path / "cache")
+    done = subprocess.run(
+        [
+            TAPLOG,
+            command[0],
+            "--fleet",
+            TO,
+            "--fleet-cache",
+            cache,
+            "--format",
+            "json",
+            *command[1:],
+        ],
+        capture_output=True,
+        text=True,
+        env=taplog_env(**seaweed.env),
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def _fleet_sql(seaweed: SeaweedFS, tmp_path, sql: str) -> list[dict]:
+    return _fleet(seaweed, tmp_path, "sql", sql)
+
+
+def _until(check, seconds: float = 60.0):
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.2)
+    return found
+
+
+def _metrics(served: TaplogProcess) -> dict[str, float]:
+    text = httpx.get(f"{served.url}/metrics").text
+    return {
+        name: float(value)
+        for name, _, value in (line.partition(" ") for line in text.splitlines())
+        if name.startswith("taplog_ship_")
+    }
+
+
+def _agent(served: TaplogProcess, session: str, calls: int) -> float:
+    """`calls` calls of one session, OpenAI (streamed and not) and Anthropic in turn; when
+    the last ended."""
+    headers = {"X-Taplog-Session": session}
+    oai, ant = openai_at(served.url), anthropic_at(served.url)
+    for n in range(calls):
+        if n % 3 == 0:
+            oai.chat.completions.create(
+                model="gpt-4.1",
+                messages=[{"role": "user", "content": f"hi {n}"}],
+                extra_headers=headers,
+            )
+        elif n % 3 == 1:
+            stream = oai.chat.completions.create(
+                model="gpt-4.1",
+                messages=[{"role": "user", "content": f"tell {n} !events=5"}],
+                stream=True,
+                extra_headers=headers,
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        else:
+            ant.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=64,
+                messages=[{"role": "user", "content": f"hello {n}"}],
+                extra_headers=headers,
+            )
+    return time.time()
+
+
+def test_three_instances_ship_to_one_bucket_and_the_fleet_counts_each_call_once(
+    fake, seaweed: SeaweedFS, tmp_path
+):
+    env = taplog_env(**seaweed.env)
+    fleet = {
+        name: serve_on_fake(
+            fake, tmp_path / name, "--instance", name, "--ship-to", TO, *QUICK, *more, env=env
+        )
+        for name, more in (("a", ()), ("b", ("--workers", "2")), ("c", ()))
+    }
+    try:
+        with ThreadPoolExecutor(9) as pool:
+            ended = list(
+                pool.map(
+                    lambda job: _agent(fleet[job[0]], f"{job[0]}-{job[1]}", 4),
+                    [(name, k) for name in fleet for k in range(3)],
+                )
+            )
+        rows = _until(
+            lambda: [
+                r
+                for r in _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls")
+                if r["n"] == 36
+            ]
+        )
+        delay = time.time() - max(ended)
+        print(f"\nshipping delay (last call's end to the fleet query counting it): {delay:.1f} s")
+        assert rows
+        per_instance = (
+            "SELECT instance, count(*) AS calls, count(DISTINCT session) AS sessions, "
+            "count(DISTINCT exchange) AS exchanges FROM llm_calls GROUP BY 1 ORDER BY 1"
+        )
+        for cache, parent in (("cold", tmp_path / "cold"), ("warm", tmp_path)):
+            started = time.monotonic()
+            per = _fleet_sql(seaweed, parent, per_instance)
+            print(f"fleet query time, cache {cache}: {time.monotonic() - started:.2f} s")
+        assert per == [
+            {"instance": name, "calls": 12, "sessions": 3, "exchanges": 12} for name in "abc"
+        ]
+        [dupes] = _fleet_sql(
+            seaweed,
+            tmp_path,
+            "SELECT count(*) AS events, count(DISTINCT (instance, session, seq)) AS keys, "
+            "count(DISTINCT id) AS ids FROM events",
+        )
+        assert dupes["events"] == dupes["keys"] == dupes["ids"]
+        sessions = _fleet_sql(seaweed, tmp_path, "SELECT session, instances, calls FROM sessions")
+        assert sorted((s["session"], s["instances"], s["calls"]) for s in sessions) == [
+            (f"{name}-{k}", [name], 4) for name in "abc" for k in range(3)
+        ]
+        listed = _fleet(seaweed, tmp_path, "sessions")
+        assert {s["instances"][0] for s in listed} == {"a", "b", "c"}
+        for served in fleet.values():  # shipping is where the recorder runs, --workers too
+            shipped = _metrics(served)
+            assert shipped["taplog_ship_backlog_objects"] == 0
+            assert shipped["taplog_ship_uploads_total"] >= 3
+    finally:
+        for served in fleet.values():
+            code, err = served.stop()
+            assert code == 0, err
+            assert seaweed.SECRET_KEY not in err
+
+
+def test_a_store_that_is_down_slows_no_call_and_its_backlog_drains_when_it_is_back(
+    fake, seaweed: SeaweedFS, tmp_path
+):
+    served = serve_on_fake(
+        fake,
+        tmp_path / "a",
+        "--instance",
+        "a",
+        "--ship-to",
+        TO,
+        *QUICK,
+        env=taplog_env(**seaweed.env),
+    )
+    try:
+        oai = openai_at(served.url)
+
+        def timed_calls(session: str, n: int) -> float:
+            started = time.monotonic()
+            for k in range(n):
+                oai.chat.completions.create(
+                    model="gpt-4.1",
+                    messages=[{"role": "user", "content": f"hi {k}"}],
+                    extra_headers={"X-Taplog-Session": session},
+                )
+            return (time.monotonic() - started) / n
+
+        up = timed_calls("before", 20)
+        seaweed.stop()
+        down_since = time.monotonic()
+        down = timed_calls("during-1", 20)
+        time.sleep(2)  # idle: due to ship, into a store that is not there
+        down = max(down, timed_calls("during-2", 20))
+        waiting = _until(lambda: (m := _metrics(served))["taplog_ship_backlog_objects"] and m)
+        assert waiting["taplog_ship_backlog_bytes"] > 0
+        assert waiting["taplog_ship_store_reachable"] == 0
+        assert waiting["taplog_ship_failures_total"] >= 1
+        assert down < max(3 * up, up + 0.02), (up, down)  # a call costs what it did
+        time.sleep(max(0.0, 12 - (time.monotonic() - down_since)))  # down for 12 s
+        seaweed.start()
+        _until(lambda: _metrics(served)["taplog_ship_backlog_objects"] == 0)
+        rows = _until(
+            lambda: [
+                r
+                for r in _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls")
+                if r["n"] == 60
+            ]
+        )
+        assert rows and _metrics(served)["taplog_ship_store_reachable"] == 1
+        metrics_text = httpx.get(f"{served.url}/metrics").text
+        assert seaweed.SECRET_KEY not in metrics_text
+        assert seaweed.ACCESS_KEY not in metrics_text
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert seaweed.SECRET_KEY not in err and "trying again" in err
