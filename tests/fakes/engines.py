@@ -210,3 +210,47 @@ class RedisServer:
             self._process.terminate()
             self._process.wait(10)
             self._process = None
+
+
+class HAProxy:
+    """Debian's `haproxy` with taplog's config (config/haproxy.cfg), its port and servers
+    replaced by the given ones."""
+
+    CONFIG = Path(__file__).resolve().parents[2] / "config" / "haproxy.cfg"
+
+    def __init__(self, folder: Path, servers: list[str]) -> None:
+        (self.port,) = _free_ports(1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        lines = []
+        for line in self.CONFIG.read_text().splitlines():
+            if line.strip().startswith("server "):
+                continue
+            lines.append(line.replace("bind 127.0.0.1:8787", f"bind 127.0.0.1:{self.port}"))
+        lines += [
+            f"    server taplog-{n} {address} check inter 1s fall 2 rise 1"
+            for n, address in enumerate(servers, 1)
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        self.config = folder / "haproxy.cfg"
+        self.config.write_text("\n".join(lines) + "\n")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> HAProxy:
+        self._process = subprocess.Popen(
+            ["haproxy", "-db", "-f", str(self.config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                assert time.monotonic() < deadline, "haproxy did not start"
+                time.sleep(0.05)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(10)
