@@ -17,6 +17,10 @@ hears them before any other fact. A
 worker that goes away takes nothing with it: what it sent is written; its unanswered
 acknowledgements are dropped. A worker that takes nothing from its connection for
 `STUCK_SECONDS` (stopped, not dead) is disconnected rather than let stall the others.
+
+After each batch it read, a reader takes the writer's turn itself (`Recorder.take_turn`):
+it has nothing else to do until the next batch, so a batch costs no wake-up of the writer
+thread, and a request is built while its call is still with the vendor.
 """
 
 from __future__ import annotations
@@ -119,6 +123,7 @@ class RecorderService:
                 buffer += data
                 for message in frames(buffer):
                     self._handle(peer, records, message)
+                self.recorder.take_turn()
         except OSError:
             pass
         finally:
@@ -129,10 +134,12 @@ class RecorderService:
     def _handle(self, peer: _Peer, records: Records, message: tuple[Any, ...]) -> None:
         kind = message[0]
         if kind == "r":
-            self.recorder.record(records.rebuilt(message))
+            self.recorder.record(records.rebuilt(message), wake=False)
         elif kind == "w":
             token, session = message[1], message[2]
-            self.recorder.when_written(lambda ok: peer.send(("w", token, ok)), session)
+            self.recorder.when_written(
+                lambda ok: peer.send(("w", token, ok)), session, wake=False
+            )
         elif kind == "f":
             self._tell_others(peer, message)
         elif kind == "c":

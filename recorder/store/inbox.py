@@ -35,7 +35,8 @@ class Inbox:
     does not wake a writer that is between batches: that writer looks again
     within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
     barrier, close) wakes it at once, as does any record once the writer has
-    gone to sleep for good.
+    gone to sleep for good. A caller that does the writer's work itself
+    (`Recorder.take_turn`) adds without waking anyone (`wake=False`).
     """
 
     def __init__(self) -> None:
@@ -43,13 +44,17 @@ class Inbox:
         self._wake = threading.Event()
         self._asleep = False
 
-    def put(self, item: Any, urgent: bool = False) -> None:
+    def put(self, item: Any, urgent: bool = False, wake: bool = True) -> None:
         self._items.append(item)
-        if urgent or self._asleep:
+        if wake and (urgent or self._asleep):
             self._wake.set()
 
-    def take(self, timeout: float | None, limit: int = 10_000) -> list[Any]:
-        """Up to `limit` items, after waiting up to `timeout` (None: for ever) for any."""
+    def wake(self) -> None:
+        """Wake the writer now, whatever it waits for."""
+        self._wake.set()
+
+    def wait(self, timeout: float | None) -> None:
+        """Wait up to `timeout` (None: for ever) for anything to take."""
         if not self._items and timeout != 0:
             patience = PATIENCE if timeout is None else min(timeout, PATIENCE)
             self._wake.wait(patience)
@@ -58,7 +63,11 @@ class Inbox:
                 if not self._items:
                     self._wake.wait(None if timeout is None else timeout - patience)
                 self._asleep = False
-        self._wake.clear()  # before draining: a later wake-up is never lost
+
+    def take(self, limit: int = 10_000) -> list[Any]:
+        """Up to `limit` items, without waiting."""
+        if self._wake.is_set():
+            self._wake.clear()  # before draining: a later wake-up is never lost
         items, popleft = [], self._items.popleft
         with contextlib.suppress(IndexError):
             while len(items) < limit:

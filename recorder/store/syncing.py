@@ -57,6 +57,11 @@ class SyncPlan:
         self.directory = directory
         self._created: list[SessionFile] = []  # their directory entries are not synced yet
         self._retired: dict[str, SessionFile] = {}  # evicted while dirty, by session
+        self._written = False  # lines were appended since the last pass
+
+    def wrote(self) -> None:
+        """Lines were appended: the next pass has files to sync."""
+        self._written = True
 
     def created(self, session_file: SessionFile) -> None:
         """A new file: the next pass syncs its directory entry too."""
@@ -74,15 +79,16 @@ class SyncPlan:
     def retired(self) -> int:
         return len(self._retired)
 
-    def due(self, open_files: Iterable[SessionFile]) -> bool:
-        return bool(self._created or self._retired) or any(f.dirty for f in open_files)
+    def due(self) -> bool:
+        """Whether a pass has anything to do (asked on every turn: scans no files)."""
+        return self._written or bool(self._created or self._retired)
 
     def run(self, open_files: Iterable[SessionFile]) -> tuple[bool, list[Failure]]:
         """Sync everything unsynced: (whether there was anything, the files that failed)."""
         dirty = [f for f in open_files if f.dirty]
         retired = list(self._retired.values())
         created = [f for f in self._created if f.fd >= 0]
-        self._created, self._retired = [], {}
+        self._created, self._retired, self._written = [], {}, False
         files = dirty + [f for f in retired if f.dirty]
         if not files and not created:
             return False, []

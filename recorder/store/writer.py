@@ -26,8 +26,18 @@ until taplog is restarted, with a reason that says so. The same holds should
 the writer thread itself ever fail: a proxy that cannot record refuses rather
 than forwards.
 
+The writer's work goes in turns, one thread at a time (`_turn`): take what is
+queued, build it, write what is due, sync per policy, release barriers. The
+writer thread takes a turn when woken or when something falls due; a caller
+with a thread to spare and nothing else for it to do (the recorder process's
+reader of a worker's channel, `recorder.service`) takes one itself after each
+batch it queued (`take_turn`), which saves a wake-up of the writer thread and
+a hand-over of the GIL per batch. Whoever takes it, one turn at a time
+builds and writes, so each session's lines keep their order.
+
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
-`observe(fn)`) calls each `fn(event)` on the writer thread with every event
+`observe(fn)`) calls each `fn(event)` on the thread whose turn wrote it
+(the writer thread's, unless a caller took the turn), with every event
 once it is written, in log order, so metrics and call logs agree with the
 log and cost the event loop nothing. An observer must be quick and must not
 block; one that raises is logged and skipped, never allowed to stop the log.
@@ -64,6 +74,7 @@ SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 Observer = Callable[[Event], None]
 LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory goes back
+INF = float("inf")
 
 
 @dataclass
@@ -209,6 +220,15 @@ class Recorder:
         self._last_sync = time.monotonic()
         self._observers: list[Observer] = list(observers)
         self.stats = WriterStats()
+        # The writer's turn: whoever holds it builds, writes and releases (`_step`), the
+        # writer thread or a caller that takes its turn; all the state below is theirs.
+        self._turn = threading.Lock()
+        self._pending = PendingLines()
+        self._barriers: list[_Barrier] = []
+        self._closing = False  # close() was taken out of the inbox
+        self._finished = False  # every file is closed: nothing more is written
+        self._broken = False  # a turn failed: nothing more is written until a restart
+        self._wakes_at = INF  # when the writer thread looks again on its own
         self._thread = threading.Thread(target=self._run, name="taplog-writer", daemon=True)
 
     # -- event-loop side ---------------------------------------------------
@@ -219,17 +239,19 @@ class Recorder:
         self._thread.start()
 
     def observe(self, observer: Observer) -> None:
-        """Call `observer(event)` on the writer thread for every event written from now on."""
+        """Call `observer(event)` for every event written from now on, on the thread whose
+        turn wrote it."""
         self._observers.append(observer)
 
-    def record(self, record: Record) -> None:
-        """Queue a record for writing. Never blocks, never drops."""
+    def record(self, record: Record, wake: bool = True) -> None:
+        """Queue a record for writing. Never blocks, never drops. `wake=False`: the
+        caller takes the writer's turn itself afterwards (`take_turn`)."""
         if self._closed:
             raise RuntimeError("recorder is closed")
         with self._lock:
             self._records_in += 1
             self._bytes_in += record.size
-        self._inbox.put(record)
+        self._inbox.put(record, wake=wake)
 
     @property
     def _queued_records(self) -> int:
@@ -265,6 +287,8 @@ class Recorder:
         return reason
 
     def _writer_alive(self) -> bool:
+        if self._broken:
+            return False
         return self._thread.is_alive() or self._thread.ident is None  # not started yet
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -273,11 +297,30 @@ class Recorder:
         self._inbox.put(barrier, urgent=True)
         return barrier.done.wait(timeout)
 
-    def when_written(self, callback: Callable[[bool], None], session: str | None = None) -> None:
-        """Call `callback(ok)` on the writer thread once everything recorded so far (for
+    def when_written(
+        self, callback: Callable[[bool], None], session: str | None = None, wake: bool = True
+    ) -> None:
+        """Call `callback(ok)` on the writer's thread once everything recorded so far (for
         `session`, when given) is written, and synced when the policy is `always` (ok
-        True); or as soon as a write or sync fails before that (ok False). Never blocks."""
-        self._inbox.put(_Barrier(callback, session), urgent=True)
+        True); or as soon as a write or sync fails before that (ok False). Never blocks.
+        `wake=False`: the caller takes the writer's turn itself afterwards (`take_turn`)."""
+        self._inbox.put(_Barrier(callback, session), urgent=True, wake=wake)
+
+    def take_turn(self) -> None:
+        """Do the writer's work on this thread now: build what is queued, write what is
+        due, sync per policy, release the barriers that can be (after the turn of any
+        other thread at it).
+
+        For a thread with nothing else to do meanwhile (the recorder process's reader
+        of a worker's records): a record and its barrier then cost no wake-up of the
+        writer thread and no hand-over of the GIL, and a request is built as soon as it
+        arrives rather than when its answer's barrier comes. Never from an event loop.
+        """
+        with self._turn:
+            self._step()
+            wakes_at = self._next_look()
+        if wakes_at < self._wakes_at:  # e.g. lines now wait that must be written in time
+            self._inbox.wake()
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, sync and close every file, stop the thread."""
@@ -292,41 +335,56 @@ class Recorder:
     # -- writer thread -----------------------------------------------------
 
     def _run(self) -> None:
+        while True:
+            with self._turn:
+                self._step()
+                if self._finished or self._broken:
+                    return
+                self._wakes_at = wakes_at = self._next_look()
+            self._inbox.wait(None if wakes_at == INF else max(0.0, wakes_at - time.monotonic()))
+
+    def _next_look(self) -> float:
+        """When the writer must look again with nothing new queued (inf: never)."""
+        wait = self._wait_time(self._pending, self._closing)
+        return INF if wait is None else time.monotonic() + wait
+
+    def _step(self) -> None:
+        """One turn of the writer's work; the turn is held."""
+        if self._finished or self._broken:
+            return
         try:
-            self._loop()
+            self._work()
         except BaseException as exc:
+            self._broken = True
             self._fatal = f"the log writer stopped: {exc!r}"
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
-    def _loop(self) -> None:
-        pending = PendingLines()
-        barriers: list[_Barrier] = []
-        closing = False
-        while True:
-            touched: set[str] = set()
-            for item in self._inbox.take(self._wait_time(pending, closing)):
-                if item is _CLOSE:
-                    closing = True
-                elif isinstance(item, _Barrier):
-                    barriers.append(item)
-                else:
-                    pending.add(self._build(item))
-                    touched.add(item.session)
-            self._track_waiting(touched)
-            pending.add(self._expire_idle())
-            everything = closing or self._sync_due() or any(b.session is None for b in barriers)
-            due = pending.due({b.session for b in barriers}, everything)
-            if due:
-                pending.put_back(self._write(due))
-            if len(self._states) > MAX_SESSION_STATES:
-                self._forget_states(pending.sessions)  # a forgotten state reads back whole
-            self._sync(force=closing or self.fsync == "always")
-            barriers = self._release(barriers, pending)
-            if closing and not pending:
-                break
-        for session_file in list(self._files.values()):
-            self._close(session_file)
-        self._files.clear()
+    def _work(self) -> None:
+        pending, touched = self._pending, set()
+        for item in self._inbox.take():
+            if item is _CLOSE:
+                self._closing = True
+            elif isinstance(item, _Barrier):
+                self._barriers.append(item)
+            else:
+                pending.add(self._build(item))
+                touched.add(item.session)
+        self._track_waiting(touched)
+        pending.add(self._expire_idle())
+        barriers = self._barriers
+        everything = self._closing or self._sync_due() or any(b.session is None for b in barriers)
+        due = pending.due({b.session for b in barriers}, everything)
+        if due:
+            pending.put_back(self._write(due))
+        if len(self._states) > MAX_SESSION_STATES:
+            self._forget_states(pending.sessions)  # a forgotten state reads back whole
+        self._sync(force=self._closing or self.fsync == "always")
+        self._barriers = self._release(barriers, pending)
+        if self._closing and not pending:
+            for session_file in list(self._files.values()):
+                self._close(session_file)
+            self._files.clear()
+            self._finished = True
 
     def _release(self, barriers: list[_Barrier], pending: PendingLines) -> list[_Barrier]:
         """Release the barriers whose lines are all written; returns those still waiting.
@@ -351,14 +409,13 @@ class Recorder:
             return 0.0
         if pending and (self._error is not None or self._fatal is not None):
             return self._retry_seconds
-        deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+        deadlines = []
         if pending:
             deadlines.append(pending.oldest + WRITE_DELAY)
-            if self.fsync == "interval":
-                deadlines.append(self._last_sync + FSYNC_INTERVAL)
-        # Most recently written last: a dirty file, if any, is found in a few steps.
-        if self.fsync == "interval" and self._unsynced.due(reversed(self._files.values())):
+        if self.fsync == "interval" and (pending or self._unsynced.due()):
             deadlines.append(self._last_sync + FSYNC_INTERVAL)
+        if not deadlines:  # else a turn comes sooner, and each looks for idle sessions
+            deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _track_waiting(self, sessions: set[str]) -> None:
@@ -423,6 +480,7 @@ class Recorder:
                     broken.close(sync=False)
                 return by_session
             del by_session[session]
+            self._unsynced.wrote()
             self.stats.events_written += len(events)
             self.stats.bytes_written += session_file.size - before
             self._notify(events)

@@ -206,6 +206,50 @@ def test_a_session_waited_on_is_written_at_once_and_the_others_soon_after(tmp_pa
     recorder.close()
 
 
+def test_a_caller_that_takes_the_turn_writes_on_its_own_thread(tmp_path):
+    """The recorder process's readers: what they queued is built, written and released
+    by their own thread, in order, without waking the writer thread."""
+    recorder = _recorder(tmp_path)
+    for n in range(3):
+        event = make_event(ERROR, "s", None, reason=f"r{n}")
+        recorder.record(EventRecord(event), wake=False)
+    told = []
+    recorder.when_written(lambda ok: told.append((ok, threading.current_thread())), "s", wake=False)
+    recorder.take_turn()
+    assert told == [(True, threading.current_thread())]
+    assert [e["reason"] for e in read_session(tmp_path, "s")] == ["r0", "r1", "r2"]
+    recorder.close()
+
+
+def test_lines_a_callers_turn_leaves_waiting_are_written_in_time(tmp_path):
+    """Nobody waits on them, so the caller's turn keeps them in memory: the writer thread,
+    woken for their deadline, writes them within WRITE_DELAY plus a batch."""
+    recorder = _recorder(tmp_path)
+    recorder.record(EventRecord(make_event(ERROR, "quiet", None, reason="r")), wake=False)
+    recorder.take_turn()
+    assert not (tmp_path / "sessions" / "quiet.jsonl").exists()
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "sessions" / "quiet.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(read_session(tmp_path, "quiet")) == 1
+    recorder.close()
+
+
+def test_a_callers_turn_that_fails_stops_new_calls(tmp_path, monkeypatch):
+    recorder = _recorder(tmp_path)
+
+    def broken(pending):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(recorder, "_write", broken)
+    recorder.record(EventRecord(make_event(ERROR, "s", None, reason="r")), wake=False)
+    recorder.when_written(lambda ok: None, "s", wake=False)
+    recorder.take_turn()  # the caller's thread goes on
+    assert not recorder.accepting
+    assert "the log writer stopped" in recorder.health()["reason"]
+    recorder.close(5)
+
+
 def test_files_are_private_to_their_owner(tmp_path):
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 1)
