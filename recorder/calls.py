@@ -4,13 +4,17 @@ The proxy hands over raw material (bytes, arrival times, headers) and goes
 back to moving bytes; decoding bodies, splitting and reassembling streams,
 scrubbing echoed secrets and pricing the answer all happen here, off the
 event loop.
+
+Each record's envelope (its event's id and timestamp) is made when the record is, on
+the loop, when the call happens; a record rebuilt in the recorder process from what a
+worker sent (`recorder.channel`) is given the worker's (`envelope=`) instead.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from taplog.recorder import prices
@@ -52,9 +56,12 @@ class LlmRequest:
     attempt: int = 1
     secrets: tuple[bytes, ...] = ()
     event: Event = field(init=False)
+    envelope: InitVar[Event | None] = None
 
-    def __post_init__(self) -> None:
-        # The envelope (and its timestamp) is made now, on the loop, when the call happens.
+    def __post_init__(self, envelope: Event | None) -> None:
+        if envelope is not None:
+            self.event = envelope
+            return
         parsed = self.parsed if isinstance(self.parsed, dict) else {}
         self.event = llm_request(
             self.session,
@@ -104,9 +111,13 @@ class LlmResponse:
     secrets: tuple[bytes, ...] = ()
     event: Event = field(init=False)
     size: int = field(init=False)  # fixed at hand-over: a large stream's chunks go as it is built
+    envelope: InitVar[Event | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, envelope: Event | None) -> None:
         self.size = sum(len(chunk) for _, chunk in self.chunks) + 1024
+        if envelope is not None:
+            self.event = envelope
+            return
         self.event = llm_response(
             self.session,
             self.exchange,
@@ -198,9 +209,12 @@ class CallAnswer:
     secrets: tuple[bytes, ...] = ()  # the client's: reasons may quote what it sent
     size: int = 512
     event: Event = field(init=False)
+    envelope: InitVar[Event | None] = None
 
-    def __post_init__(self) -> None:
-        self.event = call_answered(self.session, self.exchange)  # timed when the call ended
+    def __post_init__(self, envelope: Event | None) -> None:
+        if envelope is None:
+            envelope = call_answered(self.session, self.exchange)  # timed when the call ended
+        self.event = envelope
 
     def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
         fields: dict[str, Any] = {

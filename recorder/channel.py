@@ -130,6 +130,7 @@ class Records:
                 UNPARSED,
                 attempt,
                 secrets,
+                envelope=event,
             )
         elif kind == "response":
             (session, exchange, api, provider, status), (headers, chunks, outcome, *times), rest = (
@@ -149,6 +150,7 @@ class Records:
                 error,
                 overhead,
                 secrets,
+                envelope=event,
             )
             self._answers[event["id"]] = record
             if len(self._answers) > _UNLINKED:
@@ -170,6 +172,6 @@ class Records:
                 client_bytes,
                 secrets,
                 size,
+                envelope=event,
             )
-        record.event = event  # the envelope made when the call happened
         return record

@@ -1,0 +1,61 @@
+"""A call's records cross to the recorder process and come out building the same events."""
+
+from __future__ import annotations
+
+import copy
+
+import orjson
+
+from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
+from taplog.recorder.channel import Records, frame, frames, record_message
+from taplog.recorder.store.writer import SessionState
+
+COMMON = dict(session="s", exchange="ex_1", api="openai.chat")
+BODY = orjson.dumps({"model": "gpt-4.1", "messages": [{"role": "user", "content": "sk-x1 hi"}]})
+ANSWER = orjson.dumps(
+    {"id": "c1", "model": "gpt-4.1", "choices": [{"finish_reason": "stop"}], "usage": {}}
+)
+
+
+def _call() -> tuple[LlmRequest, LlmResponse, CallAnswer]:
+    request = LlmRequest(
+        provider="openai",
+        method="POST",
+        path="/v1/chat/completions",
+        upstream_url="u",
+        headers={"content-type": "application/json"},
+        key_fingerprint="fp",
+        body=BODY,
+        parsed=orjson.loads(BODY),
+        secrets=(b"sk-x1",),
+        **COMMON,
+    )
+    response = LlmResponse(
+        provider="openai",
+        status=200,
+        headers={"content-type": "application/json"},
+        chunks=[(1.0, ANSWER[:9]), (1.5, ANSWER[9:])],
+        outcome="ok",
+        latency_ms=2.0,
+        ttfb_ms=1.0,
+        **COMMON,
+    )
+    answer = CallAnswer(status=200, latency_ms=2.5, tries=1, served=response, **COMMON)
+    return request, response, answer
+
+
+def _events(records) -> list[dict]:
+    state = SessionState()
+    return [event for record in records for event in record.events(state, None)]
+
+
+def test_rebuilt_records_keep_their_envelopes_and_build_the_same_events():
+    sent = _call()
+    envelopes = [copy.deepcopy(record.event) for record in sent]
+    buffer = bytearray(b"".join(frame(record_message(record)) for record in sent))
+    records = Records()  # one per connection: the answer waits there for its CallAnswer
+    rebuilt = [records.rebuilt(message) for message in frames(buffer)]
+    assert not buffer
+    assert [record.event for record in rebuilt] == envelopes  # made by the worker, not again
+    assert [record.size for record in rebuilt] == [record.size for record in sent]
+    assert _events(rebuilt) == _events(sent)
