@@ -36,42 +36,49 @@ class Inbox:
     within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
     barrier, close) wakes it at once, as does any record once the writer has
     gone to sleep for good. A caller that does the writer's work itself
-    (`Recorder.take_turn`) adds without waking anyone (`wake=False`).
+    (`Recorder.take_turn`) adds without waking anyone, and without keeping the
+    writer from its sleep (`wake=False`).
     """
 
     def __init__(self) -> None:
         self._items: deque[Any] = deque()
         self._wake = threading.Event()
         self._asleep = False
+        self._for_writer = False  # items the writer is to take on its own are queued
 
     def put(self, item: Any, urgent: bool = False, wake: bool = True) -> None:
         self._items.append(item)
-        if wake and (urgent or self._asleep):
-            self._wake.set()
+        if wake:
+            self._for_writer = True
+            if urgent or self._asleep:
+                self._wake.set()
 
     def wake(self) -> None:
         """Wake the writer now, whatever it waits for."""
         self._wake.set()
 
     def wait(self, timeout: float | None) -> None:
-        """Wait up to `timeout` (None: for ever) for anything to take."""
-        if not self._items and timeout != 0:
+        """Wait up to `timeout` (None: for ever) for anything the writer is to take."""
+        if not self._for_writer and timeout != 0:
             patience = PATIENCE if timeout is None else min(timeout, PATIENCE)
             self._wake.wait(patience)
-            if not self._items and (timeout is None or timeout > patience):
+            if not self._for_writer and (timeout is None or timeout > patience):
                 self._asleep = True  # from here on every record wakes the writer
-                if not self._items:
+                if not self._for_writer:
                     self._wake.wait(None if timeout is None else timeout - patience)
                 self._asleep = False
 
     def take(self, limit: int = 10_000) -> list[Any]:
         """Up to `limit` items, without waiting."""
+        self._for_writer = False
         if self._wake.is_set():
             self._wake.clear()  # before draining: a later wake-up is never lost
         items, popleft = [], self._items.popleft
         with contextlib.suppress(IndexError):
             while len(items) < limit:
                 items.append(popleft())
+        if self._items:
+            self._for_writer = True  # the rest, next
         return items
 
 

@@ -344,9 +344,21 @@ class Recorder:
             self._inbox.wait(None if wakes_at == INF else max(0.0, wakes_at - time.monotonic()))
 
     def _next_look(self) -> float:
-        """When the writer must look again with nothing new queued (inf: never)."""
-        wait = self._wait_time(self._pending, self._closing)
-        return INF if wait is None else time.monotonic() + wait
+        """When the writer must look again with nothing new queued (INF: never). Times
+        of deadlines, not waits: a caller's turn that moved none sooner wakes no writer."""
+        pending = self._pending
+        if self._closing:
+            return time.monotonic()
+        if pending and (self._error is not None or self._fatal is not None):
+            return time.monotonic() + self._retry_seconds
+        deadlines = []
+        if pending:
+            deadlines.append(pending.oldest + WRITE_DELAY)
+        if self.fsync == "interval" and (pending or self._unsynced.due()):
+            deadlines.append(self._last_sync + FSYNC_INTERVAL)
+        if not deadlines:  # else a turn comes sooner, and each looks for idle sessions
+            deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+        return min(deadlines, default=INF)
 
     def _step(self) -> None:
         """One turn of the writer's work; the turn is held."""
@@ -403,20 +415,6 @@ class Recorder:
         if not waiting:
             self._lost_unsynced = False
         return waiting
-
-    def _wait_time(self, pending: PendingLines, closing: bool) -> float | None:
-        if closing:
-            return 0.0
-        if pending and (self._error is not None or self._fatal is not None):
-            return self._retry_seconds
-        deadlines = []
-        if pending:
-            deadlines.append(pending.oldest + WRITE_DELAY)
-        if self.fsync == "interval" and (pending or self._unsynced.due()):
-            deadlines.append(self._last_sync + FSYNC_INTERVAL)
-        if not deadlines:  # else a turn comes sooner, and each looks for idle sessions
-            deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
-        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _track_waiting(self, sessions: set[str]) -> None:
         """Keep `_waiting` current, so the idle checks never scan every session seen."""
