@@ -308,6 +308,8 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     if idle := settings.compact_after_minutes * 60:
         _every(min(60.0, idle), lambda: compact_idle(settings.data_dir, idle))
     shipper = start_shipping(settings, metrics)
+    gc.freeze()  # as a worker does (`proxy.server`): start-up's objects are never walked
+    gc.set_threshold(*GC_THRESHOLDS)
     told.send(True)
     service.serve()
     if shipper is not None:
