@@ -20,7 +20,7 @@ acknowledgements are dropped. A worker that takes nothing from its connection fo
 
 After each batch it read, a reader takes the writer's turn itself (`Recorder.take_turn`):
 it has nothing else to do until the next batch, so a batch costs no wake-up of the writer
-thread, and a request is built while its call is still with the vendor.
+thread, and a request is built and written while its call is still with the vendor.
 """
 
 from __future__ import annotations

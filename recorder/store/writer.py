@@ -32,8 +32,12 @@ writer thread takes a turn when woken or when something falls due; a caller
 with a thread to spare and nothing else for it to do (the recorder process's
 reader of a worker's channel, `recorder.service`) takes one itself after each
 batch it queued (`take_turn`), which saves a wake-up of the writer thread and
-a hand-over of the GIL per batch. Whoever takes it, one turn at a time
-builds and writes, so each session's lines keep their order.
+a hand-over of the GIL per batch. Such a turn writes every line it built
+rather than keep them for their sessions' next ones (which would cost a
+wake-up of the writer thread at WRITE_DELAY for one write fewer): a request's
+line is then written while its call is still with the vendor, off its
+answer's path (bench/RESULTS.md, "Processes"). Whoever takes it, one turn at
+a time builds and writes, so each session's lines keep their order.
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the thread whose turn wrote it
@@ -307,17 +311,18 @@ class Recorder:
         self._inbox.put(_Barrier(callback, session), urgent=True, wake=wake)
 
     def take_turn(self) -> None:
-        """Do the writer's work on this thread now: build what is queued, write what is
-        due, sync per policy, release the barriers that can be (after the turn of any
-        other thread at it).
+        """Do the writer's work on this thread now: build what is queued, write it all,
+        sync per policy, release the barriers that can be (after the turn of any other
+        thread at it).
 
         For a thread with nothing else to do meanwhile (the recorder process's reader
         of a worker's records): a record and its barrier then cost no wake-up of the
-        writer thread and no hand-over of the GIL, and a request is built as soon as it
-        arrives rather than when its answer's barrier comes. Never from an event loop.
+        writer thread and no hand-over of the GIL, and a request is built and written as
+        soon as it arrives rather than when its answer's barrier comes. Never from an
+        event loop.
         """
         with self._turn:
-            self._step()
+            self._step(write_all=True)
             wakes_at = self._next_look()
         if wakes_at < self._wakes_at:  # e.g. lines now wait that must be written in time
             self._inbox.wake()
@@ -360,18 +365,19 @@ class Recorder:
             deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
         return min(deadlines, default=INF)
 
-    def _step(self) -> None:
-        """One turn of the writer's work; the turn is held."""
+    def _step(self, write_all: bool = False) -> None:
+        """One turn of the writer's work; the turn is held. `write_all`: every line built
+        is written now, none left for its session's next ones."""
         if self._finished or self._broken:
             return
         try:
-            self._work()
+            self._work(write_all)
         except BaseException as exc:
             self._broken = True
             self._fatal = f"the log writer stopped: {exc!r}"
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
-    def _work(self) -> None:
+    def _work(self, write_all: bool) -> None:
         pending, touched = self._pending, set()
         for item in self._inbox.take():
             if item is _CLOSE:
@@ -384,7 +390,12 @@ class Recorder:
         self._track_waiting(touched)
         pending.add(self._expire_idle())
         barriers = self._barriers
-        everything = self._closing or self._sync_due() or any(b.session is None for b in barriers)
+        everything = (
+            write_all
+            or self._closing
+            or self._sync_due()
+            or any(b.session is None for b in barriers)
+        )
         due = pending.due({b.session for b in barriers}, everything)
         if due:
             pending.put_back(self._write(due))

@@ -1,5 +1,6 @@
 """Sync passes: one directory fsync for many new sessions, one syncfs for many dirty files,
-evicted files synced before they close, and a failed syncfs sealing every file it covered.
+evicted files synced before they close, a failed syncfs sealing every file it covered, and
+lines a caller's turn wrote synced in time by the writer thread.
 
 The recorder is real; only the OS calls are wrapped, to count them or make one fail.
 """
@@ -10,6 +11,7 @@ import errno
 import os
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,21 @@ def test_an_evicted_file_is_synced_before_it_closes_and_never_opened_twice(tmp_p
     assert set(syncs.files) == inodes  # the evicted ones too, before they closed
     assert _open_logs(tmp_path) == []
     assert [e["reason"] for e in read_session(tmp_path, "a")] == ["a", "a again"]
+
+
+def test_lines_a_callers_turn_wrote_are_synced_within_the_interval(tmp_path, monkeypatch):
+    """The recorder process's reader writes what it built in its own turn (nothing is left
+    for later) and goes back to its socket: the writer thread, woken for the sync
+    deadline, syncs the file within FSYNC_INTERVAL plus a batch."""
+    syncs = Syncs(monkeypatch)
+    rec = Recorder(tmp_path, fsync="interval")
+    rec.start()
+    rec.record(EventRecord(make_event(ERROR, "s", None, reason="r")), wake=False)
+    rec.take_turn()
+    assert len(read_session(tmp_path, "s")) == 1  # written in the turn itself
+    inode = (tmp_path / "sessions" / "s.jsonl").stat().st_ino
+    deadline = time.monotonic() + 5
+    while inode not in syncs.files and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert inode in syncs.files
+    rec.close()

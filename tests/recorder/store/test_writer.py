@@ -221,20 +221,6 @@ def test_a_caller_that_takes_the_turn_writes_on_its_own_thread(tmp_path):
     recorder.close()
 
 
-def test_lines_a_callers_turn_leaves_waiting_are_written_in_time(tmp_path):
-    """Nobody waits on them, so the caller's turn keeps them in memory: the writer thread,
-    woken for their deadline, writes them within WRITE_DELAY plus a batch."""
-    recorder = _recorder(tmp_path)
-    recorder.record(EventRecord(make_event(ERROR, "quiet", None, reason="r")), wake=False)
-    recorder.take_turn()
-    assert not (tmp_path / "sessions" / "quiet.jsonl").exists()
-    deadline = time.monotonic() + 5
-    while not (tmp_path / "sessions" / "quiet.jsonl").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(read_session(tmp_path, "quiet")) == 1
-    recorder.close()
-
-
 def test_a_callers_turn_that_fails_stops_new_calls(tmp_path, monkeypatch):
     recorder = _recorder(tmp_path)
 
