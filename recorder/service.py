@@ -137,9 +137,7 @@ class RecorderService:
             self.recorder.record(records.rebuilt(message), wake=False)
         elif kind == "w":
             token, session = message[1], message[2]
-            self.recorder.when_written(
-                lambda ok: peer.send(("w", token, ok)), session, wake=False
-            )
+            self.recorder.when_written(lambda ok: peer.send(("w", token, ok)), session, wake=False)
         elif kind == "f":
             self._tell_others(peer, message)
         elif kind == "c":
