@@ -40,6 +40,7 @@ from taplog.proxy.keys import (
     BREAKERS,
     FALLBACKS,
     LIFECYCLE,
+    OWNERSHIP,
     POOL,
     RECORDER,
     RESOLVER,
@@ -56,6 +57,7 @@ from taplog.proxy.observe.observer import Observer
 from taplog.proxy.processes.link import RecorderLink
 from taplog.proxy.replay import REPLAYER, Replayer
 from taplog.proxy.upstream import open_pool
+from taplog.recorder.events import new_id
 from taplog.recorder.sessions import SessionResolver
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.writer import Recorder
@@ -63,12 +65,14 @@ from taplog.recorder.tools.recorded_answers import load_index
 from taplog.recorder.vendors.apis import DEFAULT_PROVIDER
 
 if TYPE_CHECKING:
+    from taplog.proxy.coordination.reports import LineReports
     from taplog.recorder.fleet.shipper import Shipper
 
 log = logging.getLogger("taplog")
 
 METRICS = web.AppKey("metrics", Metrics)
 RECORDER_SOCKET = web.AppKey("recorder_socket", str)
+RUN = web.AppKey("run", str)  # this start of `taplog serve`, shared by its workers
 DISK_CHECK_SECONDS = 2.0
 
 
@@ -83,12 +87,15 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
     recorder = recorder_for(settings, app[METRICS])
     if REPLAYER in app:
         recorder.observe(app[REPLAYER].observe)
+    reports = start_reports(settings, recorder)
     recorder.start()
     app[RECORDER] = recorder
     try:
         yield
     finally:
         await asyncio.to_thread(recorder.close)
+        if reports is not None:
+            await asyncio.to_thread(reports.stop)
         lock.release()
 
 
@@ -104,6 +111,25 @@ def recorder_for(settings: Settings, metrics: Metrics) -> Recorder:
     )
     metrics.recorder = recorder
     return recorder
+
+
+def start_reports(settings: Settings, recorder: Recorder) -> LineReports | None:
+    """With `--coordination`: each session's last written line told to the fleet's Redis
+    (`proxy.coordination.reports`); stopped once the recorder is closed."""
+    if not settings.coordination:
+        return None
+    import redis
+
+    from taplog.proxy.coordination.leases import REDIS_SECONDS
+    from taplog.proxy.coordination.reports import LineReports
+
+    client = redis.Redis.from_url(
+        settings.coordination, socket_timeout=REDIS_SECONDS, socket_connect_timeout=REDIS_SECONDS
+    )
+    reports = LineReports(client)
+    recorder.observe(reports.observe)
+    reports.start()
+    return reports
 
 
 @contextlib.asynccontextmanager
@@ -128,21 +154,28 @@ async def _recorder_process(app: web.Application, socket_path: str) -> AsyncIter
 
 
 async def _coordination(app: web.Application) -> AsyncIterator[None]:
-    """With `--coordination`: the circuit breakers of the fleet, through Redis."""
+    """With `--coordination`: the fleet's session leases and circuit breakers, through
+    Redis."""
     url = app[SETTINGS].coordination
     if not url:
         yield
         return
     from taplog.proxy.coordination.breakers import FleetBreakers, connect
+    from taplog.proxy.coordination.forward import FleetOwnership
+    from taplog.proxy.coordination.leases import SessionLeases
 
     client = connect(url)
     settings = app[SETTINGS]
     breakers = app[BREAKERS] = FleetBreakers(client, f"{settings.instance_name}:{os.getpid()}")
-    refreshing = asyncio.get_running_loop().create_task(breakers.refresh_forever())
+    leases = SessionLeases(client, settings.instance_name, app[RUN])
+    app[OWNERSHIP] = FleetOwnership(leases, app[POOL], settings, app[METRICS].ownership)
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(breakers.refresh_forever()), loop.create_task(leases.renew_forever())]
     try:
         yield
     finally:
-        refreshing.cancel()
+        for task in tasks:
+            task.cancel()
         await breakers.sent()
         await client.aclose()
 
@@ -298,10 +331,12 @@ def create_app(
     fallbacks: Fallbacks | None = None,
     recorder_socket: str | None = None,
     breakers: Path | None = None,
+    run: str | None = None,
 ) -> web.Application:
     """The proxy's app; its recorder on a thread of its own, or for a worker of
-    `proxy.processes` the recorder process listening at `recorder_socket`, and the
-    breakers all the workers share in the file `breakers`."""
+    `proxy.processes` the recorder process listening at `recorder_socket`, the
+    breakers all the workers share in the file `breakers`, and the `run` they share
+    (which owns the fleet's session leases they take)."""
     fallbacks = fallbacks or load_fallbacks(settings.openai_base, settings.anthropic_base, {}, ())
     app_metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
     app = web.Application(
@@ -309,6 +344,7 @@ def create_app(
         middlewares=[errors.in_api_shape, call_tracker(app_metrics)],
     )
     app[SETTINGS] = settings
+    app[RUN] = run or new_id("run")
     if recorder_socket is not None:
         app[RECORDER_SOCKET] = recorder_socket
     app[FALLBACKS] = fallbacks

@@ -62,6 +62,7 @@ class Call:
     skipped: list[str] = field(default_factory=list)  # targets that could not take the call
     refused: tuple[str, str] | None = None  # taplog answered itself: (outcome, why)
     replay_miss: str | None = None  # why `--replay` sent it on: the recording lacks it
+    epoch: int | None = None  # the session's owner epoch in a fleet (None: no lease held)
 
     @property
     def api(self) -> str:
@@ -94,6 +95,7 @@ class Call:
             key_fingerprint=self.key_fingerprint,
             client_secrets=self.secrets,
             received=self.received,
+            epoch=self.epoch,
         )
 
     def record_failover(
@@ -111,14 +113,14 @@ class Call:
             reason=reason,
             attempt=self.attempts + 1 if sent else None,
         )
-        self.services.recorder.record(EventRecord(event))
+        self._record(EventRecord(event))
 
     def record_answer(self, status: int | None) -> None:
         """What the client got, once the call is over: the served try's answer, or taplog's
         own (`refused`)."""
         outcome, error = self.refused or (None, None)
         served = self.served if outcome is None else None
-        self.services.recorder.record(
+        self._record(
             CallAnswer(
                 self.session,
                 self.id,
@@ -137,9 +139,11 @@ class Call:
         )
 
     def record_error(self, reason: str) -> None:
-        self.services.recorder.record(
-            EventRecord(events.error_event(self.session, self.id, reason))
-        )
+        self._record(EventRecord(events.error_event(self.session, self.id, reason)))
+
+    def _record(self, record: EventRecord | CallAnswer) -> None:
+        record.event["epoch"] = self.epoch
+        self.services.recorder.record(record)
 
     def remember(self, answer: dict | None) -> None:
         """A Responses answer the client got: later calls may chain to it by id."""
@@ -183,6 +187,7 @@ class Try:
     status: int | None = None
     headers: CIMultiDict[str] | None = None  # the vendor's, once they came
     answer: LlmResponse | None = None  # its record, once finished
+    epoch: int | None = None  # its call's (`Call.epoch`)
 
     def keep(self, chunk: bytes) -> None:
         at = (time.perf_counter() - self.started) * 1000
@@ -228,6 +233,7 @@ class Try:
             record.event.update(translated_from=self.client_api, dropped=translation.dropped)
         if not sent:
             record.event["sent"] = False
+        record.event["epoch"] = self.epoch
         self.recorder.record(record)
 
     def finish(self, outcome: str, error: str | None = None, **facts: Any) -> bool:
@@ -255,7 +261,7 @@ class Try:
             overhead_ms=(self.started - self.received) * 1000 if first else None,
             secrets=self.secrets,
         )
-        answer.event.update(facts)
+        answer.event.update(facts, epoch=self.epoch)
         self.answer = answer
         self.chunks = []  # handed to the recorder, which may let go of them as it goes
         self.recorder.record(answer)

@@ -49,6 +49,11 @@ def _redis_url(value: str) -> None:
         raise ValueError("a Redis URL: redis://HOST:PORT/DB, rediss://… or unix://PATH")
 
 
+def _advertise_url(value: str) -> None:
+    if value:
+        check_base_url(value)
+
+
 def _workers(value: int) -> None:
     if not 0 <= value <= 256:
         raise ValueError("must be from 0 (one process) to 256")
@@ -271,11 +276,19 @@ class Settings:
     )
     coordination: str = setting(
         "",
-        "Redis the instances of a fleet share (redis://HOST:PORT/DB): their circuit "
+        "Redis the instances of a fleet share (redis://HOST:PORT/DB): a lease and an epoch "
+        "per session, so one instance writes a session at a time, and their circuit "
         "breakers, each instance deciding from a copy at most a second old and using its "
         "own while Redis is away. Flag or environment only (the URL may hold a password).",
         _redis_url,
         secret=True,
+    )
+    advertise_url: str = setting(
+        "",
+        "With coordination, where the other instances reach this one to send it the calls "
+        "of sessions it owns (http://HOST:PORT); empty: the listening address, or the host "
+        "name when listening on every address.",
+        _advertise_url,
     )
     ui: bool = setting(
         False,
@@ -328,6 +341,15 @@ class Settings:
     @property
     def instance_name(self) -> str:
         return self.instance or default_instance()
+
+    def reachable_url(self, port: int) -> str:
+        """Where the fleet's other instances send calls of sessions this one owns (`port`:
+        the one it listens on, which `--port 0` leaves to the system)."""
+        if self.advertise_url:
+            return self.advertise_url
+        wildcard = self.host in ("0.0.0.0", "::", "")
+        host = socket.gethostname() if wildcard else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
     @property
     def auth_tokens(self) -> tuple[str, ...]:

@@ -10,8 +10,10 @@ Order matters and is part of the contract:
    timeout: 408; naming an upstream of its own: 400);
 4. with `--replay`, answer from the recording when it holds the call (or
    refuse a miss in strict mode): nothing recorded, no session resolved;
-5. resolve the session (a bad explicit id: 400, nothing created), hand
-   `session.started` to the recorder, and serve the call along its chain
+5. resolve the session (a bad explicit id: 400, nothing created);
+6. in a fleet (`--coordination`), hold the session's lease, or send the call on to the
+   instance that owns it (`proxy.coordination`), which serves and records it;
+7. hand `session.started` to the recorder, and serve the call along its chain
    (`proxy.chain`: a call without a fallback rule is a chain of one), which
    records every try and its answer whatever happens to it.
 """
@@ -34,7 +36,7 @@ from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
-from taplog.recorder.store.writer import SessionStart
+from taplog.recorder.store.writer import EventRecord, SessionStart
 from taplog.recorder.vendors.clients import retry_count
 
 
@@ -104,6 +106,12 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     except InvalidSessionId as exc:
         return errors.error_response(route.provider, 400, str(exc), "invalid_session_id")
 
+    epoch = resumed = None
+    if services.ownership is not None:  # a fleet: one instance writes a session at a time
+        owned = await services.ownership.serve_here(request, body, resolution.session)
+        if isinstance(owned, web.StreamResponse):
+            return owned  # its owner served (and recorded) it
+        epoch, resumed = owned.epoch, owned.resumed
     call = Call(
         services=services,
         route=route,
@@ -118,13 +126,22 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         key_fingerprint=key_fp,
         rule=_rule(services, route.api, parsed),
         replay_miss=replay_miss,
+        epoch=epoch,
     )
-    if resolution.first_seen:
-        recorder.record(SessionStart(_session_started(resolution, route.api, headers)))
+    if resolution.first_seen or resumed is not None:  # written once per log, however told
+        recorder.record(SessionStart(_session_started(resolution, route.api, headers, epoch)))
+    if resumed is not None:
+        recorder.record(EventRecord(resumed))
     serving = chain.serve(request, call)
     if replayer is not None:
         return await replayer.forwarding(call.id, recorder, serving)
-    return await serving
+    if services.ownership is None:
+        return await serving
+    services.ownership.started(call.session)  # its lease is renewed while it is in flight
+    try:
+        return await serving
+    finally:
+        services.ownership.ended(call.session)
 
 
 def _rule(services: Services, api: str, parsed: object) -> Rule:
@@ -136,9 +153,12 @@ def _rule(services: Services, api: str, parsed: object) -> Rule:
     return services.plain_rule
 
 
-def _session_started(resolution: Resolution, api: str, headers: dict[str, str]) -> dict:
+def _session_started(
+    resolution: Resolution, api: str, headers: dict[str, str], epoch: int | None
+) -> dict:
     return session_started(
         resolution.session,
+        epoch,
         source=resolution.source,
         original=resolution.original,
         api=api,

@@ -41,6 +41,17 @@ class Recording(Protocol):
     ) -> None: ...
 
 
+class Ownership(Protocol):
+    """With `--coordination`, whether a call of a session is served here, and under which
+    lease (`proxy.coordination.forward.FleetOwnership`)."""
+
+    async def serve_here(self, request: web.Request, body: bytes, session: str) -> Any: ...
+
+    def started(self, session: str) -> None: ...
+
+    def ended(self, session: str) -> None: ...
+
+
 @dataclass
 class Lifecycle:
     """Set once shutdown starts, so calls cut by it are not blamed on clients."""
@@ -63,6 +74,7 @@ class Services:
     lifecycle: Lifecycle
     tokens: Tokens
     plain_rule: Rule  # the chain of a call whose model has no fallback rule
+    ownership: Ownership | None  # sessions leased across a fleet (`--coordination`)
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -75,6 +87,7 @@ BREAKERS = web.AppKey("breakers", Breakers)
 TOKENS = web.AppKey("tokens", Tokens)
 RESPONSES_HISTORY = web.AppKey("responses_history", ResponsesHistory)
 SERVICES = web.AppKey("services", Services)
+OWNERSHIP = web.AppKey("ownership", Ownership)
 
 
 def services_of(app: web.Application) -> Services:
@@ -90,4 +103,5 @@ def services_of(app: web.Application) -> Services:
         lifecycle=app[LIFECYCLE],
         tokens=app[TOKENS],
         plain_rule=plain_rule(app[SETTINGS]),
+        ownership=app.get(OWNERSHIP),
     )

@@ -1,14 +1,16 @@
-"""The session log's event format: one JSON object per line, version 2.
+"""The session log's event format: one JSON object per line, version 3.
 
 Every line carries the envelope
 
-    v, seq, ts, session, type, id, exchange, <payload…>, prev, h
+    v, seq, ts, session, epoch, type, id, exchange, <payload…>, prev, h
 
 `seq` (gapless per session, from 1), `prev` (the previous line's `h`) and `h`
 are assigned by the writer thread, which alone owns the files; everything else
-is fixed when the event is created. `h` is a BLAKE2b-128 digest of the line's
-bytes up to the `,"h":` suffix, so a reader can verify each line and the chain
-without re-serialising anything (see `seal` and `verify_line`).
+is fixed when the event is created. `epoch` is the session's owner epoch in a fleet
+(`proxy.coordination.leases`): the lease under which the call was served, or null when
+no lease was held (no `--coordination`, or Redis did not answer). `h` is a BLAKE2b-128
+digest of the line's bytes up to the `,"h":` suffix, so a reader can verify each line
+and the chain without re-serialising anything (see `seal` and `verify_line`).
 
 Recorded content is attacker-controlled, and one event that cannot be
 serialised must never stop the log: `seal` falls back to a sanitised copy
@@ -28,7 +30,9 @@ import orjson
 
 from taplog.recorder.secrets import redact_text
 
-FORMAT_VERSION = 2  # 2: blobs (recorder.store.blobs), transcript deltas (recorder.store.deltas)
+# 2: blobs (recorder.store.blobs), transcript deltas (recorder.store.deltas);
+# 3: `epoch` in the envelope, `session.resumed` (a fleet's change of owner)
+FORMAT_VERSION = 3
 
 SESSION_STARTED = "session.started"
 LLM_REQUEST = "llm.request"
@@ -38,6 +42,7 @@ TOOL_POST = "tool.post"
 FAILOVER = "failover"
 ERROR = "error"
 SESSION_FORKED = "session.forked"
+SESSION_RESUMED = "session.resumed"
 CALL_ANSWERED = "call.answered"
 
 EVENT_TYPES = frozenset(
@@ -50,6 +55,7 @@ EVENT_TYPES = frozenset(
         FAILOVER,
         ERROR,
         SESSION_FORKED,
+        SESSION_RESUMED,
         CALL_ANSWERED,
     }
 )
@@ -96,7 +102,9 @@ def now_ts() -> str:
     return f"{utc_second(second)}.{micro:06d}Z"
 
 
-def make_event(event_type: str, session: str, exchange: str | None, **payload: Any) -> Event:
+def make_event(
+    event_type: str, session: str, exchange: str | None, epoch: int | None = None, **payload: Any
+) -> Event:
     """An event with its envelope; the writer adds `seq`, `prev` and `h`."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
@@ -105,6 +113,7 @@ def make_event(event_type: str, session: str, exchange: str | None, **payload: A
         "seq": 0,
         "ts": now_ts(),
         "session": session,
+        "epoch": epoch,
         "type": event_type,
         "id": new_id("ev"),
         "exchange": exchange,
@@ -117,6 +126,7 @@ def make_event(event_type: str, session: str, exchange: str | None, **payload: A
 
 def session_started(
     session: str,
+    epoch: int | None = None,
     *,
     source: str,
     original: str | None,
@@ -130,6 +140,7 @@ def session_started(
         SESSION_STARTED,
         session,
         None,
+        epoch,
         source=source,
         original=None if original is None else redact_text(original),
         api=api,
@@ -141,6 +152,24 @@ def session_started(
 
 def session_forked(session: str, *, origin: str, at: int, origin_hash: str) -> Event:
     return make_event(SESSION_FORKED, session, None, origin=origin, at=at, origin_hash=origin_hash)
+
+
+def session_resumed(
+    session: str, epoch: int, *, instance: str, previous: dict[str, Any], reason: str | None
+) -> Event:
+    """A fleet's session changed owner: `instance` writes it from `epoch` on. `previous`
+    names the last owner's last line it had reported (`instance`, `epoch`, `seq`, `h`;
+    `seq` and `h` null when it had reported none), `reason` says why it is not linked."""
+    return make_event(
+        SESSION_RESUMED,
+        session,
+        None,
+        epoch,
+        instance=instance,
+        previous=previous,
+        linked=previous.get("h") is not None,
+        reason=reason,
+    )
 
 
 def llm_request(session: str, exchange: str, **fields: Any) -> Event:
@@ -164,7 +193,7 @@ def tool_post(parent: Event, *, call_id: str, name: str | None, **fields: Any) -
 
 
 def _timed_as(kind: str, parent: Event, **payload: Any) -> Event:
-    event = make_event(kind, parent["session"], parent["exchange"], **payload)
+    event = make_event(kind, parent["session"], parent["exchange"], parent.get("epoch"), **payload)
     event["ts"] = parent["ts"]  # when the call happened, not when it was written
     return event
 
@@ -216,6 +245,7 @@ def seal(event: Event, seq: int, prev: str | None) -> tuple[bytes, str]:
     """
     event["seq"] = seq
     event["prev"] = prev
+    event.pop("h", None)  # an event written before (a retried batch) carries its old hash
     try:
         body = orjson.dumps(event)
     except TypeError as exc:  # orjson.JSONEncodeError: too deep, surrogates, odd types

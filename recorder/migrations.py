@@ -8,7 +8,9 @@ Version 2 added blob references (`recorder.store.blobs`) and transcript deltas
 (`recorder.store.deltas`): a version-1 event is a valid version-2 event as it
 is, so its migration only renumbers it, while a taplog that knows only
 version 1 refuses the newer lines instead of reading them without their
-bodies or with only a turn's worth of history.
+bodies or with only a turn's worth of history. Version 3 added the envelope's `epoch`
+(a fleet's owner epoch of the session, `proxy.coordination.leases`) and the
+`session.resumed` event; a version-2 line held no lease, so it upgrades to a null epoch.
 
 `migrate_data_dir` rewrites the files that hold older events: every event
 upgraded and resealed into a new hash chain (`seq` kept), written aside and
@@ -36,8 +38,15 @@ def _blobs_and_deltas_added(event: Event) -> Event:
     return event
 
 
+def _epoch_added(event: Event) -> Event:
+    """2 -> 3: the envelope names the owner epoch; a version-2 line was written under no
+    lease, so its epoch is unknown (null)."""
+    event["epoch"] = None
+    return event
+
+
 # version -> the function that upgrades an event of that version to the next one.
-MIGRATIONS: dict[int, Migration] = {1: _blobs_and_deltas_added}
+MIGRATIONS: dict[int, Migration] = {1: _blobs_and_deltas_added, 2: _epoch_added}
 
 
 def upgrade(event: Event) -> Event:

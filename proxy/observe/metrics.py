@@ -196,6 +196,15 @@ class Metrics:
             ["reason"],
             registry=serving,
         )
+        self.ownership = Counter(
+            "taplog_session_leases_total",
+            "With --coordination, calls whose session this instance did not already hold: "
+            "claimed (a lease taken), taken_over (from another owner: session.resumed), "
+            "forwarded (sent on to the instance that owns it), unleased (Redis did not "
+            "answer: recorded with the epoch unknown).",
+            ["outcome"],
+            registry=serving,
+        )
         self.gen_ai_duration = HistogramSeries(
             "gen_ai_client_operation_duration_seconds",
             "OpenTelemetry gen_ai.client.operation.duration.",

@@ -45,6 +45,7 @@ from taplog.proxy.app import (
     compact_idle,
     create_app,
     recorder_for,
+    start_reports,
     start_shipping,
 )
 from taplog.proxy.config import Settings
@@ -55,6 +56,7 @@ from taplog.proxy.keys import LIFECYCLE
 from taplog.proxy.observe.metrics import Metrics
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.proxy.server import GC_THRESHOLDS, GIL_SWITCH_SECONDS, check_binding, new_event_loop
+from taplog.recorder.events import new_id
 from taplog.recorder.service import RecorderService
 from taplog.recorder.store.lock import DataDirLock
 
@@ -100,6 +102,7 @@ class _Launch:
     listener: socket.socket  # the port the workers share
     run_dir: Path  # the recorder process's Unix socket, the workers' breakers
     supervisor: int  # its pid: a child dies with it
+    run: str  # this start of `taplog serve`: the owner of the fleet's session leases
 
     @property
     def recorder_socket(self) -> str:
@@ -117,7 +120,7 @@ class _Family:
         self, settings: Settings, fallbacks: Fallbacks, listener: socket.socket, run_dir: Path
     ) -> None:
         self.settings = settings
-        launch = _Launch(settings, fallbacks, listener, run_dir, os.getpid())
+        launch = _Launch(settings, fallbacks, listener, run_dir, os.getpid(), new_id("run"))
         self.recorder = _Child("recorder process", _recorder_main, launch)
         self.workers = [
             _Child(f"worker {n}", _worker_main, launch) for n in range(1, settings.workers + 1)
@@ -291,6 +294,7 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     sys.setswitchinterval(GIL_SWITCH_SECONDS)  # a reader thread hands to the writer quickly
     metrics = Metrics(bounded_labels(launch.fallbacks), settings.session_idle_minutes * 60)
     recorder = recorder_for(settings, metrics)
+    reports = start_reports(settings, recorder)
     recorder.start()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a recorder process that died left it
@@ -315,6 +319,8 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     if shipper is not None:
         shipper.stop()
     recorder.close()
+    if reports is not None:
+        reports.stop()
     workers.close()
 
 
@@ -337,7 +343,11 @@ def _worker_main(launch: _Launch, told: Connection) -> None:
 async def _serve_worker(launch: _Launch, told: Connection) -> None:
     settings = launch.settings
     app = create_app(
-        settings, launch.fallbacks, recorder_socket=launch.recorder_socket, breakers=launch.breakers
+        settings,
+        launch.fallbacks,
+        recorder_socket=launch.recorder_socket,
+        breakers=launch.breakers,
+        run=launch.run,
     )
     runner = ProxyRunner(
         app, settings.header_timeout, shutdown_timeout=settings.shutdown_grace, access_log=None

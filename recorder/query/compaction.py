@@ -27,8 +27,8 @@ COMPACTED_DIR = "compacted"
 MANIFEST = "manifest.json"
 MAX_SEGMENTS = 16
 # The columns of a segment (recorder.query.views); segments of another layout are not read,
-# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`.
-SEGMENT_LAYOUT = 2
+# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`; 3: `epoch`.
+SEGMENT_LAYOUT = 3
 
 Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": name, "layout"}
 

@@ -18,6 +18,7 @@ _TYPED = {
     "seq": "BIGINT",
     "ts": "VARCHAR",
     "session": "VARCHAR",
+    "epoch": "BIGINT",
     "type": "VARCHAR",
     "id": "VARCHAR",
     "exchange": "VARCHAR",

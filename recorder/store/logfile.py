@@ -126,7 +126,7 @@ class SessionFile:
             line, digest = seal(stored, seq, prev)
             if self.blobs is not None and self.blobs.move_out(stored, len(line)):
                 line, digest = seal(stored, seq, prev)  # now pointing at its blob
-            event["seq"], event["prev"] = seq, prev
+            event["seq"], event["prev"], event["h"] = seq, prev, digest
             prev = digest
             lines.append(line)
         data = b"".join(lines)

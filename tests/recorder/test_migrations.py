@@ -69,18 +69,25 @@ def test_a_format_change_upgrades_old_files_through_its_migration(tmp_path, monk
     assert migrate(tmp_path).output.endswith("0 session files upgraded\n")
 
 
-def test_version_1_logs_are_read_as_they_are_and_migrate_to_version_2(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_logs_are_read_as_they_are_and_migrate_to_version_3(tmp_path, version):
     old = write_session(tmp_path, "old", 2)
     lines, prev = [], None
-    for raw in old.read_bytes().splitlines():  # as taplog wrote them before blobs existed
-        event = {k: v for k, v in orjson.loads(raw).items() if k not in ("prev", "h")}
-        line, prev = seal({**event, "v": 1}, event["seq"], prev)
+    for raw in old.read_bytes().splitlines():  # as taplog wrote them before epochs (and blobs)
+        event = {k: v for k, v in orjson.loads(raw).items() if k not in ("prev", "h", "epoch")}
+        line, prev = seal({**event, "v": version}, event["seq"], prev)
         lines.append(line)
     old.write_bytes(b"".join(lines))
-    assert [(e["v"], e["reason"]) for e in read_events(old)] == [(1, "r1"), (1, "r2")]
+    read = list(read_events(old))
+    assert [(e["v"], e["reason"]) for e in read] == [(version, "r1"), (version, "r2")]
+    assert all("epoch" not in e for e in read)
     result = migrate(tmp_path)
     assert result.exit_code == 0 and result.output.endswith("1 session files upgraded\n")
-    assert [(e["v"], e["reason"]) for e in read_events(old)] == [(2, "r1"), (2, "r2")]
+    upgraded = list(read_events(old))
+    assert [(e["v"], e["reason"], e["epoch"]) for e in upgraded] == [
+        (3, "r1", None),
+        (3, "r2", None),
+    ]
     assert verify_file(old).ok
 
 
