@@ -9,10 +9,12 @@
 #   docker run -d -p 127.0.0.1:8787:8787 -v taplog-data:/data -e TAPLOG_AUTH_TOKEN taplog
 
 FROM python:3.11-slim AS build
+# Extras to install: config/compose.yaml's fleet adds `fleet` (Redis and S3 clients).
+ARG EXTRAS=fast
 WORKDIR /src
 COPY . .
 # The install of .ci/run (a venv, pip install of this project) with uvloop, without the test extra.
-RUN python3 -m venv /opt/taplog && /opt/taplog/bin/pip install --no-cache-dir '.[fast]'
+RUN python3 -m venv /opt/taplog && /opt/taplog/bin/pip install --no-cache-dir ".[${EXTRAS}]"
 
 FROM python:3.11-slim
 ENV PATH=/opt/taplog/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

@@ -225,11 +225,10 @@ class HAProxy:
         for line in self.CONFIG.read_text().splitlines():
             if line.strip().startswith("server "):
                 continue
-            lines.append(line.replace("bind 127.0.0.1:8787", f"bind 127.0.0.1:{self.port}"))
-        lines += [
-            f"    server taplog-{n} {address} check inter 1s fall 2 rise 1"
-            for n, address in enumerate(servers, 1)
-        ]
+            if line.strip().startswith("bind "):
+                line = f"    bind 127.0.0.1:{self.port}"
+            lines.append(line)
+        lines += [f"    server taplog-{n} {address}" for n, address in enumerate(servers, 1)]
         folder.mkdir(parents=True, exist_ok=True)
         self.config = folder / "haproxy.cfg"
         self.config.write_text("\n".join(lines) + "\n")
