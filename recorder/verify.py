@@ -104,10 +104,15 @@ class _Chain:
         self.known = False
 
 
-def verify_file(path: Path) -> Report:
-    """Check one session log: checksums, the chain, gapless seq, blobs, transcripts, a torn tail."""
+def verify_file(path: Path, session: str | None = None, blobs_folder: Path | None = None) -> Report:
+    """Check one session log: checksums, the chain, gapless seq, blobs, transcripts, a torn tail.
+
+    The log is of session `session` (default: its file's name) and its blobs are in
+    `blobs_folder` (default: its data dir's), for a copy kept elsewhere (a fleet's cache).
+    """
     report, chain, offset = Report(path), _Chain(), 0
-    contents = _Contents(blobs.blobs_folder(path))
+    session = path.stem if session is None else session
+    contents = _Contents(blobs.blobs_folder(path) if blobs_folder is None else blobs_folder)
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
             start, offset = offset, offset + len(line)
@@ -119,7 +124,7 @@ def verify_file(path: Path) -> Report:
                 report.torn = Finding(path, number, start, reason, torn=True)
                 break
             report.lines = number
-            reasons = _check_line(line, path.stem, chain, contents)
+            reasons = _check_line(line, session, chain, contents)
             if reasons:
                 report._damaged(number, start, reasons)
     report.size = offset

@@ -8,13 +8,16 @@ from typing import Any
 
 import click
 
-from taplog.proxy.cli.options import data_dir_option
+from taplog.proxy.cli.options import data_dir_option, fetched_fleet, fleet_options
 
 
 @click.command()
 @click.argument("sessions", nargs=-1, metavar="[SESSION]...")
 @data_dir_option
-def verify(sessions: tuple[str, ...], data_dir: Path) -> None:
+@fleet_options
+def verify(
+    sessions: tuple[str, ...], data_dir: Path, fleet: str | None, fleet_cache: Path | None
+) -> None:
     """Prove session logs whole: line checksums, the hash chain, seq 1, 2, 3… without gaps.
 
     Checks the named sessions, or all of them. Damage is printed as
@@ -23,8 +26,17 @@ def verify(sessions: tuple[str, ...], data_dir: Path) -> None:
     skip it and `taplog repair` (or the next write) moves it to quarantine/.
     Safe to run while `taplog serve` records.
 
+    With --fleet, every instance's shipped logs, and each change of a session's
+    owner: one line per handover (linked at seq N, declared, or not yet shipped),
+    FORK where two owners wrote the same epoch, a line of an old epoch came after
+    the handover, or a link names a line that is not there; any fork or damage
+    makes the exit status 1.
+
     Example: taplog verify --data-dir taplog-data 20261130T004933Z-1a2b3c4d
     """
+    if fleet is not None:
+        _report_fleet(_fleet_checked(fleet, fleet_cache, sessions))
+        return
     from taplog.recorder.verify import verify as run
 
     _report(_checked(run, data_dir, sessions))
@@ -87,6 +99,43 @@ def _report(reports: list[Any]) -> None:
     summary += f"{sum(r.lines for r in reports)} lines: {len(damaged)} damaged"
     click.echo(summary + "".join(f", {n} {what}" for what, n in counts.items() if n))
     if damaged:
+        raise SystemExit(1)
+
+
+def _fleet_checked(url: str, cache: Path | None, names: tuple[str, ...]) -> Any:
+    """The fleet's shipped logs fetched into `cache` and checked (`recorder.fleet.verify`)."""
+    shipped = fetched_fleet(url, cache, logs=True)
+    from taplog.recorder.fleet.verify import verify_fleet
+    from taplog.recorder.verify import UnknownSessions
+
+    try:
+        return verify_fleet(shipped.logs, shipped.blobs_folder, names)
+    except UnknownSessions as exc:
+        raise click.BadParameter(str(exc), param_hint="SESSION") from None
+
+
+def _report_fleet(report: Any) -> None:
+    """Damage and torn tails by instance and session, a line per handover or fork, a
+    summary line; exit 1 when anything is damaged or forked."""
+    logs: dict[str, list[Any]] = {}
+    findings: dict[str, list[Any]] = {}
+    for instance, session, log in report.logs:
+        logs.setdefault(session, []).append((instance, log))
+    for finding in report.findings:
+        findings.setdefault(finding.session, []).append(finding)
+    for session in report.sessions:
+        for instance, log in logs.get(session, []):
+            where = f"instance {instance}, session {session}"
+            if log.torn is not None:
+                click.echo(f"torn tail: {where}: {log.torn}")
+            for damage in log.damage:
+                click.echo(f"damaged: {where}: {damage}")
+            if log.more_damage:
+                click.echo(f"damaged: {where}: {log.more_damage} more damaged lines")
+        for finding in findings.get(session, []):
+            click.echo(str(finding))
+    click.echo(report.summary())
+    if not report.ok:
         raise SystemExit(1)
 
 

@@ -72,10 +72,32 @@ def fleet_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--fleet",
         metavar="s3://BUCKET/PREFIX",
-        help="Query every instance's data shipped there (serve --ship-to) instead of "
+        help="Read every instance's data shipped there (serve --ship-to) instead of "
         "--data-dir; the store from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
         "AWS_SECRET_ACCESS_KEY, AWS_REGION. Needs taplog[fleet].",
     )(command)
+
+
+def fetched_fleet(url: str, cache: Path | None, logs: bool = False) -> Any:
+    """What a fleet shipped to `url` (its session logs too with `logs`), fetched into
+    `cache` (`recorder.fleet.fetch.Fleet`); a missing `fleet` extra, a bad URL or a failing
+    store end the command with a message."""
+    try:
+        import boto3  # noqa: F401  (imported by the store only once it is opened)
+
+        from taplog.recorder.fleet.fetch import default_cache, fetch
+        from taplog.recorder.fleet.layout import parse_location
+        from taplog.recorder.fleet.store import StoreError
+    except ImportError as exc:
+        raise click.ClickException(f"--fleet needs taplog[fleet] ({exc.name} is missing)") from None
+    try:
+        location = parse_location(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fleet") from None
+    try:
+        return fetch(location, cache or default_cache(location), logs=logs)
+    except StoreError as exc:
+        raise click.ClickException(f"{location}: {exc}") from None
 
 
 format_option = click.option(

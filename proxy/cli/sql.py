@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from taplog.proxy.cli.options import data_dir_option, fleet_options, format_option
+from taplog.proxy.cli.options import data_dir_option, fetched_fleet, fleet_options, format_option
 
 T = TypeVar("T")
 
@@ -33,21 +33,9 @@ def open_logs(data_dir: Path, output: Path | None = None) -> Any:
 
 def open_fleet(url: str, cache: Path | None, output: Path | None = None) -> Any:
     """DuckDB over what a fleet shipped to `url`, fetched into `cache` first (read-only)."""
-    try:
-        from taplog.recorder.fleet.fetch import default_cache, fetch
-        from taplog.recorder.fleet.layout import parse_location
-        from taplog.recorder.fleet.store import StoreError
-        from taplog.recorder.fleet.views import connect_fleet
-    except ImportError as exc:
-        raise click.ClickException(f"--fleet needs taplog[fleet] ({exc.name} is missing)") from None
-    try:
-        location = parse_location(url)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--fleet") from None
-    try:
-        fleet = fetch(location, cache or default_cache(location))
-    except StoreError as exc:
-        raise click.ClickException(f"{location}: {exc}") from None
+    fleet = fetched_fleet(url, cache)
+    from taplog.recorder.fleet.views import connect_fleet
+
     return connect_fleet(fleet, output)
 
 

@@ -9,6 +9,7 @@ from disk.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -212,3 +213,27 @@ def serve_on_fake(
         *args,
         env=env,
     )
+
+
+def fleet_json(env: dict[str, str], location: str, cache: Path, *command: str) -> Any:
+    """`taplog COMMAND --fleet LOCATION …` as a user types it (the store's variables in
+    `env`), its JSON output read back."""
+    fleet = ("--fleet", location, "--fleet-cache", str(cache), "--format", "json")
+    done = subprocess.run(
+        [TAPLOG, command[0], *fleet, *command[1:]],
+        capture_output=True,
+        text=True,
+        env=taplog_env(**env),
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def until(check: Callable[[], Any], seconds: float = 60.0) -> Any:
+    """What `check` returns once it is truthy (asked every 0.2 s, for at most `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.2)
+    return found

@@ -7,8 +7,6 @@ everything else is as in production.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,7 +15,7 @@ import pytest
 
 from tests.fakes.clients import anthropic_at, openai_at
 from tests.fakes.engines import SeaweedFS
-from tests.fakes.harness import TAPLOG, TaplogProcess, serve_on_fake, taplog_env
+from tests.fakes.harness import TaplogProcess, fleet_json, serve_on_fake, taplog_env, until
 
 pytestmark = pytest.mark.slow
 TO = "s3://fleet/prod"
@@ -26,39 +24,11 @@ STORE_DOWN_SECONDS = 60.0  # "SeaweedFS stopped for a minute"
 
 
 def _fleet(seaweed: SeaweedFS, tmp_path, *command: str) -> list[dict]:
-    """`taplog COMMAND --fleet TO …` as a user types it, its JSON output read back."""
-    cache = str(tmp_path / "cache")
-    done = subprocess.run(
-        [
-            TAPLOG,
-            command[0],
-            "--fleet",
-            TO,
-            "--fleet-cache",
-            cache,
-            "--format",
-            "json",
-            *command[1:],
-        ],
-        capture_output=True,
-        text=True,
-        env=taplog_env(**seaweed.env),
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout)
+    return fleet_json(seaweed.env, TO, tmp_path / "cache", *command)
 
 
 def _fleet_sql(seaweed: SeaweedFS, tmp_path, sql: str) -> list[dict]:
     return _fleet(seaweed, tmp_path, "sql", sql)
-
-
-def _until(check, seconds: float = 60.0):
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.2)
-    return found
 
 
 def _metrics(served: TaplogProcess) -> dict[str, float]:
@@ -118,7 +88,7 @@ def test_three_instances_ship_to_one_bucket_and_the_fleet_counts_each_call_once(
                     [(name, k) for name in fleet for k in range(3)],
                 )
             )
-        rows = _until(
+        rows = until(
             lambda: [
                 r
                 for r in _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls")
@@ -195,7 +165,7 @@ def test_a_store_that_is_down_slows_no_call_and_its_backlog_drains_when_it_is_ba
         down = timed_calls("during-1", 20)
         time.sleep(2)  # idle: due to ship, into a store that is not there
         down = max(down, timed_calls("during-2", 20))
-        waiting = _until(lambda: (m := _metrics(served))["taplog_ship_backlog_objects"] and m)
+        waiting = until(lambda: (m := _metrics(served))["taplog_ship_backlog_objects"] and m)
         assert waiting["taplog_ship_backlog_bytes"] > 0
         assert waiting["taplog_ship_store_reachable"] == 0
         assert waiting["taplog_ship_failures_total"] >= 1
@@ -206,8 +176,8 @@ def test_a_store_that_is_down_slows_no_call_and_its_backlog_drains_when_it_is_ba
             time.sleep(1)
         assert down < max(3 * up, up + 0.02), (up, down)  # a call costs what it did
         seaweed.start()
-        _until(lambda: _metrics(served)["taplog_ship_backlog_objects"] == 0)
-        rows = _until(
+        until(lambda: _metrics(served)["taplog_ship_backlog_objects"] == 0)
+        rows = until(
             lambda: [
                 r
                 for r in _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls")

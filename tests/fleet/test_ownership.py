@@ -11,22 +11,32 @@ import collections
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
 from taplog.recorder.store.reader import read_all
-from tests.fakes.engines import HAProxy, RedisServer, _free_ports
-from tests.fakes.harness import TaplogProcess, serve_on_fake
+from tests.fakes.engines import HAProxy, RedisServer, SeaweedFS, _free_ports
+from tests.fakes.harness import (
+    TAPLOG,
+    TaplogProcess,
+    fleet_json,
+    serve_on_fake,
+    taplog_env,
+    until,
+)
 from tests.fakes.keys import OPENAI_KEY
 
 pytestmark = pytest.mark.slow
 TAKEN_OUT = 3.0  # HAProxy's two failed checks a second apart, and a margin
 PUT_BACK = 2.5  # one good check (rise 1) a second apart, and a margin
+TO = "s3://fleet/ownership"
 
 
 def _client(url: str, session: str) -> openai.OpenAI:
@@ -49,11 +59,18 @@ def _stream(client: openai.OpenAI, text: str) -> str:
 
 
 class _Instance:
-    """`taplog serve --coordination` on a port of its own, which a restart keeps."""
+    """`taplog serve --coordination` on a port of its own, which a restart keeps (shipping
+    quickly to `store` when given one)."""
 
-    def __init__(self, fake, folder: Path, name: str, redis_url: str, port: int) -> None:
+    def __init__(
+        self, fake, folder: Path, name: str, redis_url: str, port: int, store: SeaweedFS | None
+    ) -> None:
         self.fake, self.data, self.name, self.port = fake, folder / name, name, port
         self.args = ("--instance", name, "--coordination", redis_url, "--fsync", "always")
+        self.env = None
+        if store is not None:
+            self.args += ("--ship-to", TO, "--ship-after-minutes", "0.02")
+            self.env = taplog_env(**store.env)
         self.process: TaplogProcess | None = None
 
     @property
@@ -70,6 +87,7 @@ class _Instance:
             "warning",
             *self.args,
             *extra,
+            env=self.env,
         )
 
     def kill(self) -> None:
@@ -82,10 +100,12 @@ class _Instance:
             assert code == 0, err
 
 
-def _fleet(fake, tmp_path: Path, redis: RedisServer, count: int) -> list[_Instance]:
+def _fleet(
+    fake, tmp_path: Path, redis: RedisServer, count: int, store: SeaweedFS | None = None
+) -> list[_Instance]:
     """`count` instances, the first of them with two workers and a recorder process."""
     ports = _free_ports(count)
-    fleet = [_Instance(fake, tmp_path, f"i{n}", redis.url, ports[n]) for n in range(count)]
+    fleet = [_Instance(fake, tmp_path, f"i{n}", redis.url, ports[n], store) for n in range(count)]
     fleet[0].args += ("--workers", "2")
     return fleet
 
@@ -136,10 +156,10 @@ def _assert_owned_one_at_a_time(found: dict[str, dict[str, list[dict]]]) -> list
 
 
 def test_a_killed_instance_hands_its_sessions_over_linked_and_its_restart_forks_none(
-    fake, tmp_path
+    fake, seaweed, tmp_path
 ):
     with RedisServer(tmp_path / "redis") as redis:
-        instances = _fleet(fake, tmp_path, redis, 3)
+        instances = _fleet(fake, tmp_path, redis, 3, store=seaweed)
         for instance in instances:
             instance.start()
         try:
@@ -177,6 +197,8 @@ def test_a_killed_instance_hands_its_sessions_over_linked_and_its_restart_forks_
                 for thread in agents:
                     thread.join(30)
                 assert _leases(victim, "forwarded") > 0  # back, it sent its old sessions on
+            logs = sum(len(where) for where in _lines(instances).values())
+            verified = until(lambda: _verified(seaweed, tmp_path, logs, len(sessions)), 90)
         finally:
             for instance in instances:
                 instance.stop()
@@ -200,18 +222,37 @@ def test_a_killed_instance_hands_its_sessions_over_linked_and_its_restart_forks_
     }
     assert len(seen_whole) > 50
     assert set(seen_whole) <= recorded  # every answer a client saw whole is in a log
+    assert verified.returncode == 0, verified.stdout  # the shipped fleet proves it too
+    said = verified.stdout.splitlines()
+    for session in moved:
+        assert any(line.startswith(f"session {session}: {victim.name}@1 -> ") for line in said)
+    assert said[-1].endswith("0 not yet shipped; 0 forks; 0 damaged"), said[-1]
 
 
-def test_a_fourth_instance_that_joins_sends_sessions_on_to_their_owners(fake, tmp_path):
+def _verified(store: SeaweedFS, tmp_path: Path, logs: int, sessions: int) -> Any:
+    """`taplog verify --fleet` once every log is shipped, else None."""
+    done = subprocess.run(
+        [TAPLOG, "verify", "--fleet", TO, "--fleet-cache", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        env=taplog_env(**store.env),
+        timeout=60,
+    )
+    summary = (done.stdout.splitlines() or [""])[-1]
+    return done if summary.startswith(f"{logs} logs of {sessions} sessions") else None
+
+
+def test_a_fourth_instance_that_joins_sends_sessions_on_to_their_owners(fake, seaweed, tmp_path):
+    """Also the fleet as a user queries it: 30 streaming agents, each call counted once."""
     with RedisServer(tmp_path / "redis") as redis:
-        instances = _fleet(fake, tmp_path, redis, 4)
+        instances = _fleet(fake, tmp_path, redis, 4, store=seaweed)
         newcomer = instances[3]
         for instance in instances[:3]:
             instance.start()
         try:
             with HAProxy(tmp_path / "haproxy", [i.address for i in instances]) as balancer:
                 time.sleep(TAKEN_OUT)  # the fourth, not yet there, is taken out
-                sessions = [f"agent-{n}" for n in range(16)]
+                sessions = [f"agent-{n}" for n in range(30)]
                 for session in sessions:
                     assert _stream(_client(balancer.url, session), "before").startswith("Echo")
                 before = _lines(instances)
@@ -222,6 +263,7 @@ def test_a_fourth_instance_that_joins_sends_sessions_on_to_their_owners(fake, tm
                         text = f"after {turn}"
                         assert _stream(_client(balancer.url, session), text).startswith("Echo")
                 forwarded = _leases(newcomer, "forwarded")
+            counted = until(lambda: _shipped(seaweed, tmp_path, calls=90))
         finally:
             for instance in instances:
                 instance.stop()
@@ -235,6 +277,21 @@ def test_a_fourth_instance_that_joins_sends_sessions_on_to_their_owners(fake, tm
     assert not newcomer.data.joinpath("sessions").exists() or not list(
         newcomer.data.joinpath("sessions").glob("agent-*.jsonl")
     )
+    assert counted == {"calls": 90, "sessions": 30, "instances": 3, "twice": 0}
+
+
+def _shipped(store: SeaweedFS, tmp_path: Path, calls: int) -> dict | None:
+    """What the fleet query finds once it has `calls` calls: calls, sessions, the instances
+    that served them, and `(session, epoch, seq)` keys found twice."""
+    sql = (
+        "SELECT (SELECT count(*) FROM llm_calls) AS calls, "
+        "(SELECT count(DISTINCT session) FROM llm_calls) AS sessions, "
+        "(SELECT count(DISTINCT instance) FROM llm_calls) AS instances, "
+        "(SELECT count(*) FROM (SELECT session, epoch, seq FROM events "
+        "GROUP BY ALL HAVING count(*) > 1)) AS twice"
+    )
+    (found,) = fleet_json(store.env, TO, tmp_path / "cache", "sql", sql)
+    return found if found["calls"] >= calls else None
 
 
 def _leases(instance: _Instance, outcome: str) -> float:
