@@ -75,7 +75,8 @@ def test_haproxy_takes_its_configuration_with_the_services_addresses():
 def test_seaweedfs_is_started_with_flags_weed_mini_has():
     (script,) = SERVICES["seaweedfs"]["command"]
     asked = set(re.findall(r" (-[a-z0-9.]+)=", script.split("weed mini", 1)[1]))
-    assert asked == {"-dir", "-ip", "-ip.bind", "-bucket", "-s3.config"}
+    assert asked == {"-dir", "-ip", "-ip.bind", "-bucket", "-s3.config", "-master.telemetry"}
+    assert "-master.telemetry=false" in script  # it would report to the internet
     known = subprocess.run([weed_binary(), "mini", "-h"], capture_output=True, text=True)
     for flag in asked:
         assert re.search(rf"^\s+{re.escape(flag)}\b", known.stdout + known.stderr, re.M), flag
