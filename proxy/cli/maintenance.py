@@ -84,12 +84,7 @@ def _report(reports: list[Any]) -> None:
     for report in reports:
         if report.repaired:
             click.echo(f"repaired: {report.path}: {report.repaired}")
-        if report.torn is not None:
-            click.echo(f"torn tail: {report.torn}")
-        for finding in report.damage:
-            click.echo(f"damaged: {finding}")
-        if report.more_damage:
-            click.echo(f"damaged: {report.path}: {report.more_damage} more damaged lines")
+        _echo_problems(report)
     damaged = [r for r in reports if not r.ok]
     counts = {
         "repaired": sum(r.repaired is not None for r in reports),
@@ -100,6 +95,17 @@ def _report(reports: list[Any]) -> None:
     click.echo(summary + "".join(f", {n} {what}" for what, n in counts.items() if n))
     if damaged:
         raise SystemExit(1)
+
+
+def _echo_problems(report: Any, where: str = "") -> None:
+    """A log's torn tail and damage, a line each (`where`: the instance and session of a
+    fleet's log)."""
+    if report.torn is not None:
+        click.echo(f"torn tail: {where}{report.torn}")
+    for finding in report.damage:
+        click.echo(f"damaged: {where}{finding}")
+    if report.more_damage:
+        click.echo(f"damaged: {where}{report.path}: {report.more_damage} more damaged lines")
 
 
 def _fleet_checked(url: str, cache: Path | None, names: tuple[str, ...]) -> Any:
@@ -125,13 +131,7 @@ def _report_fleet(report: Any) -> None:
         findings.setdefault(finding.session, []).append(finding)
     for session in report.sessions:
         for instance, log in logs.get(session, []):
-            where = f"instance {instance}, session {session}"
-            if log.torn is not None:
-                click.echo(f"torn tail: {where}: {log.torn}")
-            for damage in log.damage:
-                click.echo(f"damaged: {where}: {damage}")
-            if log.more_damage:
-                click.echo(f"damaged: {where}: {log.more_damage} more damaged lines")
+            _echo_problems(log, f"instance {instance}, session {session}: ")
         for finding in findings.get(session, []):
             click.echo(str(finding))
     click.echo(report.summary())
