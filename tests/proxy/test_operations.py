@@ -256,6 +256,10 @@ def test_sigterm_during_concurrent_streams_loses_nothing(fake, tmp_path):
 # -- the Docker image ------------------------------------------------------------------
 
 
+def _dockerfile_text() -> str:
+    return (ROOT / "Dockerfile").read_text()
+
+
 def _dockerfile() -> dict[str, list[str]]:
     """Instructions of the final stage, continuation lines joined: {"CMD": [...], ...}."""
     text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
@@ -285,8 +289,10 @@ def test_the_dockerfile_builds_a_small_non_root_image_installed_like_ci():
     assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'" in ci
     (install,) = [r for r in docker["RUN_ALL"] if "pip install" in r]
     assert install.startswith("python3 -m venv /opt/taplog && /opt/taplog/bin/pip install")
-    assert install.endswith(" '.[fast]'")  # the project, with uvloop, no test extra
-    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert install.endswith(' ".[${EXTRAS}]"')  # the project and its extras, no test extra
+    # by default with uvloop; config/compose.yaml's fleet adds `fleet`
+    assert re.findall(r"^ARG (.*)$", _dockerfile_text(), re.M) == ["EXTRAS=fast"]
+    dockerfile = _dockerfile_text()
     assert not re.search(r"(?i)(api_key|token|secret|password)\s*=", dockerfile)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "taplog-data", ".env"} <= set(ignored)
