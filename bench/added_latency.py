@@ -1,6 +1,6 @@
 """What taplog adds to one non-streaming call: median of many, against the fake directly.
 
-    .venv/bin/python bench/added_latency.py [--calls 500] [--workers N]
+    .venv/bin/python bench/added_latency.py [--calls 500] [--workers N] [--serve=--flag=value …]
 
 Starts the tests' fake vendor and `taplog serve` (fsync interval) as separate
 processes on 127.0.0.1, then alternates calls direct / through taplog from one
@@ -35,10 +35,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--workers", default="0", help="taplog's proxy workers (0: one process)")
+    parser.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        help="another argument of taplog serve, e.g. --serve=--coordination=redis://127.0.0.1:6379/0",
+    )
     args = parser.parse_args()
     fake = start_fake()
     data_dir = tempfile.mkdtemp(prefix="taplog-bench-")
-    taplog = start_taplog(data_dir, fake.url, "--workers", args.workers)
+    taplog = start_taplog(data_dir, fake.url, "--workers", args.workers, *args.serve)
     try:
         direct_url = f"{fake.url}/v1/chat/completions"
         taplog_url = f"{taplog.url}/v1/chat/completions"

@@ -108,7 +108,8 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
 
     epoch = resumed = None
     if services.ownership is not None:  # a fleet: one instance writes a session at a time
-        owned = await services.ownership.serve_here(request, body, resolution.session)
+        new = resolution.source == "new"
+        owned = await services.ownership.serve_here(request, body, resolution.session, new)
         if isinstance(owned, web.StreamResponse):
             return owned  # its owner served (and recorded) it
         epoch, resumed = owned.epoch, owned.resumed

@@ -45,7 +45,9 @@ class Ownership(Protocol):
     """With `--coordination`, whether a call of a session is served here, and under which
     lease (`proxy.coordination.forward.FleetOwnership`)."""
 
-    async def serve_here(self, request: web.Request, body: bytes, session: str) -> Any: ...
+    async def serve_here(
+        self, request: web.Request, body: bytes, session: str, new: bool
+    ) -> Any: ...
 
     def started(self, session: str) -> None: ...
 

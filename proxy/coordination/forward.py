@@ -99,10 +99,10 @@ class FleetOwnership:
         self._counted = counted  # by outcome (`Metrics.ownership`)
 
     async def serve_here(
-        self, request: web.Request, body: bytes, session: str
+        self, request: web.Request, body: bytes, session: str, new: bool
     ) -> Claim | web.StreamResponse:
-        """Under which lease this instance serves a call of `session`, or the owner's
-        answer when another live instance owns it."""
+        """Under which lease this instance serves a call of `session` (`new`: a session
+        taplog has just named), or the owner's answer when another live instance owns it."""
         leases = self.leases
         epoch = leases.held(session)
         if epoch is not None:
@@ -110,6 +110,9 @@ class FleetOwnership:
         settings = self._settings
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         url = settings.reachable_url(sockname[1] if sockname else settings.port)
+        if new:
+            self._counted.labels("claimed").inc()
+            return leases.claim_new(session, url)
         claim = await leases.claim(session, url, take=FORWARDED_BY in request.headers)
         if claim.owner_url is not None:
             try:

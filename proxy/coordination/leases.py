@@ -21,10 +21,12 @@ it wrote of each session (`proxy.coordination.reports`, where the recorder runs)
 next owner can link it.
 
 A call waits on Redis only for a session's first call in this process (and when its
-lease is lost): a lease is believed for `LEASE_SECONDS`, and a background task renews
-every second the leases of the sessions this process served lately, and learns of those
-another instance took. A lease not renewed for `LEASE_SECONDS` (its owner died, or the
-session went idle) is free for the next instance; on a clean stop an owner releases its
+lease is lost), and not even then for a session taplog has just named itself (a random
+id: epoch 1, claimed in the background): a lease is believed for `LEASE_SECONDS`, and a
+background task looks every `RENEW_SECONDS` for the leases of sessions in use here that
+have less than half of that left, renews them, and learns of those another instance
+took. A lease not renewed for `LEASE_SECONDS` (its owner died, or the session went idle)
+is free for the next instance; on a clean stop an owner releases its
 leases once its last lines are written and reported (`proxy.coordination.reports`).
 Redis down or slow: the call is served and recorded all the same, with its epoch
 unknown (null); coordination never refuses a call. One command may take
@@ -111,6 +113,11 @@ class _Lease:
     calls: int = 0  # in flight here
     used: float = 0.0  # monotonic: the last call's start or end
 
+    def due(self, now: float) -> bool:
+        """In use here, and less than half of the lease left: renew it."""
+        in_use = self.calls or self.used > self.until - LEASE_SECONDS
+        return bool(in_use) and self.until - now < LEASE_SECONDS / 2
+
 
 class SessionLeases:
     """The leases this process holds, and claims of new ones (`client`: `redis.asyncio`).
@@ -123,6 +130,7 @@ class SessionLeases:
         self.instance = instance
         self._owner = owner
         self._held: dict[str, _Lease] = {}
+        self._claiming: set[asyncio.Task[Claim]] = set()  # of new sessions, in the background
         self._retry_at = 0.0  # monotonic: Redis failed; calls do not ask before then
         self._down = False  # the last command failed (said once, and once when back)
         self._claim = client.register_script(_CLAIM)
@@ -134,6 +142,16 @@ class SessionLeases:
         if lease is not None and time.monotonic() < lease.until:
             return lease.epoch
         return None
+
+    def claim_new(self, session: str, url: str) -> Claim:
+        """A session taplog has just named itself (a random id no other instance can
+        know): epoch 1 at once, its lease taken in the background, so a one-call session
+        waits on no Redis."""
+        self._held[session] = _Lease(1, time.monotonic() + LEASE_SECONDS, used=time.monotonic())
+        task = asyncio.get_running_loop().create_task(self.claim(session, url))
+        self._claiming.add(task)
+        task.add_done_callback(self._claiming.discard)
+        return Claim(1)
 
     async def claim(self, session: str, url: str, take: bool = False) -> Claim:
         """Claim `session` for a call; `url` is where this instance takes calls forwarded
@@ -192,8 +210,8 @@ class SessionLeases:
             lease.used = time.monotonic()
 
     async def renew_forever(self) -> None:
-        """Every `RENEW_SECONDS`: renew the leases of sessions served lately, forget the
-        idle ones (they run out in Redis) and those another instance took."""
+        """Every `RENEW_SECONDS`: renew the leases due (`_Lease.due`), forget the idle ones
+        (they run out in Redis) and those another instance took."""
         while True:
             await asyncio.sleep(RENEW_SECONDS)
             await self.renew()
@@ -203,7 +221,7 @@ class SessionLeases:
         for session, lease in list(self._held.items()):
             if not lease.calls and now - lease.used > LEASE_SECONDS / 2:
                 del self._held[session]  # idle: it runs out in Redis by itself
-        sessions = list(self._held)
+        sessions = [session for session, lease in self._held.items() if lease.due(now)]
         if not sessions:
             return
         try:
