@@ -126,7 +126,6 @@ class SessionLeases:
     """
 
     def __init__(self, client: Any, instance: str, owner: str) -> None:
-        self._redis = client
         self.instance = instance
         self._owner = owner
         self._held: dict[str, _Lease] = {}
