@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -18,54 +18,17 @@ import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
-from taplog.recorder.events import llm_request, make_event, new_id
+from taplog.recorder.events import make_event
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.retention import BadAge, last_event, parse_age, prune
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
+from tests.builders import INLINE_MAX
+from tests.builders import dated_ts as _ts
+from tests.builders import write_dated_sessions as write_sessions
 from tests.fakes.clients import sql_rows
 
-INLINE_MAX = 1024
 SHARED = "shared " * 400  # a body over INLINE_MAX: a blob, the same in every session
-NOW = datetime.now(UTC)
-
-
-def _ts(days_ago: float) -> str:
-    return (NOW - timedelta(days=days_ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _events(session: str, days_ago: list[float], body: str | None) -> list[dict]:
-    """A session.started, then one request per age (the first with `body`, if any)."""
-    started = make_event("session.started", session, None, source="header", api="openai.chat")
-    events = [started]
-    for n in range(len(days_ago)):
-        content = body if n == 0 and body is not None else f"turn {n} of {session}"
-        events.append(
-            llm_request(
-                session,
-                new_id("ex"),
-                api="openai.chat",
-                model="gpt-4.1",
-                body={"model": "gpt-4.1", "messages": [{"role": "user", "content": content}]},
-            )
-        )
-    started["ts"] = _ts(days_ago[0])
-    for event, ago in zip(events[1:], days_ago, strict=True):
-        event["ts"] = _ts(ago)
-    return events
-
-
-def write_sessions(data_dir: Path, sessions: dict[str, tuple[list[float], str | None]]) -> None:
-    """Each session's events, dated `days_ago`, written by the writer (blobs and all)."""
-    recorder = Recorder(data_dir, fsync="never", body_inline_max=INLINE_MAX)
-    recorder.start()
-    for session, (days_ago, body) in sessions.items():
-        for event in _events(session, days_ago, body):
-            recorder.record(EventRecord(event))
-    recorder.close()
-    written = (NOW - timedelta(days=1)).timestamp()  # long before any pass: none is fresh
-    for blob in (data_dir / "blobs").glob("*/*.json"):
-        os.utime(blob, (written, written))
 
 
 def _blob_of(body: str, data_dir: Path) -> Path:
