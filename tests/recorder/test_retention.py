@@ -209,3 +209,14 @@ def test_a_blob_written_since_the_pass_started_stays(data_dir):
     gone = prune(data_dir, timedelta(days=30))
     assert [(p.session, p.blobs_removed) for p in gone] == [("old-a", 0), ("old-b", 0)]
     assert own.exists()
+
+
+def test_a_shipping_data_dir_keeps_an_old_session_until_it_is_shipped_as_it_is(data_dir):
+    logs = data_dir / "sessions"
+    shipped = {"old-a": {"size": (logs / "old-a.jsonl").stat().st_size}, "old-b": {"size": 1}}
+    (data_dir / "shipping").mkdir()
+    (data_dir / "shipping" / "state.json").write_bytes(orjson.dumps({"sessions": shipped}))
+    state = (data_dir / "shipping" / "state.json").read_bytes()
+    assert [p.session for p in prune(data_dir, timedelta(days=30))] == ["old-a"]
+    assert (logs / "old-b.jsonl").exists()
+    assert (data_dir / "shipping" / "state.json").read_bytes() == state  # the bucket untouched
