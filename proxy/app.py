@@ -58,6 +58,7 @@ from taplog.proxy.processes.link import RecorderLink
 from taplog.proxy.replay import REPLAYER, Replayer
 from taplog.proxy.upstream import open_pool
 from taplog.recorder.events import new_id
+from taplog.recorder.retention import start_retention
 from taplog.recorder.sessions import SessionResolver
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.writer import Recorder
@@ -216,6 +217,17 @@ def compact_idle(data_dir: Path, idle_seconds: float) -> None:
         log.info("compacted %d idle sessions", len(done))
 
 
+async def _retention(app: web.Application) -> AsyncIterator[None]:
+    """Prune old sessions where the recorder runs (a worker leaves it to the recorder process)."""
+    recorder, settings = app[RECORDER], app[SETTINGS]
+    timer = None
+    if isinstance(recorder, Recorder):
+        timer = start_retention(settings.data_dir, settings.retention_days, recorder)
+    yield
+    if timer is not None:
+        await asyncio.to_thread(timer.stop)
+
+
 async def _shipping(app: web.Application) -> AsyncIterator[None]:
     """Ship closed sessions to the fleet's object store on a thread of its own, where the
     recorder runs (a worker leaves it to the recorder process)."""
@@ -365,6 +377,7 @@ def create_app(
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_coordination)
     app.cleanup_ctx.append(_compactor)
+    app.cleanup_ctx.append(_retention)
     app.cleanup_ctx.append(_shipping)
     app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)

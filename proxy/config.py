@@ -238,6 +238,12 @@ class Settings:
         "Copy sessions idle this long into Parquet for fast queries (0: never).",
         _not_negative,
     )
+    retention_days: int = setting(
+        0,
+        "Remove whole sessions whose last event is older than this many days, at start and "
+        "hourly (0: keep them for ever); see docs/retention.md.",
+        _not_negative,
+    )
     instance: str = setting(
         "",
         "This instance's name in the fleet's shipped data (its partition); empty: the host name.",

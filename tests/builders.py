@@ -8,10 +8,16 @@ Checks of what the official SDKs accept are beside the tests that make them
 from __future__ import annotations
 
 import itertools
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
 from hypothesis import strategies as st
+
+from taplog.recorder.events import llm_request, make_event, new_id
+from taplog.recorder.store.writer import EventRecord, Recorder
 
 HELLO = [{"role": "user", "content": "hello"}]
 CREATED = 1_790_000_000  # the `created` of every hand-built answer
@@ -350,3 +356,51 @@ class SessionLog:
             return seq
         outcome = outcome or ("ok" if status < 400 else "upstream_error")
         return self.add("llm.response", status=status, outcome=outcome, body=answer, **exchange)
+
+
+# -- session logs dated in the past (retention) --------------------------------------------
+
+INLINE_MAX = 1024  # bytes: a body longer goes to a blob
+NOW = datetime.now(UTC)
+
+
+def dated_ts(days_ago: float) -> str:
+    """A `ts` this many days ago."""
+    return (NOW - timedelta(days=days_ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _dated_events(session: str, days_ago: list[float], body: str | None) -> list[dict]:
+    """A session.started, then one request per age (the first with `body`, if any)."""
+    started = make_event("session.started", session, None, source="header", api="openai.chat")
+    events = [started]
+    for n in range(len(days_ago)):
+        content = body if n == 0 and body is not None else f"turn {n} of {session}"
+        events.append(
+            llm_request(
+                session,
+                new_id("ex"),
+                api="openai.chat",
+                model="gpt-4.1",
+                body={"model": "gpt-4.1", "messages": [{"role": "user", "content": content}]},
+            )
+        )
+    started["ts"] = dated_ts(days_ago[0])
+    for event, ago in zip(events[1:], days_ago, strict=True):
+        event["ts"] = dated_ts(ago)
+    return events
+
+
+def write_dated_sessions(
+    data_dir: Path, sessions: dict[str, tuple[list[float], str | None]]
+) -> None:
+    """Each session's events, dated `days_ago`, written by the writer (blobs and all); the
+    first request's content is `body` when given."""
+    recorder = Recorder(data_dir, fsync="never", body_inline_max=INLINE_MAX)
+    recorder.start()
+    for session, (days_ago, body) in sessions.items():
+        for event in _dated_events(session, days_ago, body):
+            recorder.record(EventRecord(event))
+    recorder.close()
+    written = (NOW - timedelta(days=1)).timestamp()  # long before any pass: none is fresh
+    for blob in (data_dir / "blobs").glob("*/*.json"):
+        os.utime(blob, (written, written))

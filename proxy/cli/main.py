@@ -34,6 +34,7 @@ for command in (
     maintenance.repair,
     maintenance.compact,
     maintenance.migrate,
+    maintenance.prune,
     ui.ui,
 ):
     main.add_command(command)

@@ -1,5 +1,5 @@
-"""Keeping a data dir sound: `verify`, `repair`, `compact` and `migrate`. No server needed
-(`repair` and `migrate` refuse while one owns the data dir)."""
+"""Keeping a data dir sound: `verify`, `repair`, `compact`, `migrate` and `prune`. No server
+needed (`repair`, `migrate` and `prune` refuse while one owns the data dir)."""
 
 from __future__ import annotations
 
@@ -185,3 +185,65 @@ def migrate(data_dir: Path) -> None:
     for path in rewritten:
         click.echo(f"upgraded {path}")
     click.echo(f"{len(rewritten)} session files upgraded")
+
+
+@click.command()
+@data_dir_option
+@click.option(
+    "--older-than",
+    "age",
+    required=True,
+    metavar="AGE",
+    help="Sessions whose last event is older than this go: 30d, 12h or 90m.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would go; change nothing.")
+def prune(data_dir: Path, age: str, dry_run: bool) -> None:
+    """Remove whole sessions whose last event is older than AGE.
+
+    A session goes with the blobs no other session points at, its quarantined
+    files and its compacted rows; a line per session goes to pruned.jsonl.
+    Refuses while `taplog serve` owns the data dir: give it --retention-days
+    instead. --dry-run only reads, so it runs beside serve.
+
+    Example: taplog prune --older-than 30d --dry-run
+    """
+    from taplog.recorder.retention import BadAge, parse_age
+    from taplog.recorder.retention import prune as run
+    from taplog.recorder.store.lock import DataDirBusy
+
+    try:
+        older_than = parse_age(age)
+    except BadAge as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    _logs_dir(data_dir)
+    try:
+        gone = run(data_dir, older_than, dry_run=dry_run)
+    except DataDirBusy as exc:
+        raise click.ClickException(
+            f"{exc}; or let it prune on its own: taplog serve --retention-days N"
+        ) from None
+    verb = "would prune" if dry_run else "pruned"
+    for pruned in gone:
+        click.echo(
+            f"{verb} {pruned.session}: last event {pruned.last_event}, {pruned.lines} lines, "
+            f"{_bytes(pruned.bytes)}, {_count(pruned.blobs_removed, 'blob')}"
+        )
+    summary = (
+        f"{verb} {_count(len(gone), 'session')} older than {age}: "
+        f"{sum(p.lines for p in gone)} lines, {_bytes(sum(p.bytes for p in gone))}, "
+        f"{_count(sum(p.blobs_removed for p in gone), 'blob')}"
+    )
+    click.echo(summary + ("; nothing was changed (--dry-run)" if dry_run else ""))
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _bytes(size: int) -> str:
+    scaled, unit = float(size), "bytes"
+    for larger in ("KiB", "MiB", "GiB"):
+        if scaled < 1024:
+            break
+        scaled, unit = scaled / 1024, larger
+    return f"{size} bytes" if unit == "bytes" else f"{scaled:.1f} {unit}"

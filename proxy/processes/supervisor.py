@@ -57,6 +57,7 @@ from taplog.proxy.observe.metrics import Metrics
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.proxy.server import GC_THRESHOLDS, GIL_SWITCH_SECONDS, check_binding, new_event_loop
 from taplog.recorder.events import new_id
+from taplog.recorder.retention import start_retention
 from taplog.recorder.service import RecorderService
 from taplog.recorder.store.lock import DataDirLock
 
@@ -312,12 +313,15 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     if idle := settings.compact_after_minutes * 60:
         _every(min(60.0, idle), lambda: compact_idle(settings.data_dir, idle))
     shipper = start_shipping(settings, metrics)
+    retention = start_retention(settings.data_dir, settings.retention_days, recorder)
     gc.freeze()  # as a worker does (`proxy.server`): start-up's objects are never walked
     gc.set_threshold(*GC_THRESHOLDS)
     told.send(True)
     service.serve()
     if shipper is not None:
         shipper.stop()
+    if retention is not None:
+        retention.stop()
     recorder.close()
     if reports is not None:
         reports.stop()

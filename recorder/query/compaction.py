@@ -8,12 +8,21 @@ log still has that size: one that grows again is read from its log until it
 is compacted anew, and no event is ever counted twice. Segments are few and
 large (queries open a handful of files, not one per session): once there are
 more than `MAX_SEGMENTS`, the live rows of all of them are merged into one.
+
+Retention (`recorder.retention`) takes pruned sessions' rows out (`drop_sessions`):
+each segment that holds any is rewritten without them under a new name, the
+manifest then points at it, and only then is the old one deleted. Compaction and
+retention change the manifest one at a time, under `compacted/.lock` (`taplog
+compact` may run beside `taplog serve`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import time
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,10 +88,26 @@ def write_parquet(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> 
     os.replace(partial, target)
 
 
+@contextlib.contextmanager
+def _changing(folder: Path) -> Iterator[None]:
+    """The manifest and segments to this process alone (waits for another's change)."""
+    folder.mkdir(exist_ok=True, mode=0o700)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
     """Compact every session whose log changed since and is idle this long."""
     folder = data_dir / COMPACTED_DIR
-    folder.mkdir(exist_ok=True, mode=0o700)
+    with _changing(folder):
+        return _compact(data_dir, folder, idle_seconds)
+
+
+def _compact(data_dir: Path, folder: Path, idle_seconds: float) -> list[str]:
     manifest = _read_manifest(folder)
     due: dict[str, tuple[Path, int]] = {}
     for log in sorted((data_dir / "sessions").glob("*.jsonl")):
@@ -140,3 +165,59 @@ def _drop_unused(folder: Path, manifest: Manifest) -> None:
     for segment in folder.glob("segment-*.parquet"):
         if segment.name not in used:
             segment.unlink(missing_ok=True)
+
+
+def drop_sessions(data_dir: Path, sessions: Iterable[str]) -> int:
+    """Take every row of `sessions` out of the segments (retention); how many segments
+    in use were rewritten or dropped (those no entry uses go, as after compaction).
+    Each is rewritten aside under a new name, the manifest is moved to it, then the
+    old file goes: a view reads either, never a session twice, and never a pruned
+    session's rows (its log is gone, and a session without a log is not read). The
+    entries of any other session without a log go too (a pass cut short left them)."""
+    folder, logs = data_dir / COMPACTED_DIR, data_dir / "sessions"
+    if not folder.is_dir():
+        return 0
+    with _changing(folder):
+        manifest = _read_manifest(folder)
+        gone = sorted(set(sessions) | {s for s in manifest if not (logs / f"{s}.jsonl").exists()})
+        if not gone:
+            return 0
+        manifest = {s: e for s, e in manifest.items() if s not in gone}
+        used = sorted({str(entry["segment"]) for entry in manifest.values()})
+        con = duckdb.connect()
+        try:
+            renamed = {name: _without(con, folder / name, gone) for name in used}
+        finally:
+            con.close()
+        renamed = {old: new for old, new in renamed.items() if new != old}
+        for session, entry in list(manifest.items()):
+            if entry.get("segment") in renamed:
+                if renamed[str(entry["segment"])] is None:
+                    del manifest[session]  # no rows of it left: read from its log
+                else:
+                    entry["segment"] = renamed[str(entry["segment"])]
+        _write_manifest(folder, manifest)
+        _drop_unused(folder, manifest)
+    return len(renamed)
+
+
+def _without(con: duckdb.DuckDBPyConnection, segment: Path, gone: list[str]) -> str | None:
+    """The name of `segment` without the rows of `gone`: its own when it holds none,
+    a new segment's, or None when nothing is left."""
+    if not segment.exists():
+        return segment.name  # not read either (`compacted_sessions`)
+    source = f"read_parquet({sql_list([str(segment)])})"
+    found = con.execute(
+        f"SELECT count(*) FILTER (WHERE list_contains(?, session)), count(*) FROM {source}",
+        [gone],
+    ).fetchone()
+    pruned, rows = found if found else (0, 0)
+    if not pruned:
+        return segment.name
+    if pruned == rows:
+        return None
+    rewritten = _new_segment(segment.parent)
+    con.execute("SET VARIABLE taplog_gone = ?::VARCHAR[]", [gone])
+    where = "NOT list_contains(getvariable('taplog_gone'), session)"
+    write_parquet(con, f"SELECT * FROM {source} WHERE {where}", rewritten)
+    return rewritten.name

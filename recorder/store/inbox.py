@@ -68,6 +68,10 @@ class Inbox:
                     self._wake.wait(None if timeout is None else timeout - patience)
                 self._asleep = False
 
+    def holds(self, session: str) -> bool:
+        """Whether anything of `session` is queued (a copy is looked at: callers append)."""
+        return any(getattr(item, "session", None) == session for item in tuple(self._items))
+
     def take(self, limit: int = 10_000) -> list[Any]:
         """Up to `limit` items, without waiting."""
         self._for_writer = False

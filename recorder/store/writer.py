@@ -55,7 +55,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -326,6 +326,31 @@ class Recorder:
             wakes_at = self._next_look()
         if wakes_at < self._wakes_at:  # e.g. lines now wait that must be written in time
             self._inbox.wake()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the writer's turn: everything queued so far is built and written first, then
+        nothing is written until the block ends (retention deletes logs under it, so no
+        line goes to a file it deletes). Records that come meanwhile wait in the inbox."""
+        with self._turn:
+            self._step(write_all=True)
+            yield
+        self._inbox.wake()  # what came meanwhile, at once
+
+    def busy(self, session: str) -> bool:
+        """Whether `session` has records queued or lines unwritten; asked under `held`."""
+        return self._pending.holds(session) or self._inbox.holds(session)
+
+    def forget(self, session: str) -> None:
+        """Close `session`'s file and forget its state, its log being deleted; under `held`.
+        A later record of it starts a new log."""
+        for session_file in (self._files.pop(session, None), self._unsynced.reclaim(session)):
+            if session_file is not None:
+                session_file.dirty = False  # about to be deleted: nothing to sync
+                with contextlib.suppress(OSError):
+                    session_file.close(sync=False)
+        self._states.pop(session, None)
+        self._waiting.discard(session)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, sync and close every file, stop the thread."""
