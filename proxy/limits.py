@@ -216,7 +216,7 @@ def refusal_message(call: Call, over: Over) -> str:
             f"loop guard: in session {call.session!r} the model asked for the tool "
             f"{totals.tool_name!r} with the same arguments {totals.tool_arguments} "
             f"{over.used:g} times in a row, and {setting} is {limit.value:g}; the call was "
-            f"not sent. Change the conversation, start a new session, or {raise_it} (0: off)"
+            f"not sent. Start a new session, or {raise_it} (0: off)"
         )
     whose = (
         f"session {call.session!r}"
