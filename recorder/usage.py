@@ -181,7 +181,7 @@ class UsageLedger:
         totals = self.tables.sessions.get(session)
         if totals is None:
             totals = Totals()
-            if seq > 1:  # met in the middle: what came before is in its log
+            if seq > 2:  # met in the middle (line 1 is its start): the rest is in its log
                 path = self._sessions_dir / f"{session}.jsonl"
                 restore(totals, _earlier(path, seq), self._tracked)
             self.tables.put(SESSION, session, totals)
