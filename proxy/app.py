@@ -40,6 +40,7 @@ from taplog.proxy.keys import (
     BREAKERS,
     FALLBACKS,
     LIFECYCLE,
+    LIMITS,
     OWNERSHIP,
     POOL,
     RECORDER,
@@ -51,6 +52,7 @@ from taplog.proxy.keys import (
     Lifecycle,
     services_of,
 )
+from taplog.proxy.limits import Limits, start_ledger, tracked
 from taplog.proxy.observe.labels import Bounded
 from taplog.proxy.observe.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
 from taplog.proxy.observe.observer import Observer
@@ -63,6 +65,7 @@ from taplog.recorder.sessions import SessionResolver
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.tools.recorded_answers import load_index
+from taplog.recorder.usage import UsageTables
 from taplog.recorder.vendors.apis import DEFAULT_PROVIDER
 
 if TYPE_CHECKING:
@@ -89,6 +92,9 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
     if REPLAYER in app:
         recorder.observe(app[REPLAYER].observe)
     reports = start_reports(settings, recorder)
+    ledger = start_ledger(settings, recorder)
+    if ledger is not None:  # the request path reads the ledger's own totals
+        app[LIMITS] = Limits(settings, ledger.tables)
     recorder.start()
     app[RECORDER] = recorder
     try:
@@ -138,12 +144,16 @@ async def _recorder_process(app: web.Application, socket_path: str) -> AsyncIter
     """A worker's recorder: the recorder process (`proxy.processes`), which holds the data
     dir and its lock, compacts, and counts the recorded events for /metrics."""
     settings, resolver = app[SETTINGS], app[RESOLVER]
+    usage = UsageTables()  # the recorder process's totals, as it sends them
     link = RecorderLink(
         socket_path,
         settings.data_dir / "sessions",
         int(settings.queue_high_water_mb * 1024 * 1024),
         learn=resolver.learn,
+        usage=usage.put,
     )
+    if tracked(settings) is not None:
+        app[LIMITS] = Limits(settings, usage)
     await link.connect()
     app[RECORDER] = link
     resolver.share = link.tell  # what it learns, the other workers learn

@@ -233,6 +233,48 @@ class Settings:
     session_idle_minutes: float = setting(
         60.0, "Idle time after which a stateless chat starts a new session.", _positive
     )
+    session_max_cost_usd: float = setting(
+        0.0,
+        "Most a session may cost, in USD, before its next call is refused (a 403); calls of "
+        "a model with no price add nothing to it (docs/budgets.md). 0: no limit.",
+        _not_negative,
+    )
+    session_max_calls: int = setting(
+        0, "Most calls a session may make; the next one is refused. 0: no limit.", _not_negative
+    )
+    session_max_tokens: int = setting(
+        0,
+        "Most tokens (input and output) a session may use; the next call is refused. 0: no limit.",
+        _not_negative,
+    )
+    session_max_calls_per_minute: int = setting(
+        0,
+        "Most calls a session may make in any 60 seconds; more are refused. 0: no limit.",
+        _not_negative,
+    )
+    key_max_cost_usd: float = setting(
+        0.0,
+        "As session_max_cost_usd, over every session of one API key (taplog's fingerprint "
+        "of it), since taplog started. 0: no limit.",
+        _not_negative,
+    )
+    key_max_calls: int = setting(
+        0, "As session_max_calls, over every session of one API key. 0: no limit.", _not_negative
+    )
+    key_max_tokens: int = setting(
+        0, "As session_max_tokens, over every session of one API key. 0: no limit.", _not_negative
+    )
+    key_max_calls_per_minute: int = setting(
+        0,
+        "As session_max_calls_per_minute, over every session of one API key. 0: no limit.",
+        _not_negative,
+    )
+    loop_guard: int = setting(
+        0,
+        "Refuse a session's next call once its model asked for the same tool with the same "
+        "arguments this many times in a row. 0: off.",
+        _not_negative,
+    )
     compact_after_minutes: float = setting(
         60.0,
         "Copy sessions idle this long into Parquet for fast queries (0: never).",

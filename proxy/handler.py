@@ -13,7 +13,9 @@ Order matters and is part of the contract:
 5. resolve the session (a bad explicit id: 400, nothing created);
 6. in a fleet (`--coordination`), hold the session's lease, or send the call on to the
    instance that owns it (`proxy.coordination`), which serves and records it;
-7. hand `session.started` to the recorder, and serve the call along its chain
+7. hand `session.started` to the recorder; over a budget or caught in a loop
+   (`proxy.limits`), refuse with a 403 in the client's error shape, recorded;
+8. serve the call along its chain
    (`proxy.chain`: a call without a fallback rule is a chain of one), which
    records every try and its answer whatever happens to it.
 """
@@ -133,6 +135,8 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         recorder.record(SessionStart(_session_started(resolution, route.api, headers, epoch)))
     if resumed is not None:
         recorder.record(EventRecord(resumed))
+    if services.limits is not None and (refused := services.limits.refusal(call)) is not None:
+        return refused  # over a budget, or a loop: recorded, no vendor called
     serving = chain.serve(request, call)
     if replayer is not None:
         return await replayer.forwarding(call.id, recorder, serving)

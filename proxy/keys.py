@@ -41,6 +41,12 @@ class Recording(Protocol):
     ) -> None: ...
 
 
+class Admission(Protocol):
+    """Budgets and the loop guard (`proxy.limits.Limits`): a call's refusal, or None."""
+
+    def refusal(self, call: Any) -> web.Response | None: ...
+
+
 class Ownership(Protocol):
     """With `--coordination`, whether a call of a session is served here, and under which
     lease (`proxy.coordination.forward.FleetOwnership`)."""
@@ -77,6 +83,7 @@ class Services:
     tokens: Tokens
     plain_rule: Rule  # the chain of a call whose model has no fallback rule
     ownership: Ownership | None  # sessions leased across a fleet (`--coordination`)
+    limits: Admission | None  # budgets and the loop guard, when one is on
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -90,6 +97,7 @@ TOKENS = web.AppKey("tokens", Tokens)
 RESPONSES_HISTORY = web.AppKey("responses_history", ResponsesHistory)
 SERVICES = web.AppKey("services", Services)
 OWNERSHIP = web.AppKey("ownership", Ownership)
+LIMITS = web.AppKey("limits", Admission)
 
 
 def services_of(app: web.Application) -> Services:
@@ -106,4 +114,5 @@ def services_of(app: web.Application) -> Services:
         tokens=app[TOKENS],
         plain_rule=plain_rule(app[SETTINGS]),
         ownership=app.get(OWNERSHIP),
+        limits=app.get(LIMITS),
     )

@@ -21,6 +21,8 @@ socket sits in a folder only its user can enter), so pickle's trust in its peer 
     ("q", token, question, args)  ask ("metrics")  ("a", token, answer) the answer
     ("f", fact)                for the others     ("f", fact)          another worker's fact
                                                   ("F", [(fact, when)]) the latest, on connecting
+                                                  ("u", [(scope, name, totals)]) usage
+                                                  ("U", [(scope, name, totals)]) all, on connecting
     ("c", answer id, raw, output)  a Responses answer, kept for the `history` question
 """
 

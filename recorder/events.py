@@ -44,6 +44,7 @@ ERROR = "error"
 SESSION_FORKED = "session.forked"
 SESSION_RESUMED = "session.resumed"
 CALL_ANSWERED = "call.answered"
+CALL_REFUSED = "call.refused"
 
 EVENT_TYPES = frozenset(
     {
@@ -57,6 +58,7 @@ EVENT_TYPES = frozenset(
         SESSION_FORKED,
         SESSION_RESUMED,
         CALL_ANSWERED,
+        CALL_REFUSED,
     }
 )
 
@@ -228,6 +230,36 @@ def call_answered(session: str, exchange: str, **fields: Any) -> Event:
     (`recorder.calls.CallAnswer` fills it). Ignorable: a reader that predates it falls
     back on the last `llm.response`."""
     return make_event(CALL_ANSWERED, session, exchange, ignorable=True, **fields)
+
+
+def call_refused(
+    session: str,
+    exchange: str,
+    epoch: int | None = None,
+    *,
+    reason: str,
+    limit: str,
+    value: float,
+    used: float,
+    error: str,
+    **details: Any,
+) -> Event:
+    """A call taplog refused before any vendor saw it: `reason` (`budget`, `loop_guard`),
+    the setting `limit` with its `value`, what was `used`, and `error`, what the client was
+    told. Ignorable, as `call.answered` is: an older reader skips it."""
+    return make_event(
+        CALL_REFUSED,
+        session,
+        exchange,
+        epoch,
+        ignorable=True,
+        reason=reason,
+        limit=limit,
+        value=value,
+        used=used,
+        error=redact_text(error),
+        **details,
+    )
 
 
 def error_event(session: str, exchange: str | None, reason: str, **details: Any) -> Event:

@@ -8,13 +8,14 @@ Unix socket, and their records reach the one `Recorder` that owns the data dir.
 Each connection has a reader thread that rebuilds records and queues them (`record`
 never blocks), and passes on acknowledgement requests, which the writer answers once
 the lines are written (and synced, per policy). Health goes to every worker when it
-changes, so a worker decides on each call without asking; questions (`metrics`,
-`health`, `history`) are answered by the callables the process registered. A worker's
-facts (`recorder.sessions`) go to every other worker as soon as they are read, before
-anything the same worker sent after them (its acknowledgement requests among them); the
-latest `KEPT_FACTS` are kept, and a worker that connects (started, or started again)
-hears them before any other fact. A
-worker that goes away takes nothing with it: what it sent is written; its unanswered
+changes, so a worker decides on each call without asking; so do the usage totals
+(`recorder.usage`), after each turn of the writer that changed them and before that
+turn's acknowledgements. Questions (`metrics`, `health`, `history`) are answered by the
+callables the process registered. A worker's facts (`recorder.sessions`) go to every
+other worker as soon as they are read, before anything the same worker sent after them
+(its acknowledgement requests among them); the latest `KEPT_FACTS` are kept, and a worker
+that connects (started, or started again) hears them before any other fact. A worker
+that goes away takes nothing with it: what it sent is written; its unanswered
 acknowledgements are dropped. A worker that takes nothing from its connection for
 `STUCK_SECONDS` (stopped, not dead) is disconnected rather than let stall the others.
 
@@ -38,6 +39,7 @@ from typing import Any
 from taplog.recorder.channel import Records, frame, frames
 from taplog.recorder.sessions import Fact
 from taplog.recorder.store.writer import Recorder
+from taplog.recorder.usage import Totals, UsageLedger
 
 log = logging.getLogger("taplog.recorder")
 
@@ -76,12 +78,15 @@ class RecorderService:
         listener: socket.socket,
         questions: dict[str, Callable[..., Any]],
         keep_answer: Callable[[str, bytes, list[Any]], None],
+        usage: UsageLedger | None = None,
     ) -> None:
-        """`keep_answer(answer id, request, output)` takes the workers' Responses answers."""
+        """`keep_answer(answer id, request, output)` takes the workers' Responses answers;
+        `usage` (with a budget or the loop guard on) is told to every worker that connects."""
         self.recorder = recorder
         self._listener = listener
         self._questions = questions
         self._keep_answer = keep_answer
+        self._usage = usage
         self._peers: set[_Peer] = set()
         self._facts: OrderedDict[tuple[str, Any], tuple[Fact, float]] = OrderedDict()
         self._lock = threading.Lock()  # the peers and the facts
@@ -106,6 +111,9 @@ class RecorderService:
                 self._peers.add(peer)
                 peer.send(("h", self.recorder.health()))
                 peer.send(("F", list(self._facts.values())))
+                if self._usage is not None:
+                    with self._usage.lock:
+                        peer.send(("U", self._usage.snapshot()))
             reader = threading.Thread(target=self._read, args=(peer,), daemon=True)
             reader.start()
             readers.append(reader)
@@ -157,6 +165,14 @@ class RecorderService:
                 self._facts.popitem(last=False)
             others = [peer for peer in self._peers if peer is not teller]
         for peer in others:
+            peer.send_frame(data)
+
+    def tell_usage(self, changed: list[tuple[str, str, Totals]]) -> None:
+        """What a turn changed of the usage totals, to every worker (`recorder.usage`)."""
+        data = frame(("u", changed))
+        with self._lock:
+            peers = list(self._peers)
+        for peer in peers:
             peer.send_frame(data)
 
     def _push_health(self) -> None:

@@ -47,6 +47,8 @@ REFUSALS = frozenset(
         "request_timeout",
         "invalid_path",
         "invalid_session_id",
+        "budget",
+        "loop_guard",
     }
 )
 MAX_TOOLS = 100

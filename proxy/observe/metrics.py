@@ -192,7 +192,9 @@ class Metrics:
         self.refused = Counter(
             "taplog_calls_refused_total",
             "Calls taplog refused before any vendor was called, by reason "
-            "(recorder_unavailable: the recorder could not keep up or the disk failed).",
+            "(recorder_unavailable: the recorder could not keep up or the disk failed; budget: "
+            "a session or API key over a limit; loop_guard: a session's model repeating a "
+            "tool call).",
             ["reason"],
             registry=serving,
         )

@@ -17,7 +17,9 @@ It also carries what the workers must agree on (`recorder.sessions`): the facts 
 worker's resolver learns go to the recorder process, which passes them to every other
 worker before it reads on, so before it acknowledges the answer that taught them; the
 client hears the end of that answer only then, so its next call finds them wherever it
-lands. The Responses answers go to the recorder process too
+lands. The usage totals of budgets and the loop guard (`recorder.usage`) arrive the
+same way, after each turn of the recorder's writer that changed them, before that turn's
+acknowledgements. The Responses answers go to the recorder process too
 (`proxy.failover.responses_history`).
 """
 
@@ -33,6 +35,7 @@ from typing import Any, cast
 
 from taplog.recorder.channel import frame, frames, record_message
 from taplog.recorder.sessions import Fact
+from taplog.recorder.usage import Totals
 
 log = logging.getLogger("taplog")
 
@@ -48,9 +51,11 @@ class RecorderLink(asyncio.Protocol):
         sessions_dir: Path,
         high_water_bytes: int,
         learn: Callable[[Fact, float], None],
+        usage: Callable[[str, str, Totals], None] | None = None,
     ) -> None:
         self.sessions_dir = sessions_dir
         self._learn = learn
+        self._usage = usage
         self._path = path
         self._high_water = high_water_bytes
         self._transport: asyncio.Transport | None = None
@@ -182,6 +187,10 @@ class RecorderLink(asyncio.Protocol):
             elif kind == "F":  # what the others learned before this worker connected
                 for fact, when in message[1]:
                     self._learn(fact, when)
+            elif kind in ("u", "U"):  # usage totals: what a turn changed, or all of them
+                if self._usage is not None:
+                    for totals in message[1]:
+                        self._usage(*totals)
             elif kind == "h":
                 self._health = message[1]
             elif kind == "a":

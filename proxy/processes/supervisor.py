@@ -53,6 +53,7 @@ from taplog.proxy.failover.breaker import create_shared_breakers
 from taplog.proxy.failover.responses_history import KeptAnswers
 from taplog.proxy.failover.rules import Fallbacks
 from taplog.proxy.keys import LIFECYCLE
+from taplog.proxy.limits import start_ledger
 from taplog.proxy.observe.metrics import Metrics
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.proxy.server import GC_THRESHOLDS, GIL_SWITCH_SECONDS, check_binding, new_event_loop
@@ -296,6 +297,7 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     metrics = Metrics(bounded_labels(launch.fallbacks), settings.session_idle_minutes * 60)
     recorder = recorder_for(settings, metrics)
     reports = start_reports(settings, recorder)
+    ledger = start_ledger(settings, recorder)  # before the writer starts: it sees every event
     recorder.start()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a recorder process that died left it
@@ -308,7 +310,9 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
         "health": recorder.health,
         "history": answers.items_through,
     }
-    service = RecorderService(recorder, workers, questions, answers.keep)
+    service = RecorderService(recorder, workers, questions, answers.keep, ledger)
+    if ledger is not None:
+        ledger.on_change = service.tell_usage
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     if idle := settings.compact_after_minutes * 60:
         _every(min(60.0, idle), lambda: compact_idle(settings.data_dir, idle))

@@ -142,15 +142,41 @@ def show_session(con: duckdb.DuckDBPyConnection, session: str, width: int | None
         + _origin(info)
     ]
     timeline = _calls(con, session) + _tools(con, session, width) + _failovers(con, session)
+    timeline += _refusals(con, session, width)
     for at, line in sorted(timeline, key=lambda entry: entry[0]):  # stable: keeps log order
         lines.append(f"{_when(at)}  {line}")
     seconds = (info["last_at"] - info["started_at"]).total_seconds()
     lines.append(
         f"{info['calls']} calls · {info['tool_calls']} tool calls ({info['tool_errors']} failed) · "
         f"{_count(info['input_tokens'])} in / {_count(info['output_tokens'])} out tokens · "
-        f"{_money(info['cost_usd'])} · {info['failovers']} failovers · {seconds:.2f} s"
+        f"{_money(info['cost_usd'])}{_unpriced(con, session)} · {info['failovers']} failovers"
+        f" · {seconds:.2f} s"
     )
     return "\n".join(lines)
+
+
+def _unpriced(con: duckdb.DuckDBPyConnection, session: str) -> str:
+    """How many answers had usage but no price (their cost unknown), when any did."""
+    (count,) = con.execute(
+        "SELECT count(*) FROM llm_calls WHERE session = ? AND input_tokens IS NOT NULL "
+        "AND cost_usd IS NULL",
+        [session],
+    ).fetchone()
+    return f" ({count} call{'' if count == 1 else 's'} with no price)" if count else ""
+
+
+def _refusals(
+    con: duckdb.DuckDBPyConnection, session: str, width: int | None
+) -> list[tuple[datetime, str]]:
+    """Calls taplog refused before any vendor (a budget, the loop guard)."""
+    rows = con.execute(
+        "SELECT ts, reason, status, error FROM events WHERE session = ? AND type = 'call.refused'",
+        [session],
+    ).fetchall()
+    return [
+        (at, f"  refused {cell(reason)}  {status}  {cell(error, width)}")
+        for at, reason, status, error in rows
+    ]
 
 
 def _origin(info: dict[str, Any]) -> str:
@@ -259,6 +285,8 @@ def _event_summary(event: dict[str, Any], width: int | None) -> str:
         return f"({cell(get('source') or '?')}, {cell(get('user_agent') or '?')}){resumed}"
     if kind == "session.forked":
         return f"from {cell(get('origin'))} at seq {get('at')}"
+    if kind == "call.refused":
+        return f"{cell(get('reason'))} {cell(get('limit'))}  {cell(get('error'), width)}"
     return cell(get("reason") or get("error"), width)
 
 

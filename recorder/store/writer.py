@@ -45,6 +45,8 @@ Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 once it is written, in log order, so metrics and call logs agree with the
 log and cost the event loop nothing. An observer must be quick and must not
 block; one that raises is logged and skipped, never allowed to stop the log.
+A turn observer (`observe_turns(fn)`) is called once per turn, after its events
+were observed and before the callers waiting on them are released.
 The writer's own counters (`stats`) are plain numbers, read at scrape time.
 """
 
@@ -223,6 +225,7 @@ class Recorder:
         self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
         self._last_sync = time.monotonic()
         self._observers: list[Observer] = list(observers)
+        self._turn_observers: list[Callable[[], None]] = []
         self.stats = WriterStats()
         # The writer's turn: whoever holds it builds, writes and releases (`_step`), the
         # writer thread or a caller that takes its turn; all the state below is theirs.
@@ -246,6 +249,11 @@ class Recorder:
         """Call `observer(event)` for every event written from now on, on the thread whose
         turn wrote it."""
         self._observers.append(observer)
+
+    def observe_turns(self, observer: Callable[[], None]) -> None:
+        """Call `observer()` after each turn's events were observed, before the callers
+        waiting on them hear they are written (what a turn taught goes out first)."""
+        self._turn_observers.append(observer)
 
     def record(self, record: Record, wake: bool = True) -> None:
         """Queue a record for writing. Never blocks, never drops. `wake=False`: the
@@ -427,6 +435,8 @@ class Recorder:
         if len(self._states) > MAX_SESSION_STATES:
             self._forget_states(pending.sessions)  # a forgotten state reads back whole
         self._sync(force=self._closing or self.fsync == "always")
+        for observer in self._turn_observers:
+            self._observed(observer)
         self._barriers = self._release(barriers, pending)
         if self._closing and not pending:
             for session_file in list(self._files.values()):
@@ -526,12 +536,17 @@ class Recorder:
     def _notify(self, events: list[Event]) -> None:
         for observer in self._observers:
             for event in events:
-                try:
-                    observer(event)
-                except Exception:
-                    self.stats.observer_errors += 1
-                    if self.stats.observer_errors == 1:  # once: an observer bug must not flood
-                        log.exception("recorder: an observer failed on a %s event", event["type"])
+                self._observed(observer, event)
+
+    def _observed(self, observer: Callable[..., None], *event: Event) -> None:
+        """An observer told; one that fails is counted and logged once, never fatal."""
+        try:
+            observer(*event)
+        except Exception:
+            self.stats.observer_errors += 1
+            if self.stats.observer_errors == 1:  # once: an observer bug must not flood
+                what = f"a {event[0]['type']} event" if event else "a turn"
+                log.exception("recorder: an observer failed on %s", what)
 
     def _file(self, session: str) -> SessionFile:
         session_file = self._files.get(session)

@@ -15,6 +15,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
 
     !plan=a+b,c,text  tool steps chosen by the number of assistant turns so far; read
                       from the first user message that has it; past the end: "Done: <results>"
+                      (a step `name:V` asks for `name` with the arguments {"q": "V"})
     !noargs           tool calls without arguments       !preamble  text before tool calls
     !status=NNN       vendor-shaped HTTP error           !retry_after=N  retry-after header
     !should_retry=V   x-should-retry: V                  !code=C    OpenAI error code
@@ -252,10 +253,7 @@ def build_answer(
     if text is not None and "big" in d:
         text = _sized(text, int(_num(d, "big")))
     args = {**_ARGS, **_FAILING} if "shell_fails" in d else _ARGS
-    calls = [
-        Call(n, "" if "noargs" in d else orjson.dumps(args.get(n, {"q": n})).decode())
-        for n in names
-    ]
+    calls = [_tool_call(n, args, "noargs" in d) for n in names]
     thinking = None
     if thinks and "thinking" in d:
         thinking = f"Step {tr.turns}: the user wrote {len(strip_directives(last))} characters."
@@ -277,6 +275,13 @@ def build_answer(
         "normal_stop" in d,
         d.get("web_search") or None,
     )
+
+
+def _tool_call(step: str, args: Mapping[str, Json], noargs: bool) -> Call:
+    """A plan's step as a tool call: `name`, or `name:V` for the arguments {"q": "V"}."""
+    name, _, value = step.partition(":")
+    arguments = {"q": value} if value else args.get(name, {"q": name})
+    return Call(name, "" if noargs else orjson.dumps(arguments).decode())
 
 
 # ------------------------------------------------------------------ vendors

@@ -29,6 +29,7 @@ VERSION = "2023-06-01"  # pinned on the calls taplog makes itself
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    403: "permission_error",
     404: "not_found_error",
     408: "timeout_error",
     413: "request_too_large",

@@ -25,6 +25,7 @@ FEATURE_HEADERS: tuple[str, ...] = ()  # a body's fields need no header to be ta
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
+    403: "invalid_request_error",
     408: "invalid_request_error",
     413: "invalid_request_error",
     404: "not_found",
