@@ -270,6 +270,25 @@ def rules_found(text: str) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in _MARKERS.finditer(text)))
 
 
+def matches_redacted(recorded: Any, live: Any) -> bool:
+    """Whether `live` could be what was redacted into `recorded`: the same, but where a
+    string of `recorded` holds a marker, which stands for any text."""
+    if isinstance(recorded, str) and isinstance(live, str):
+        if "[redacted:" not in recorded:
+            return recorded == live
+        pattern = ".+?".join(re.escape(text) for text in _MARKERS.split(recorded)[::2])
+        return re.fullmatch(pattern, live, re.DOTALL) is not None
+    if isinstance(recorded, dict) and isinstance(live, dict):
+        return recorded.keys() == live.keys() and all(
+            matches_redacted(value, live[key]) for key, value in recorded.items()
+        )
+    if isinstance(recorded, list) and isinstance(live, list):
+        return len(recorded) == len(live) and all(
+            matches_redacted(a, b) for a, b in zip(recorded, live, strict=True)
+        )
+    return bool(recorded == live)
+
+
 def redaction_of(
     names: Iterable[str], own: Iterable[tuple[str, str | None]] = ()
 ) -> Redaction | None:

@@ -8,12 +8,16 @@ the data dir holds them (logs, blobs, Parquet), the markers are there, the log v
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import duckdb
+import openai
 import pytest
 
+from taplog.proxy.replay import create_replay_app
 from taplog.recorder.query.compaction import compact
+from taplog.recorder.vendors.reruns import IgnoredField
 from taplog.recorder.verify import verify
 from tests.fakes.clients import anthropic_at, openai_at
 from tests.fakes.harness import Taplog, start_on_fake
@@ -80,7 +84,9 @@ def _responses(taplog: Taplog, stream: bool, events: int) -> str:
         {"role": "user", "content": f"{PROMPT} !events={events} {PADDING}"},
     ]
     if not stream:
-        return client.responses.create(model="gpt-4.1", instructions=SYSTEM, input=items).output_text
+        return client.responses.create(
+            model="gpt-4.1", instructions=SYSTEM, input=items
+        ).output_text
     with client.responses.stream(model="gpt-4.1", instructions=SYSTEM, input=items) as answer:
         return answer.get_final_response().output_text
 
@@ -146,3 +152,23 @@ def test_planted_text_reaches_vendor_and_client_but_nothing_under_the_data_dir(
         assert marker in everything, marker
     assert NOT_A_CARD in everything  # a number that is no card stays
     assert all(report.ok for report in verify(redacting.data_dir))
+
+
+def test_replaying_a_redacted_recording_says_what_it_cannot_reproduce(redacting, servers, caplog):
+    messages = [{"role": "user", "content": f"hello {EMAIL}"}]
+    openai_at(f"{redacting.url}/s/replayed").chat.completions.create(
+        model="gpt-4.1", messages=messages
+    )
+    redacting.wait_answers(1)
+    strict = servers.serve(create_replay_app(redacting.data_dir, 0))
+    with pytest.raises(openai.BadRequestError) as miss:
+        openai_at(strict).chat.completions.create(model="gpt-4.1", messages=messages)
+    assert "session replayed seq 2" in str(miss.value)
+    assert "differs only where the recording holds redacted text (email)" in str(miss.value)
+    content_aside = (IgnoredField("messages[*].content"),)
+    lenient = servers.serve(create_replay_app(redacting.data_dir, 0, ignored=content_aside))
+    with caplog.at_level(logging.WARNING, logger="taplog"):
+        answer = openai_at(lenient).chat.completions.create(model="gpt-4.1", messages=messages)
+    assert answer.choices[0].message.content == "Echo: hello [redacted:email]"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("session replayed seq 2" in w and "redacted text (email)" in w for w in warnings)
