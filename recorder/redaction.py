@@ -42,10 +42,12 @@ class Detector:
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class RedactionRule:
     name: str
     detectors: tuple[Detector, ...]
-    needs: str | None = None  # characters every finding holds one of (a regex class)
+    # What every finding holds (a regex), searched first: most texts hold it nowhere, and are
+    # then not searched again, rule by rule. None: the rule is always searched for.
+    hint: str | None = None
 
     @property
     def marker(self) -> str:
@@ -103,23 +105,27 @@ _IPV6 = (
     rf"(?<![\w:.])(?:(?:{_H})?(?::(?:{_H})?){{2,7}}(?![\w:]|\.\d)"
     rf"|(?:(?:{_H})?:){{2,6}}(?:{_OCTET}\.){{3}}{_OCTET}(?![\w.]))"
 )
-BUILT_IN: dict[str, Rule] = {
-    "email": Rule("email", (Detector(re.compile(_EMAIL)),), "@"),
-    "phone": Rule(
+BUILT_IN: dict[str, RedactionRule] = {
+    "email": RedactionRule("email", (Detector(re.compile(_EMAIL)),), "@"),
+    "phone": RedactionRule(
         "phone",
         (
             Detector(re.compile(_PHONE_INTERNATIONAL), _phone),
             Detector(re.compile(_PHONE_NORTH_AMERICAN)),
         ),
-        "0-9",
+        r"\+\d|\d{3}[.-]\d{3}|\(\d{3}\)",
     ),
-    "card": Rule("card", (Detector(re.compile(_CARD), _luhn),), "0-9"),
-    "iban": Rule("iban", (Detector(re.compile(_IBAN), _iban),), "0-9"),
-    "ip": Rule("ip", (Detector(re.compile(_IPV4)), Detector(re.compile(_IPV6), _ipv6)), "0-9"),
+    "card": RedactionRule("card", (Detector(re.compile(_CARD), _luhn),), r"\d(?:[ -]?\d){12}"),
+    "iban": RedactionRule("iban", (Detector(re.compile(_IBAN), _iban),), r"[A-Z]{2}\d{2}"),
+    "ip": RedactionRule(
+        "ip",
+        (Detector(re.compile(_IPV4)), Detector(re.compile(_IPV6), _ipv6)),
+        r"\d\.\d{1,3}\.\d{1,3}\.\d|[0-9A-Fa-f]:[0-9A-Fa-f]{0,4}:|::",
+    ),
 }
 
 
-def custom_rule(name: Any, pattern: Any) -> Rule:
+def custom_rule(name: Any, pattern: Any) -> RedactionRule:
     """A rule of the user's own; ValueError (saying which part is wrong) when it is bad."""
     if not isinstance(name, str) or RULE_NAME.fullmatch(name) is None:
         raise ValueError(
@@ -136,10 +142,10 @@ def custom_rule(name: Any, pattern: Any) -> Rule:
         raise ValueError(f"pattern: not a valid Python regular expression: {exc}") from None
     if compiled.fullmatch("") is not None:
         raise ValueError(f"pattern: matches the empty string: {pattern!r}")
-    return Rule(name, (Detector(compiled),))
+    return RedactionRule(name, (Detector(compiled),))
 
 
-def built_in(names: Iterable[str]) -> list[Rule]:
+def built_in(names: Iterable[str]) -> list[RedactionRule]:
     """The built-in detectors by name; ValueError naming an unknown one."""
     rules = []
     for name in names:
@@ -152,23 +158,24 @@ def built_in(names: Iterable[str]) -> list[Rule]:
 class Redaction:
     """The rules in force, applied to text, JSON values and bodies."""
 
-    def __init__(self, rules: Iterable[Rule]) -> None:
+    def __init__(self, rules: Iterable[RedactionRule]) -> None:
         unique = {rule.name: rule for rule in rules}
         self.rules = tuple(unique.values())
         self.names = tuple(unique)
-        # A text holding none of the characters every finding needs is skipped at once:
-        # most strings of a body (keys, roles, ids, prose without digits).
-        needs = {rule.needs for rule in self.rules}
-        hint = None if None in needs or not needs else f"[{''.join(sorted(needs))}]"
+        # A text where no rule's hint is is skipped at once: most strings of a body, most
+        # whole bodies (JSON escapes no character a hint holds, so raw bytes can be asked).
+        hints = [rule.hint for rule in self.rules]
+        hint = None if None in hints or not hints else "|".join(f"(?:{h})" for h in hints)
         self._hint = re.compile(hint) if hint else None
+        self._raw_hint = re.compile(hint.encode()) if hint else None
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def spans(self, text: str) -> list[tuple[int, int, Rule]]:
+    def spans(self, text: str) -> list[tuple[int, int, RedactionRule]]:
         """Where the rules find something in `text`: apart, in order; where two overlap,
         the one that starts first (then the longer) wins. Markers are never looked into."""
-        found: list[tuple[int, int, Rule]] = []
+        found: list[tuple[int, int, RedactionRule]] = []
         if self._hint is not None and self._hint.search(text) is None:
             return found
         for rule in self.rules:
@@ -177,7 +184,7 @@ class Redaction:
         if not found:
             return found
         found.sort(key=lambda span: (span[0], -span[1]))
-        taken: list[tuple[int, int, Rule]] = []
+        taken: list[tuple[int, int, RedactionRule]] = []
         markers = [m.span() for m in _MARKERS.finditer(text)] if "[redacted:" in text else []
         for start, end, rule in found:
             if taken and start < taken[-1][1]:
@@ -186,6 +193,10 @@ class Redaction:
                 continue
             taken.append((start, end, rule))
         return taken
+
+    def may_find(self, raw: bytes) -> bool:
+        """Whether these bytes (a body, JSON or not, or a stream) may hold a finding."""
+        return self._raw_hint is None or self._raw_hint.search(raw) is not None
 
     def text(self, text: str) -> str:
         """`text` with each finding replaced by its rule's marker (itself when none)."""
@@ -222,6 +233,8 @@ class Redaction:
     def body(self, raw: bytes, parsed: Any) -> tuple[bytes, Any]:
         """A body's bytes and parsed JSON (None: not JSON), redacted; the same objects when
         nothing was found. Bytes that are not UTF-8 text are left as they are."""
+        if not self.may_find(raw):
+            return raw, parsed
         if isinstance(parsed, dict | list):
             redacted = self.value(parsed)
             return (raw, parsed) if redacted is parsed else (orjson.dumps(redacted), redacted)

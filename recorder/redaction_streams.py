@@ -46,12 +46,12 @@ class StreamRedaction:
         for index, raw in enumerate(blocks):
             data = _data(raw)
             if data is None:
-                if self._redacted_text(raw) is not None:
+                if self.redaction.may_find(raw) and self._redacted_text(raw) is not None:
                     self.dirty.add(index)
                 continue
             for number, (channel, holder, name) in enumerate(self._deltas(data)):
                 texts.setdefault(repr(channel), []).append((index, number, holder[name]))
-            if self.redaction.value(data) is not data:
+            if self.redaction.may_find(raw) and self.redaction.value(data) is not data:
                 self.dirty.add(index)
         for pieces in texts.values():
             self._cut(pieces)

@@ -76,19 +76,30 @@ def _in_memory(
     # One look at the whole stream: mostly nothing to redact, so no event is looked at again.
     found = scrub(whole, secrets) is not whole
     timed = [(at, scrub(raw, secrets) if found else raw) for at, raw in _blocks(chunks)]
-    if redaction:
+    result = module.reassemble(_parsed(raw for _, raw in timed)) if module is not None else None
+    if redaction and _may_find(redaction, whole, result):
         plan = StreamRedaction(redaction, module)
         plan.scan(raw for _, raw in timed)
         timed = [(at, plan.apply(index, raw)) for index, (at, raw) in enumerate(timed)]
+        if module is not None:
+            result = module.reassemble(_parsed(raw for _, raw in timed))
     fields: dict[str, Any] = {"sse": [_sse_entry(at, raw) for at, raw in timed]}
-    if module is None:
+    if result is None:
         return fields, None
-    result = module.reassemble(_parsed(raw for _, raw in timed))
     body = _scrubbed(result.body, secrets)
     if redaction and body is not None:
         body = redaction.value(body)
     fields.update(body=body, stream_complete=result.complete)
     return {**fields, **_flaws(result)}, body
+
+
+def _may_find(redaction: Redaction, whole: bytes, result: Reassembled | None) -> bool:
+    """Whether a stream may hold something to redact: in an event of its own (its bytes),
+    or split across events (then whole only in the reassembled answer's text)."""
+    if redaction.may_find(whole):
+        return True
+    body = result.body if result is not None else None
+    return body is not None and redaction.value(body) is not body
 
 
 def _scrubbed(body: dict | None, secrets: tuple[bytes, ...]) -> dict | None:
