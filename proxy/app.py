@@ -115,6 +115,7 @@ def recorder_for(settings: Settings, metrics: Metrics) -> Recorder:
         session_idle_seconds=settings.session_idle_minutes * 60,
         observers=[Observer(metrics)],
         body_inline_max=settings.body_inline_max_bytes,
+        redaction=settings.redaction,
     )
     metrics.recorder = recorder
     return recorder

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from taplog.recorder.fleet.layout import check_instance, default_instance, parse_location
+from taplog.recorder.redaction import BUILT_IN, Redaction, custom_rule, redaction_of
 from taplog.recorder.vendors.apis import provider_endpoint
 from taplog.recorder.vendors.reruns import IgnoredField
 
@@ -161,6 +162,16 @@ def _tokens(value: str) -> None:
         )
 
 
+def _detector_names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _detectors(value: str) -> None:
+    for name in _detector_names(value):
+        if name not in BUILT_IN:
+            raise ValueError(f"unknown detector {name!r}: choose from {', '.join(BUILT_IN)}")
+
+
 def setting(
     default: Any, help: str, check: Callable[[Any], None] | None = None, secret: bool = False
 ) -> Any:
@@ -202,6 +213,15 @@ class Settings:
         "blobs/, content-addressed; the log line points at them.",
         _positive,
     )
+    redact: str = setting(
+        "",
+        "Redact from what is recorded, never from what is sent: built-in detectors, "
+        f"comma-separated ({', '.join(BUILT_IN)}); the log keeps [redacted:NAME] in their "
+        "place. Rules of your own: [[redact]] tables (name, pattern) in the config file.",
+        _detectors,
+    )
+    # The config file's [[redact]] tables, checked: (name, pattern; None for a built-in).
+    redact_rules: tuple[tuple[str, str | None], ...] = field(default=(), repr=False)
     body_timeout: float = setting(
         60.0, "Seconds a client may take to send its request body (then: 408).", _positive
     )
@@ -383,6 +403,11 @@ class Settings:
         return int(self.body_inline_max_kb * 1024)
 
     @property
+    def redaction(self) -> Redaction | None:
+        """What the recorder redacts (None: nothing)."""
+        return redaction_of(_detector_names(self.redact), self.redact_rules)
+
+    @property
     def replay_ignored(self) -> tuple[IgnoredField, ...]:
         return _field_paths(self.replay_ignore)
 
@@ -412,7 +437,7 @@ class Settings:
         return f"Settings({', '.join(shown)})"
 
 
-SETTINGS = {f.name: f for f in dataclasses.fields(Settings)}
+SETTINGS = {f.name: f for f in dataclasses.fields(Settings) if "help" in f.metadata}
 
 
 def _shown(name: str, value: Any) -> str:
@@ -496,6 +521,34 @@ def load(flags: Mapping[str, Any], env: Mapping[str, str], config: Path | None) 
             values[name] = _convert(name, flags[name], f"option {flag_name(name)}")
         elif env.get(env_name(name)) is not None:
             values[name] = _convert(name, env[env_name(name)], f"variable {env_name(name)}")
-        elif name in from_file:
+        elif name in from_file and not isinstance(from_file[name], list):  # not [[redact]]
             values[name] = _convert(name, from_file[name], f"config file {config}: {name}")
-    return Settings(**values)
+    return Settings(**values, redact_rules=_redact_tables(from_file.get("redact"), config))
+
+
+def _redact_tables(tables: Any, config: Path | None) -> tuple[tuple[str, str | None], ...]:
+    """The config file's `[[redact]]` tables, each checked: `name` and `pattern` (a Python
+    regular expression), or `name` alone for a built-in detector."""
+    if not isinstance(tables, list):
+        return ()
+    rules = []
+    for number, table in enumerate(tables):
+        where = f"config file {config}: redact[{number}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: must be a table ([[redact]] with name and pattern)")
+        unknown = sorted(set(table) - {"name", "pattern"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (name and pattern only)")
+        name, pattern = table.get("name"), table.get("pattern")
+        if pattern is None and name not in BUILT_IN:
+            raise ConfigError(
+                f"{where}.pattern: missing (name alone is for a built-in detector: "
+                f"{', '.join(BUILT_IN)})"
+            )
+        if pattern is not None:
+            try:
+                custom_rule(name, pattern)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.{exc}") from None
+        rules.append((name, pattern))
+    return tuple(rules)

@@ -90,6 +90,13 @@ class Replayer:
         recorded = self.index.take(api, body)
         if recorded is not None:
             log.info("replay hit: %s from %s", api, recorded.where())
+            if recorded.redacted:
+                log.warning(
+                    "replay: the answer from %s holds redacted text (%s): the client gets "
+                    "[redacted:NAME] markers where the vendor's answer had the original",
+                    recorded.where(),
+                    ", ".join(recorded.redacted),
+                )
             return await _send_recorded(request, recorded, self.speed)
         miss = _miss(self.index, api, body)
         log.warning("%s (%s: %s)", miss, self.mode, _MISS_GOES[self.mode])
@@ -158,10 +165,18 @@ def _miss(index: ReplayIndex, api: str, body: object) -> str:
     if closest is None:
         return f"replay miss: no {api} call recorded ({len(index)} calls in the recording)"
     recorded, difference = closest
-    return (
+    miss = (
         f"replay miss: no recorded {api} request matches this one; the closest is "
         f"{recorded.where()}, which differs at {difference}"
     )
+    redacted = index.redacted_match(api, body)
+    if redacted is not None:
+        match, rules = redacted
+        miss += (
+            f"; {match.where()} differs only where the recording holds redacted text "
+            f"({', '.join(rules)}): a request that holds the original text cannot match it"
+        )
+    return miss
 
 
 REPLAYER = web.AppKey("replayer", Replayer)

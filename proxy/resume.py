@@ -140,7 +140,7 @@ async def resume(settings: Settings, resumption: Resumption) -> Resumed:
             f"a taplog serve is recording into {settings.data_dir}; stop it first "
             "(resume records the new session there), or use --dry-run"
         ) from None
-    recorder = Recorder(settings.data_dir, fsync=settings.fsync)
+    recorder = Recorder(settings.data_dir, fsync=settings.fsync, redaction=settings.redaction)
     recorder.start()
     try:
         return await _send_recorded(settings, resumption, recorder)

@@ -18,7 +18,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from taplog.recorder import prices
-from taplog.recorder.bodies import encode_body, parse_json
+from taplog.recorder.bodies import UNPARSED, encode_body, parse_json
 from taplog.recorder.events import (
     LLM_REQUEST,
     Event,
@@ -27,6 +27,7 @@ from taplog.recorder.events import (
     llm_request,
     llm_response,
 )
+from taplog.recorder.redaction import Redaction
 from taplog.recorder.secrets import redact_text, scrub
 from taplog.recorder.store.blobs import BlobStore
 from taplog.recorder.store.stream_fields import Chunk, stream_body, stream_fields
@@ -36,6 +37,9 @@ from taplog.recorder.vendors.apis import api_module
 log = logging.getLogger("taplog.recorder")
 
 __all__ = ["CallAnswer", "Chunk", "LlmRequest", "LlmResponse"]
+# Beside the body, what redaction rewrites in a request's or answer's event: headers (a user's
+# address in a header of its own), the path and URL (a query parameter), an error's text.
+_REDACTED_FIELDS = ("headers", "path", "upstream_url", "error")
 
 
 @dataclass(slots=True)
@@ -82,10 +86,19 @@ class LlmRequest:
     def size(self) -> int:
         return len(self.body) + 1024
 
-    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+    def events(
+        self,
+        state: SessionState,
+        blobs: BlobStore | None = None,
+        redaction: Redaction | None = None,
+    ) -> Iterable[Event]:
         raw = scrub(self.body, self.secrets)
         # Scrubbing changed the bytes: the parsed copy no longer describes them.
-        self.event.update(encode_body(raw, self.parsed) if raw is self.body else encode_body(raw))
+        parsed = self.parsed if raw is self.body else UNPARSED
+        if redaction:
+            raw, parsed = redaction.body(raw, parse_json(raw) if parsed is UNPARSED else parsed)
+            redaction.fields(self.event, _REDACTED_FIELDS)
+        self.event.update(encode_body(raw, parsed))
         module, body = api_module(self.api), self.event.get("body")
         if module is None or not isinstance(body, dict):
             return (self.event,)
@@ -136,11 +149,18 @@ class LlmResponse:
     def streamed(self) -> bool:
         return self.headers.get("content-type", "").startswith("text/event-stream")
 
-    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+    def events(
+        self,
+        state: SessionState,
+        blobs: BlobStore | None = None,
+        redaction: Redaction | None = None,
+    ) -> Iterable[Event]:
         module = api_module(self.api)
         self.event["stream"] = self.streamed
+        if redaction:
+            redaction.fields(self.event, _REDACTED_FIELDS)
         if self.streamed:
-            fields, body = stream_fields(self.chunks, self.secrets, module, blobs)
+            fields, body = stream_fields(self.chunks, self.secrets, module, blobs, redaction)
             self.event.update(fields)
             if fields.get("malformed_events") and self.outcome == "ok":
                 count = fields["malformed_events"]
@@ -148,7 +168,10 @@ class LlmResponse:
                 self.event.update(outcome="upstream_error", error=error)
         else:
             raw = scrub(b"".join(chunk for _, chunk in self.chunks), self.secrets)
-            self.event.update(encode_body(raw))
+            parsed = UNPARSED
+            if redaction:
+                raw, parsed = redaction.body(raw, parse_json(raw))
+            self.event.update(encode_body(raw, parsed))
             body = self.event.get("body")
         if module is None or not isinstance(body, dict) or self.status != 200:
             return (self.event,)
@@ -216,7 +239,12 @@ class CallAnswer:
             envelope = call_answered(self.session, self.exchange)  # timed when the call ended
         self.event = envelope
 
-    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+    def events(
+        self,
+        state: SessionState,
+        blobs: BlobStore | None = None,
+        redaction: Redaction | None = None,
+    ) -> Iterable[Event]:
         fields: dict[str, Any] = {
             "status": self.status,
             "outcome": self.outcome,
@@ -237,6 +265,8 @@ class CallAnswer:
         if self.skipped:
             fields["skipped"] = [self._scrubbed(reason) for reason in self.skipped]
         self.event.update(fields)
+        if redaction:
+            redaction.fields(self.event, ("error", "skipped"))
         return (self.event,)
 
     def _scrubbed(self, text: str | None) -> str | None:

@@ -65,10 +65,12 @@ def check_config(file: Path) -> None:
     Example: taplog check-config config/taplog.example.toml
     """
     try:
-        _, fallbacks = load_settings(file, {}, ())
+        settings, fallbacks = load_settings(file, {}, ())
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: ok")
+    if (redaction := settings.redaction) is not None:
+        click.echo(f"  redacts: {', '.join(redaction.names)}")
     for rule in fallbacks.rules:
         click.echo(
             f"  {rule.model} → {', '.join(str(t) for t in rule.targets)} (retries {rule.retries})"

@@ -11,18 +11,21 @@ Should the blob fail to be written (a full disk), the stream is built in
 memory from the spool after all, and the line's own retries take over: a
 large answer is never lost to save memory.
 
-Secrets are scrubbed event by event: an echoed key cannot straddle two chunks.
+Secrets are scrubbed event by event: an echoed key cannot straddle two chunks. Redaction
+(`recorder.redaction_streams`) comes after, over the whole stream: a finding can.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
 
+from taplog.recorder.redaction import Redaction
+from taplog.recorder.redaction_streams import StreamRedaction
 from taplog.recorder.secrets import scrub
 from taplog.recorder.store.blobs import SLICE, BlobStore, write_json
 from taplog.recorder.store.memory import give_back_memory
@@ -35,7 +38,11 @@ Chunk = tuple[float, bytes]  # (milliseconds since the call started, bytes)
 
 
 def stream_fields(
-    chunks: list[Chunk], secrets: tuple[bytes, ...], module: Any, blobs: BlobStore | None
+    chunks: list[Chunk],
+    secrets: tuple[bytes, ...],
+    module: Any,
+    blobs: BlobStore | None,
+    redaction: Redaction | None = None,
 ) -> tuple[dict[str, Any], dict | None]:
     """The event's fields for a streamed answer, and its reassembled body (for the summary
     and the tool events). A large stream empties `chunks` as it goes."""
@@ -48,13 +55,13 @@ def stream_fields(
             chunks.clear()  # on disk now: the memory can go, back to the OS (it was
             give_back_memory()  # taken on the event loop's thread, not reusable here)
             try:
-                return _into_blob(spool.chunks(), secrets, module, blobs)
+                return _into_blob(spool.chunks, secrets, module, blobs, redaction)
             except OSError as exc:
                 log.warning("recorder: cannot write a large stream's blob (%s); retrying", exc)
                 chunks.extend(spool.chunks())
             finally:
                 spool.remove()
-    return _in_memory(chunks, secrets, module)
+    return _in_memory(chunks, secrets, module, redaction)
 
 
 def stream_body(module: Any, data: bytes) -> dict | None:
@@ -63,19 +70,36 @@ def stream_body(module: Any, data: bytes) -> dict | None:
 
 
 def _in_memory(
-    chunks: list[Chunk], secrets: tuple[bytes, ...], module: Any
+    chunks: list[Chunk], secrets: tuple[bytes, ...], module: Any, redaction: Redaction | None
 ) -> tuple[dict[str, Any], dict | None]:
     whole = b"".join(chunk for _, chunk in chunks)
     # One look at the whole stream: mostly nothing to redact, so no event is looked at again.
     found = scrub(whole, secrets) is not whole
     timed = [(at, scrub(raw, secrets) if found else raw) for at, raw in _blocks(chunks)]
+    result = module.reassemble(_parsed(raw for _, raw in timed)) if module is not None else None
+    if redaction and _may_find(redaction, whole, result):
+        plan = StreamRedaction(redaction, module)
+        plan.scan(raw for _, raw in timed)
+        timed = [(at, plan.apply(index, raw)) for index, (at, raw) in enumerate(timed)]
+        if module is not None:
+            result = module.reassemble(_parsed(raw for _, raw in timed))
     fields: dict[str, Any] = {"sse": [_sse_entry(at, raw) for at, raw in timed]}
-    if module is None:
+    if result is None:
         return fields, None
-    result = module.reassemble(_parsed(raw for _, raw in timed))
     body = _scrubbed(result.body, secrets)
+    if redaction and body is not None:
+        body = redaction.value(body)
     fields.update(body=body, stream_complete=result.complete)
     return {**fields, **_flaws(result)}, body
+
+
+def _may_find(redaction: Redaction, whole: bytes, result: Reassembled | None) -> bool:
+    """Whether a stream may hold something to redact: in an event of its own (its bytes),
+    or split across events (then whole only in the reassembled answer's text)."""
+    if redaction.may_find(whole):
+        return True
+    body = result.body if result is not None else None
+    return body is not None and redaction.value(body) is not body
 
 
 def _scrubbed(body: dict | None, secrets: tuple[bytes, ...]) -> dict | None:
@@ -89,15 +113,25 @@ def _scrubbed(body: dict | None, secrets: tuple[bytes, ...]) -> dict | None:
 
 
 def _into_blob(
-    chunks: Iterable[Chunk], secrets: tuple[bytes, ...], module: Any, blobs: BlobStore
+    chunks: Callable[[], Iterable[Chunk]],
+    secrets: tuple[bytes, ...],
+    module: Any,
+    blobs: BlobStore,
+    redaction: Redaction | None,
 ) -> tuple[dict[str, Any], dict | None]:
-    """Write `{"sse": [...], "body": ...}` to a blob while reading the stream once."""
+    """Write `{"sse": [...], "body": ...}` to a blob while reading the stream once (twice
+    with redaction: first to find what to redact)."""
     writer = blobs.writer()
+    plan = StreamRedaction(redaction, module) if redaction else None
+    if plan is not None:
+        plan.scan(scrub(block, secrets) for _, block in _blocks(chunks()))
 
     def events() -> Iterator[SseEvent]:
         separator = b""
-        for at, block in _blocks(chunks):
+        for index, (at, block) in enumerate(_blocks(chunks())):
             raw = scrub(block, secrets)
+            if plan is not None:
+                raw = plan.apply(index, raw)
             writer.write(separator)
             write_json(_sse_entry(at, raw), writer.write)  # a long event in slices
             separator = b","

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from taplog.recorder.events import Event, error_event
+from taplog.recorder.redaction import Redaction
 from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
 from taplog.recorder.store.inbox import WRITE_DELAY, Inbox, PendingLines
 from taplog.recorder.store.logfile import SessionFile, open_session_file, reseal
@@ -125,8 +126,11 @@ class Record(Protocol):
     session: str
     size: int
 
-    def events(self, state: SessionState, blobs: BlobStore) -> Iterable[Event]:
-        """Built on the writer thread; `blobs` for a record too large to build in memory."""
+    def events(
+        self, state: SessionState, blobs: BlobStore, redaction: Redaction | None
+    ) -> Iterable[Event]:
+        """Built on the writer thread; `blobs` for a record too large to build in memory;
+        `redaction`: what to redact from what is recorded (None: nothing)."""
         ...
 
 
@@ -141,7 +145,12 @@ class EventRecord:
     def session(self) -> str:
         return self.event["session"]
 
-    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+    def events(
+        self,
+        state: SessionState,
+        blobs: BlobStore | None = None,
+        redaction: Redaction | None = None,
+    ) -> Iterable[Event]:
         return (self.event,)
 
 
@@ -149,7 +158,12 @@ class SessionStart(EventRecord):
     """A session's `session.started`: written once, however many workers each took a call
     of it for the session's first (`taplog serve --workers N`); the first to arrive is it."""
 
-    def events(self, state: SessionState, blobs: BlobStore | None = None) -> Iterable[Event]:
+    def events(
+        self,
+        state: SessionState,
+        blobs: BlobStore | None = None,
+        redaction: Redaction | None = None,
+    ) -> Iterable[Event]:
         if state.started:
             return ()
         state.started = True
@@ -197,12 +211,14 @@ class Recorder:
         session_idle_seconds: float = 3600.0,
         observers: Iterable[Observer] = (),
         body_inline_max: int = 1024 * 1024,
+        redaction: Redaction | None = None,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}")
         self.sessions_dir = data_dir / "sessions"
         self.quarantine_dir = data_dir / "quarantine"
         self.blobs = BlobStore(data_dir / BLOBS_DIR, body_inline_max, sync=fsync != "never")
+        self.redaction = redaction
         self.fsync = fsync
         self.high_water_bytes = high_water_bytes
         self._max_open = max_open_files
@@ -497,7 +513,7 @@ class Recorder:
             self._states[record.session] = state
         state.last_seen = time.monotonic()
         try:
-            events = list(record.events(state, self.blobs))
+            events = list(record.events(state, self.blobs, self.redaction))
         except Exception as exc:  # a bug in one record must not stop the log
             log.exception("recorder: could not build events for session %s", record.session)
             events = [error_event(record.session, None, f"record failed: {exc!r}")]

@@ -28,6 +28,7 @@ import orjson
 
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
+from taplog.recorder.redaction import matches_redacted, rules_found
 from taplog.recorder.store.reader import read_all, read_events
 from taplog.recorder.vendors.apis import API_MODULES, api_ending
 from taplog.recorder.vendors.reruns import IgnoredField, rerun_view
@@ -66,6 +67,7 @@ class Recorded:
     headers: dict[str, str]
     body: bytes  # the whole answer; for a stream, its events joined
     sse: list[tuple[float, bytes]] | None  # (t_ms, raw event) for a stream
+    redacted: list[str] = field(default_factory=list)  # rules whose markers the answer holds
 
     def where(self) -> str:
         return f"session {self.session} seq {self.seq} (exchange {self.exchange})"
@@ -106,6 +108,19 @@ class ReplayIndex:
         best = max(candidates, key=lambda key: _likeness(self.views[key], view))
         difference = first_difference(self.views[best], view) or "(identical)"
         return self.calls[best][0], difference
+
+    def redacted_match(self, api: str, body: Any) -> tuple[Recorded, list[str]] | None:
+        """A recorded request that differs from `body` only where the log holds markers
+        (it held the text redaction took out), with the rules of those markers."""
+        view = rerun_view(api, body, self.ignored)
+        for key, calls in self.calls.items():
+            recorded = self.views[key]
+            if calls[0].api != api:
+                continue
+            rules = rules_found(canonical(recorded).decode())
+            if rules and matches_redacted(recorded, view):
+                return calls[0], rules
+        return None
 
 
 def load_index(source: Path, ignored: tuple[IgnoredField, ...] = ()) -> ReplayIndex:
@@ -168,6 +183,7 @@ def _recorded(session: str, request: Event, answer: Event) -> Recorded:
         headers=headers,
         body=body,
         sse=sse,
+        redacted=rules_found(body.decode("utf-8", "replace")),
     )
 
 

@@ -10,8 +10,9 @@ fields to the block; unknown events are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -38,6 +39,7 @@ __all__ = [
     "Progress",
     "reassemble",
     "summarize",
+    "text_deltas",
     "tool_calls",
     "tool_results",
 ]
@@ -119,6 +121,18 @@ def _block_delta(state: _State, index: int, delta: dict) -> None:
         for name, value in delta.items():
             if name != "type":
                 _append(state, block, name, value)
+
+
+def text_deltas(data: dict) -> Iterator[tuple[Any, dict, str]]:
+    """Where an event carries a piece of a text the stream builds: (which text, the dict
+    holding the piece, its key); the pieces of one text, joined, are that text. A
+    thinking block's signature is set whole, never built: it is no piece."""
+    delta = data.get("delta")
+    if data.get("type") != "content_block_delta" or not isinstance(delta, dict):
+        return
+    for key, value in delta.items():
+        if key not in ("type", "signature") and isinstance(value, str):
+            yield (data.get("index"), key), delta, key
 
 
 def _block(state: _State, index: int, block_type: str | None) -> dict:

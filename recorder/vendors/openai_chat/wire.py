@@ -10,7 +10,7 @@ is dropped from tool calls, as in the non-streaming body.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "Progress",
     "reassemble",
     "summarize",
+    "text_deltas",
     "tool_calls",
     "tool_results",
 ]
@@ -164,6 +165,25 @@ def _merge_function(pieces: Pieces, prev: Any, value: Any) -> Any:
         elif part is not None and fn.get(key) in (None, ""):
             fn[key] = part
     return fn
+
+
+def text_deltas(chunk: dict) -> Iterator[tuple[Any, dict, str]]:
+    """Where a chunk carries a piece of a text the stream builds: (which text, the dict
+    holding the piece, its key); the pieces of one text, joined, are that text."""
+    for choice in as_list(chunk.get("choices")):
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            continue
+        index = choice.get("index")
+        for key, value in delta.items():
+            if key != "role" and isinstance(value, str):
+                yield (index, key), delta, key
+        if isinstance(delta.get("function_call"), dict):
+            yield (index, "function_call"), delta["function_call"], "arguments"
+        for part in as_list(delta.get("tool_calls")):
+            function = part.get("function") if isinstance(part, dict) else None
+            if isinstance(function, dict):
+                yield (index, "tool", part.get("index"), part.get("id")), function, "arguments"
 
 
 def _merge_logprobs(prev: dict | None, value: dict) -> dict:

@@ -12,8 +12,9 @@ Unknown event types are skipped.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from taplog.recorder.vendors.sse import (
     MalformedEvent,
@@ -38,6 +39,7 @@ __all__ = [
     "Progress",
     "reassemble",
     "summarize",
+    "text_deltas",
     "tool_calls",
     "tool_results",
 ]
@@ -167,6 +169,15 @@ def _apply(state: _State, kind: str, data: dict) -> None:
     elif kind == "output_text.annotation.added":
         part = _part(state, index, "output_text", data)
         extend(part, "annotations", [data.get("annotation")])
+
+
+def text_deltas(data: dict) -> Iterator[tuple[Any, dict, str]]:
+    """Where an event carries a piece of a text the stream builds: (which text, the dict
+    holding the piece, its key); the pieces of one text, joined, are that text."""
+    family, _, phase = str(data.get("type")).removeprefix("response.").rpartition(".")
+    if phase == "delta" and (family in _PART_TEXT or family in _ITEM_TEXT):
+        where = data.get("content_index", data.get("summary_index"))
+        yield (family, data.get("output_index"), where), data, "delta"
 
 
 def _forget_deltas(state: _State, index: int) -> None:
