@@ -20,7 +20,7 @@ from taplog.recorder.query.compaction import compact
 from taplog.recorder.vendors.reruns import IgnoredField
 from taplog.recorder.verify import verify
 from tests.fakes.clients import anthropic_at, openai_at
-from tests.fakes.harness import Taplog, start_on_fake
+from tests.fakes.harness import Taplog, serve_on_fake, start_on_fake
 
 EMAIL, PHONE, CARD = "jane.roe@example.org", "+44 20 7946 0958", "4111 1111 1111 1111"
 IBAN, IPV4, IPV6 = "DE89 3704 0044 0532 0130 00", "203.0.113.77", "2001:db8::8a2e:370:7334"
@@ -172,3 +172,28 @@ def test_replaying_a_redacted_recording_says_what_it_cannot_reproduce(redacting,
     assert answer.choices[0].message.content == "Echo: hello [redacted:email]"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("session replayed seq 2" in w and "redacted text (email)" in w for w in warnings)
+
+
+def test_the_recorder_process_of_serve_workers_redacts_too(fake, tmp_path):
+    """`serve --workers 2`: the recorder process builds the events, with the same rules."""
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2", "--redact", "email,card,ip")
+    try:
+        oai = openai_at(served.url)
+        for stream in (False, True):
+            answer = oai.chat.completions.create(
+                model="gpt-4.1", messages=[{"role": "user", "content": SYSTEM}], stream=stream
+            )
+            text = (
+                "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+                if stream
+                else answer.choices[0].message.content
+            )
+            assert EMAIL in text and IPV4 in text  # the client got it whole
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    files = _every_file(data)
+    assert not [path for path, content in files.items() if EMAIL.encode() in content]
+    assert any(b"[redacted:email]" in content for content in files.values())
+    assert all(report.ok for report in verify(data))
