@@ -47,6 +47,7 @@ from taplog.proxy.app import (
     recorder_for,
     start_reports,
     start_shipping,
+    start_tracing,
 )
 from taplog.proxy.config import Settings
 from taplog.proxy.failover.breaker import create_shared_breakers
@@ -295,6 +296,7 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     metrics = Metrics(bounded_labels(launch.fallbacks), settings.session_idle_minutes * 60)
     recorder = recorder_for(settings, metrics)
     reports = start_reports(settings, recorder)
+    tracing = start_tracing(settings, recorder, metrics)
     recorder.start()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a recorder process that died left it
@@ -321,6 +323,8 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     recorder.close()
     if reports is not None:
         reports.stop()
+    if tracing is not None:
+        tracing.stop()
     workers.close()
 
 
