@@ -31,7 +31,7 @@ from aiohttp import web
 
 from taplog.proxy import auth, errors
 from taplog.proxy.auth import Tokens
-from taplog.proxy.config import Settings
+from taplog.proxy.config import ConfigError, Settings
 from taplog.proxy.failover.breaker import Breakers, SharedBreakers
 from taplog.proxy.failover.responses_history import ResponsesHistory, SharedHistory
 from taplog.proxy.failover.rules import Fallbacks, load_fallbacks
@@ -70,6 +70,7 @@ from taplog.recorder.vendors.apis import DEFAULT_PROVIDER
 
 if TYPE_CHECKING:
     from taplog.proxy.coordination.reports import LineReports
+    from taplog.proxy.observe.otlp import Tracing
     from taplog.recorder.fleet.shipper import Shipper
 
 log = logging.getLogger("taplog")
@@ -95,6 +96,7 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
     ledger = start_ledger(settings, recorder)
     if ledger is not None:  # the request path reads the ledger's own totals
         app[LIMITS] = Limits(settings, ledger.tables)
+    tracing = start_tracing(settings, recorder, app[METRICS])
     recorder.start()
     app[RECORDER] = recorder
     try:
@@ -103,6 +105,8 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(recorder.close)
         if reports is not None:
             await asyncio.to_thread(reports.stop)
+        if tracing is not None:
+            await asyncio.to_thread(tracing.stop)
         lock.release()
 
 
@@ -138,6 +142,24 @@ def start_reports(settings: Settings, recorder: Recorder) -> LineReports | None:
     recorder.observe(reports.observe)
     reports.start()
     return reports
+
+
+def start_tracing(settings: Settings, recorder: Recorder, metrics: Metrics) -> Tracing | None:
+    """With `--otlp-endpoint`: spans built from the recorded events (`proxy.observe.otlp`,
+    which alone loads OpenTelemetry), counted in `metrics`; stopped once the recorder is."""
+    if not settings.otlp_endpoint:
+        return None
+    try:
+        from taplog.proxy.observe.otlp import Tracing
+    except ImportError as exc:
+        raise ConfigError(
+            f"otlp_endpoint needs OpenTelemetry ({exc.name} is missing): pip install 'taplog[otel]'"
+        ) from None
+
+    tracing = Tracing(settings.otlp_endpoint, settings.instance_name, settings.otlp_content)
+    recorder.observe(tracing.observer)
+    metrics.tracing = tracing.stats
+    return tracing
 
 
 @contextlib.asynccontextmanager

@@ -55,6 +55,11 @@ def _advertise_url(value: str) -> None:
         check_base_url(value)
 
 
+def _otlp_endpoint(value: str) -> None:
+    if value:
+        check_base_url(value)
+
+
 def _workers(value: int) -> None:
     if not 0 <= value <= 256:
         raise ValueError("must be from 0 (one process) to 256")
@@ -333,6 +338,21 @@ class Settings:
         "info",
         "Least severe log lines shown: debug, info (one line per call), warning, error.",
         OneOf(LOG_LEVELS),
+    )
+    otlp_endpoint: str = setting(
+        "",
+        "Send each call as an OpenTelemetry span (GenAI conventions), tool runs and "
+        "failovers too, to this OTLP/HTTP collector: its base URL, /v1/traces added "
+        "(http://127.0.0.1:6006 for Phoenix, http://127.0.0.1:4318 for Jaeger); built from "
+        "the recorded events off the request path, dropped (and counted) when it is away. "
+        "Needs the `otel` extra. Empty: no traces.",
+        _otlp_endpoint,
+    )
+    otlp_content: bool = setting(
+        False,
+        "With otlp_endpoint, put the messages in the spans (gen_ai.input.messages, "
+        "gen_ai.output.messages, tool arguments and results), as recorded: secrets "
+        "redacted, never headers.",
     )
     auth_token: str = setting(
         "",

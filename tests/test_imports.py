@@ -28,9 +28,9 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OWN = {"taplog", "tests", "bench"}
 OLD_NAMES = {"proxy", "recorder"}  # the folders' names, importable only as taplog.proxy/recorder
 EXTRAS = {
-    "proxy": ("fast", "fleet"),
+    "proxy": ("fast", "fleet", "otel"),
     "recorder": ("fast", "fleet"),
-    "tests": ("fast", "fleet", "test"),
+    "tests": ("fast", "fleet", "otel", "test"),
 }
 TREES = ("proxy", "recorder", "tests", "bench")
 

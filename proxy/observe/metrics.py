@@ -50,6 +50,7 @@ from taplog.recorder.store.writer import SYNC_BUCKETS, Recorder
 from taplog.recorder.vendors.apis import API_MODULES
 
 if TYPE_CHECKING:
+    from taplog.proxy.observe.otlp import TraceStats
     from taplog.recorder.fleet.shipper import ShipStats
 
 # `_created` samples would double every counter's series and nobody alerts on them.
@@ -84,6 +85,7 @@ class Metrics:
         self.serving = CollectorRegistry(auto_describe=False)
         self.recorder: Recorder | None = None  # set once the recorder runs here
         self.shipping: ShipStats | None = None  # set once shipping runs here
+        self.tracing: TraceStats | None = None  # set once spans are sent from here
         self.breaker_states: dict[str, str] = {}  # copied from the loop before each scrape
         self._idle_seconds = session_idle_seconds
         self._sessions: dict[str, float] = {}  # session -> monotonic time of its last event
@@ -364,6 +366,8 @@ class _RecordedAtScrape:
             yield from _recorder_families(metrics.recorder)
         if metrics.shipping is not None:
             yield from _shipping_families(metrics.shipping)
+        if metrics.tracing is not None:
+            yield from _tracing_families(metrics.tracing)
 
 
 class _Breakers:
@@ -468,6 +472,22 @@ def _shipping_families(stats: ShipStats) -> Iterator[Metric]:
         "taplog_ship_last_success_timestamp_seconds",
         "When a shipping round last left nothing waiting (Unix time; 0: not yet).",
         value=stats.last_shipped,
+    )
+
+
+def _tracing_families(stats: TraceStats) -> Iterator[Metric]:
+    yield CounterMetricFamily(
+        "taplog_otlp_spans_exported", "Spans the OTLP collector took.", stats.exported
+    )
+    yield CounterMetricFamily(
+        "taplog_otlp_spans_dropped",
+        "Spans never sent: the queue was full, or the collector failed or did not answer.",
+        stats.dropped,
+    )
+    yield GaugeMetricFamily(
+        "taplog_otlp_spans_pending",
+        "Spans queued for the OTLP exporter or being sent.",
+        value=stats.pending,
     )
 
 

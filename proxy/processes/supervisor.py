@@ -47,6 +47,7 @@ from taplog.proxy.app import (
     recorder_for,
     start_reports,
     start_shipping,
+    start_tracing,
 )
 from taplog.proxy.config import Settings
 from taplog.proxy.failover.breaker import create_shared_breakers
@@ -298,6 +299,7 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     recorder = recorder_for(settings, metrics)
     reports = start_reports(settings, recorder)
     ledger = start_ledger(settings, recorder)  # before the writer starts: it sees every event
+    tracing = start_tracing(settings, recorder, metrics)
     recorder.start()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a recorder process that died left it
@@ -329,6 +331,8 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     recorder.close()
     if reports is not None:
         reports.stop()
+    if tracing is not None:
+        tracing.stop()
     workers.close()
 
 
