@@ -157,7 +157,7 @@ def start_tracing(settings: Settings, recorder: Recorder, metrics: Metrics) -> T
         ) from None
 
     tracing = Tracing(settings.otlp_endpoint, settings.instance_name, settings.otlp_content)
-    recorder.observe(tracing.observer)
+    recorder.observe(tracing.observe)
     metrics.tracing = tracing.stats
     return tracing
 

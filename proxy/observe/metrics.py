@@ -489,6 +489,11 @@ def _tracing_families(stats: TraceStats) -> Iterator[Metric]:
         "Spans queued for the OTLP exporter or being sent.",
         value=stats.pending,
     )
+    yield GaugeMetricFamily(
+        "taplog_otlp_collector_reachable",
+        "0 for a while after the OTLP collector failed an export (spans are dropped), else 1.",
+        value=0 if stats.collector_away else 1,
+    )
 
 
 # -- the request path (event loop) -----------------------------------------

@@ -1,7 +1,7 @@
 """Recorded events into trace spans: the observer behind `--otlp-endpoint`.
 
-Runs where the recorder runs, on the writer thread, after each event is written (as the
-metrics observer does), so the request path does nothing more. It builds plain
+Runs where the recorder runs, on a thread of its own fed with each event once it is
+written (`proxy.observe.otlp`), so the request path and the writer do nothing more. It builds plain
 `SpanSpec`s and hands them to a sink (`proxy.observe.otlp` turns them into OpenTelemetry
 spans, queued for the exporter's own thread); nothing here imports OpenTelemetry.
 
@@ -38,6 +38,7 @@ from taplog.recorder.vendors.apis import API_MODULES
 
 MAX_REMEMBERED = 100_000
 LLM_APIS = frozenset(API_MODULES)
+SPAN_EVENTS = frozenset({LLM_REQUEST, LLM_RESPONSE, FAILOVER, CALL_ANSWERED, TOOL_PRE, TOOL_POST})
 
 
 @dataclass(slots=True)

@@ -66,13 +66,13 @@ def test_phoenix_shows_calls_tools_and_sessions_without_content(phoenix, fake, t
     )
     try:
         _drive(served.url)
-        logs = until(lambda: read_all(tmp_path / "data"))
-        events = [e for session in logs.values() for e in session]
-        answered = [e for e in events if e["type"] == "call.answered"]
-        posts = [e for e in events if e["type"] == "tool.post"]
-        spans = _spans_of(phoenix, set(logs), len(answered) + len(posts))
     finally:
-        served.stop()
+        served.stop()  # every call's events written, its spans handed to the exporter
+    logs = read_all(tmp_path / "data")
+    events = [e for session in logs.values() for e in session]
+    answered = [e for e in events if e["type"] == "call.answered"]
+    posts = [e for e in events if e["type"] == "tool.post"]
+    spans = _spans_of(phoenix, set(logs), len(answered) + len(posts))
     chats = [s for s in spans if s["name"].startswith("chat ")]
     tools = [s for s in spans if s["name"].startswith("execute_tool ")]
     assert len(chats) == len(answered) and len(tools) == len(posts)
@@ -122,12 +122,12 @@ def test_phoenix_gets_the_messages_with_otlp_content_and_never_a_key(phoenix, fa
     )
     try:
         anthropic_agent(anthropic_at(served.url), stream=True)
-        logs = until(lambda: read_all(tmp_path / "data"))
-        events = [e for session in logs.values() for e in session]
-        count = sum(e["type"] in ("call.answered", "tool.post") for e in events)
-        spans = _spans_of(phoenix, set(logs), count)
     finally:
-        served.stop()
+        served.stop()  # every call's events written, its spans handed to the exporter
+    logs = read_all(tmp_path / "data")
+    events = [e for session in logs.values() for e in session]
+    count = sum(e["type"] in ("call.answered", "tool.post") for e in events)
+    spans = _spans_of(phoenix, set(logs), count)
     first = min((s for s in spans if s["name"].startswith("chat ")), key=lambda s: s["start_time"])
     asked = json.loads(first["attributes"]["gen_ai.input.messages"])
     assert "Paris" in asked[0]["parts"][0]["content"]
