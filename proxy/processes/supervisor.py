@@ -40,10 +40,9 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from taplog.proxy.app import (
-    bounded_labels,
+from taplog.proxy.app import bounded_labels, create_app
+from taplog.proxy.beside_recorder import (
     compact_idle,
-    create_app,
     recorder_for,
     start_reports,
     start_shipping,
