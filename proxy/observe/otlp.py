@@ -36,7 +36,10 @@ from collections import deque
 from collections.abc import Sequence
 
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    DEFAULT_TRACES_EXPORT_PATH,
+    OTLPSpanExporter,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -48,7 +51,7 @@ from taplog.recorder.events import CALL_ANSWERED, TOOL_POST, Event
 
 log = logging.getLogger("taplog")
 
-TRACES_PATH = "/v1/traces"
+TRACES_PATH = "/" + DEFAULT_TRACES_EXPORT_PATH  # OTLP's, as the SDK names it: `/v1/traces`
 DEFAULT_QUEUE = 2048  # the SDK's default, unless OTEL_BSP_MAX_QUEUE_SIZE says otherwise
 MAX_WAITING_EVENTS = 16_384  # recorded events not yet made into spans
 DRAIN_SECONDS = 0.25  # how often the queued events are made spans (not a wake-up per event)
