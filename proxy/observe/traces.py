@@ -115,7 +115,7 @@ class TraceObserver:
         if request is None:
             return
         end = genai.ts_ns(answered["ts"])
-        start = end - int(float(answered.get("latency_ms") or 0) * 1_000_000)
+        start = end - round(float(answered.get("latency_ms") or 0) * 1_000_000)
         attributes = genai.call_attributes(request, call.response, answered)
         if self._content and call.first_request is not None:
             attributes.update(genai.input_messages(call.first_request))
@@ -141,9 +141,9 @@ class TraceObserver:
         end = genai.ts_ns(post["ts"])
         if pre is not None:
             start = genai.ts_ns(pre["ts"])
-            end = start + int(float(duration) * 1_000_000) if duration is not None else end
+            end = start + round(float(duration) * 1_000_000) if duration is not None else end
         elif isinstance(duration, int | float):
-            start = end - int(float(duration) * 1_000_000)
+            start = end - round(float(duration) * 1_000_000)
         else:
             start = end
         attributes = genai.tool_attributes(pre, post, self._content)

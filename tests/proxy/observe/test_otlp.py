@@ -65,8 +65,8 @@ def test_each_call_is_a_chat_span_with_the_genai_attributes(servers, fake, colle
     assert claude.resource["service.name"] == "taplog"
     assert claude.resource["service.instance.id"]
     latency = {e["exchange"]: e["latency_ms"] for e in answered}
-    assert sorted((s.end_ns - s.start_ns) // 1000 for s in chats) == sorted(
-        int(ms * 1000) for ms in latency.values()
+    assert sorted(round((s.end_ns - s.start_ns) / 1000) for s in chats) == sorted(
+        round(ms * 1000) for ms in latency.values()
     )
 
 
