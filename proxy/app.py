@@ -142,7 +142,8 @@ async def _coordination(app: web.Application) -> AsyncIterator[None]:
     if not url:
         yield
         return
-    from taplog.proxy.coordination.breakers import FleetBreakers, connect
+    from taplog.proxy.coordination.breakers import FleetBreakers
+    from taplog.proxy.coordination.clients import connect
     from taplog.proxy.coordination.forward import FleetOwnership
     from taplog.proxy.coordination.leases import SessionLeases
 

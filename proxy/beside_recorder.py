@@ -47,14 +47,10 @@ def start_reports(settings: Settings, recorder: Recorder) -> LineReports | None:
     (`proxy.coordination.reports`); stopped once the recorder is closed."""
     if not settings.coordination:
         return None
-    import redis
-
-    from taplog.proxy.coordination.leases import REDIS_SECONDS
+    from taplog.proxy.coordination.clients import connect_blocking
     from taplog.proxy.coordination.reports import LineReports
 
-    client = redis.Redis.from_url(
-        settings.coordination, socket_timeout=REDIS_SECONDS, socket_connect_timeout=REDIS_SECONDS
-    )
+    client = connect_blocking(settings.coordination)
     reports = LineReports(client)
     recorder.observe(reports.observe)
     reports.start()

@@ -21,12 +21,12 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from taplog.proxy.coordination.clients import REDIS_SECONDS
 from taplog.proxy.failover.breaker import CLOSED, COOL_DOWN, HALF_OPEN, OPEN, Breakers
 
 log = logging.getLogger("taplog")
 
 REFRESH_SECONDS = 0.5
-REDIS_SECONDS = 0.5  # the longest one Redis command may take before Redis counts as down
 PROBE_SECONDS = 60.0  # a probe key outlives an instance that died while probing by this much
 
 _FAILED = """
@@ -63,15 +63,6 @@ class _Seen:
     failures: int = 0
     opened_at: float = 0.0  # Redis's clock
     probe: bool = False  # this instance holds the probe and has not let its call through
-
-
-def connect(url: str) -> Any:
-    """A Redis client whose every command gives up within `REDIS_SECONDS`."""
-    import redis.asyncio
-
-    return redis.asyncio.Redis.from_url(
-        url, socket_timeout=REDIS_SECONDS, socket_connect_timeout=REDIS_SECONDS
-    )
 
 
 class FleetBreakers(Breakers):

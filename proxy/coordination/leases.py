@@ -48,13 +48,13 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from taplog.proxy.coordination.clients import REDIS_SECONDS
 from taplog.recorder.events import Event, session_resumed
 
 log = logging.getLogger("taplog")
 
 LEASE_SECONDS = 30.0
 RENEW_SECONDS = 1.0
-REDIS_SECONDS = 0.5
 RETRY_SECONDS = 1.0
 KEEP_DAYS = 30
 PREFIX = "taplog:session:"

@@ -22,7 +22,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from taplog.proxy.coordination.leases import LEASE_SECONDS, PREFIX, REDIS_SECONDS
+from taplog.proxy.coordination.clients import REDIS_SECONDS
+from taplog.proxy.coordination.leases import LEASE_SECONDS, PREFIX
 from taplog.recorder.events import Event
 
 log = logging.getLogger("taplog")

@@ -14,7 +14,8 @@ import httpx
 import openai
 import pytest
 
-from taplog.proxy.coordination.breakers import FleetBreakers, connect
+from taplog.proxy.coordination.breakers import FleetBreakers
+from taplog.proxy.coordination.clients import connect
 from tests.fakes.engines import RedisServer
 from tests.fakes.harness import TaplogProcess, model_requests
 from tests.fakes.keys import OPENAI_KEY

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from taplog.proxy.coordination import leases as leases_module
-from taplog.proxy.coordination.breakers import connect
+from taplog.proxy.coordination.clients import connect
 from taplog.proxy.coordination.leases import SessionLeases
 from taplog.proxy.coordination.reports import LineReports
 from tests.fakes.engines import RedisServer
