@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from taplog.proxy.coordination.clients import REDIS_SECONDS
+from taplog.proxy.coordination.clients import REDIS_SECONDS, Reachability
 from taplog.proxy.failover.breaker import CLOSED, COOL_DOWN, HALF_OPEN, OPEN, Breakers
 
 log = logging.getLogger("taplog")
@@ -82,7 +82,12 @@ class FleetBreakers(Breakers):
         self._prefix = prefix
         self._seen: dict[str, _Seen] = {}
         self._clock_offset = 0.0  # Redis's clock minus this host's, from the last refresh
-        self.shared = False  # Redis answered the last refresh: the shared state holds
+        self._redis_state = Reachability(
+            "coordination: Redis does not answer (%s); each instance uses its own circuit "
+            "breakers until it does",
+            "coordination: Redis answers; the circuit breakers are shared",
+            up=False,  # until the first refresh
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._failed = client.register_script(_FAILED)
         self._read = client.register_script(_READ)
@@ -165,21 +170,15 @@ class FleetBreakers(Breakers):
                     if due and not seen.probe:
                         seen.probe = await self._claim_probe(target)
         except (RedisError, OSError, TimeoutError) as exc:
-            self._away(exc)
+            self._redis_state.failed(exc)
             return
         self._clock_offset = redis_now - time.time()
-        if not self.shared:
-            log.info("coordination: Redis answers; the circuit breakers are shared")
-            self.shared = True
+        self._redis_state.answered()
 
-    def _away(self, exc: BaseException) -> None:
-        if self.shared:
-            log.warning(
-                "coordination: Redis does not answer (%s); each instance uses its own "
-                "circuit breakers until it does",
-                type(exc).__name__,
-            )
-            self.shared = False
+    @property
+    def shared(self) -> bool:
+        """Redis answered the last refresh: the shared state holds."""
+        return self._redis_state.up
 
     async def _claim_probe(self, target: str) -> bool:
         probe = self._keys(target)[1]
@@ -199,7 +198,7 @@ class FleetBreakers(Breakers):
             async with asyncio.timeout(REDIS_SECONDS):
                 await command
         except (RedisError, OSError, TimeoutError) as exc:  # lost with Redis
-            self._away(exc)
+            self._redis_state.failed(exc)
 
 
 class _FleetBreaker:

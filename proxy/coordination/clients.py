@@ -3,7 +3,10 @@ Redis counts as away (coordination never holds a call longer)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger("taplog")
 
 REDIS_SECONDS = 0.5  # the longest one Redis command may take before Redis counts as down
 
@@ -24,3 +27,22 @@ def connect_blocking(url: str) -> Any:
     return redis.Redis.from_url(
         url, socket_timeout=REDIS_SECONDS, socket_connect_timeout=REDIS_SECONDS
     )
+
+
+class Reachability:
+    """Whether Redis answered the last command, said once each way in taplog's log:
+    `away` (a warning, given the exception's kind) when it stops, `back` when it answers."""
+
+    def __init__(self, away: str, back: str, up: bool = True) -> None:
+        self._away, self._back = away, back
+        self.up = up
+
+    def failed(self, exc: BaseException) -> None:
+        if self.up:
+            log.warning(self._away, type(exc).__name__)
+        self.up = False
+
+    def answered(self) -> None:
+        if not self.up:
+            log.info(self._back)
+        self.up = True

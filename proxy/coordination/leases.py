@@ -48,7 +48,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from taplog.proxy.coordination.clients import REDIS_SECONDS
+from taplog.proxy.coordination.clients import REDIS_SECONDS, Reachability
 from taplog.recorder.events import Event, session_resumed
 
 log = logging.getLogger("taplog")
@@ -131,7 +131,11 @@ class SessionLeases:
         self._held: dict[str, _Lease] = {}
         self._claiming: set[asyncio.Task[Claim]] = set()  # of new sessions, in the background
         self._retry_at = 0.0  # monotonic: Redis failed; calls do not ask before then
-        self._down = False  # the last command failed (said once, and once when back)
+        self._redis_state = Reachability(
+            "coordination: Redis does not answer (%s); calls of sessions without a lease "
+            "are recorded with their epoch unknown until it does",
+            "coordination: Redis answers; sessions are leased again",
+        )
         self._claim = client.register_script(_CLAIM)
         self._renew = client.register_script(_RENEW)
 
@@ -175,7 +179,7 @@ class SessionLeases:
         except (RedisError, OSError, TimeoutError) as exc:
             self._away(exc)
             return Claim(None)
-        self._answered()
+        self._redis_state.answered()
         kind, epoch = found[0].decode(), int(found[1])
         if kind == "owned":
             return Claim(epoch, owner_url=found[3].decode())
@@ -232,7 +236,7 @@ class SessionLeases:
         except (RedisError, OSError, TimeoutError) as exc:
             self._away(exc)
             return  # what is held stays believed until its own end
-        self._answered()
+        self._redis_state.answered()
         for session, still in zip(sessions, kept, strict=True):
             lease = self._held.get(session)
             if lease is None:
@@ -244,16 +248,5 @@ class SessionLeases:
                 del self._held[session]
 
     def _away(self, exc: BaseException) -> None:
-        if not self._down:
-            log.warning(
-                "coordination: Redis does not answer (%s); calls of sessions without a "
-                "lease are recorded with their epoch unknown until it does",
-                type(exc).__name__,
-            )
-        self._down = True
+        self._redis_state.failed(exc)
         self._retry_at = time.monotonic() + RETRY_SECONDS
-
-    def _answered(self) -> None:
-        if self._down:
-            log.info("coordination: Redis answers; sessions are leased again")
-        self._down = False

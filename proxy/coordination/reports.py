@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from taplog.proxy.coordination.clients import REDIS_SECONDS
+from taplog.proxy.coordination.clients import REDIS_SECONDS, Reachability
 from taplog.proxy.coordination.leases import LEASE_SECONDS, PREFIX
 from taplog.recorder.events import Event
 
@@ -59,7 +59,10 @@ class LineReports:
         self._leased: dict[str, tuple[int, float]] = {}  # session -> (epoch, last written)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._down = False
+        self._redis_state = Reachability(
+            "coordination: cannot report written lines to Redis (%s)",
+            "coordination: written lines are reported to Redis again",
+        )
         self._thread = threading.Thread(target=self._run, name="taplog-reports", daemon=True)
 
     def start(self) -> None:
@@ -77,7 +80,7 @@ class LineReports:
         self._thread.join(5 * REDIS_SECONDS + REPORT_SECONDS)
         self._send()
         leased = [(s, epoch) for s, (epoch, _) in self._leased.items()]
-        if not leased or self._down:
+        if not leased or not self._redis_state.up:
             return
         try:
             self._release(keys=[PREFIX + s for s, _ in leased], args=[e for _, e in leased])
@@ -107,10 +110,6 @@ class LineReports:
         except (RedisError, OSError) as exc:
             with self._lock:  # newer lines seen meanwhile win
                 self._latest = {**latest, **self._latest}
-            if not self._down:
-                log.warning("coordination: cannot report written lines to Redis: %r", exc)
-            self._down = True
+            self._redis_state.failed(exc)
             return
-        if self._down:
-            log.info("coordination: written lines are reported to Redis again")
-        self._down = False
+        self._redis_state.answered()
