@@ -33,6 +33,7 @@ from taplog.proxy.auth import Tokens
 from taplog.proxy.beside_recorder import (
     compact_idle,
     recorder_for,
+    start_ledger,
     start_reports,
     start_shipping,
     start_tracing,
@@ -58,7 +59,7 @@ from taplog.proxy.keys import (
     Lifecycle,
     services_of,
 )
-from taplog.proxy.limits import Limits, start_ledger, tracked
+from taplog.proxy.limits import Limits, tracked
 from taplog.proxy.observe.labels import Bounded
 from taplog.proxy.observe.metrics import CONTENT_TYPE, Metrics, call_tracker, stream_tracker
 from taplog.proxy.processes.link import RecorderLink

@@ -1,6 +1,6 @@
 """What runs where the recorder runs, built from the settings: the recorder itself and the
-work that follows its events or its files (the fleet's line reports, traces, compaction,
-shipping).
+work that follows its events or its files (the budgets' ledger, the fleet's line reports,
+traces, compaction, shipping).
 
 Where that is: the one process of `taplog serve` (`proxy.app`), or the recorder process
 of `taplog serve --workers N` (`proxy.processes.supervisor`); both build it here, so the
@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from taplog.proxy.config import ConfigError, Settings
+from taplog.proxy.limits import tracked
 from taplog.proxy.observe.metrics import Metrics
 from taplog.proxy.observe.observer import Observer
 from taplog.recorder.store.writer import Recorder
+from taplog.recorder.usage import UsageLedger
 
 if TYPE_CHECKING:
     from taplog.proxy.coordination.reports import LineReports
@@ -40,6 +42,18 @@ def recorder_for(settings: Settings, metrics: Metrics) -> Recorder:
     )
     metrics.recorder = recorder
     return recorder
+
+
+def start_ledger(settings: Settings, recorder: Recorder) -> UsageLedger | None:
+    """With a budget or the loop guard: the usage ledger observing `recorder`
+    (`recorder.usage`); None when no limit is on."""
+    keeps = tracked(settings)
+    if keeps is None:
+        return None
+    ledger = UsageLedger(recorder.sessions_dir, keeps)
+    recorder.observe(ledger)
+    recorder.observe_turns(ledger.flush)
+    return ledger
 
 
 def start_reports(settings: Settings, recorder: Recorder) -> LineReports | None:

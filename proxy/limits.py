@@ -33,8 +33,8 @@ from aiohttp import web
 from taplog.proxy import errors
 from taplog.proxy.config import Settings, env_name, flag_name
 from taplog.recorder.events import call_refused
-from taplog.recorder.store.writer import EventRecord, Recorder
-from taplog.recorder.usage import MAX_TRACKED, Totals, Tracked, UsageLedger, UsageTables
+from taplog.recorder.store.writer import EventRecord
+from taplog.recorder.usage import MAX_TRACKED, Totals, Tracked, UsageTables
 
 if TYPE_CHECKING:
     from taplog.proxy.call import Call
@@ -81,17 +81,6 @@ def tracked(settings: Settings) -> Tracked | None:
         settings.key_max_calls_per_minute,
     )
     return Tracked(keys=bool(keys), per_minute=int(max(per_minute)), tools=settings.loop_guard > 0)
-
-
-def start_ledger(settings: Settings, recorder: Recorder) -> UsageLedger | None:
-    """The usage ledger observing `recorder`, where it runs; None when no limit is on."""
-    keeps = tracked(settings)
-    if keeps is None:
-        return None
-    ledger = UsageLedger(recorder.sessions_dir, keeps)
-    recorder.observe(ledger)
-    recorder.observe_turns(ledger.flush)
-    return ledger
 
 
 class Limits:

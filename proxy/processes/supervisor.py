@@ -44,6 +44,7 @@ from taplog.proxy.app import bounded_labels, create_app
 from taplog.proxy.beside_recorder import (
     compact_idle,
     recorder_for,
+    start_ledger,
     start_reports,
     start_shipping,
     start_tracing,
@@ -53,7 +54,6 @@ from taplog.proxy.failover.breaker import create_shared_breakers
 from taplog.proxy.failover.responses_history import KeptAnswers
 from taplog.proxy.failover.rules import Fallbacks
 from taplog.proxy.keys import LIFECYCLE
-from taplog.proxy.limits import start_ledger
 from taplog.proxy.observe.metrics import Metrics
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.proxy.server import GC_THRESHOLDS, GIL_SWITCH_SECONDS, check_binding, new_event_loop
