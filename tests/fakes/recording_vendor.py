@@ -11,7 +11,8 @@ and answers every call with something each SDK method can parse:
                             a finished `status` (the word the path's poller waits for), and the
                             few ids SDK helpers read before their next request
     a stream                (`"stream": true` in a JSON or form body, `stream=true` in the
-                            query, or `accept: text/event-stream`): the events of the path's
+                            query, `accept: text/event-stream`, a path that ends in
+                            `/stream`): the events of the path's
                             API (Messages, Chat, Responses, also when a response is streamed
                             again by id, the Agents API's session events), else one generic
                             event and the end (OpenAI's `[DONE]`; Anthropic's streams just end)
@@ -105,6 +106,8 @@ def _model_api(provider: str, method: str, path: str) -> str | None:
 def _asks_stream(request: web.Request, body: bytes) -> bool:
     accept = request.headers.get("accept", "")
     if request.query.get("stream") == "true" or "text/event-stream" in accept:
+        return True
+    if request.path.endswith("/stream"):  # Anthropic's session events: a stream by its path
         return True
     if request.content_type == "application/json" and body:
         parsed = orjson.loads(body)
