@@ -39,6 +39,7 @@ from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
 from taplog.recorder.store.writer import EventRecord, SessionStart
+from taplog.recorder.vendors.apis import provider_endpoint
 from taplog.recorder.vendors.clients import retry_count
 
 
@@ -52,14 +53,22 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     services = app[SERVICES]
     settings, recorder = services.settings, services.recorder
     token, target = auth.split_token(request.raw_path)
-    if not services.tokens.accepts(token, request.headers.get(auth.TOKEN_HEADER)):
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    if not services.tokens.accepts(token, headers.get(auth.TOKEN_HEADER)):
         return errors.error_response(
-            routing.provider_for(target), 401, auth.REFUSED, "unauthorized"
+            routing.provider_for(target, headers), 401, auth.REFUSED, "unauthorized"
         )
     try:
-        route = routing.route(target, request.method, settings)
+        route = routing.route(target, request.method, headers, settings)
     except RouteError as exc:
-        return errors.error_response(exc.provider, 400, str(exc), "invalid_path")
+        return errors.error_response(
+            exc.provider, 400, _route_refusal(request, token, exc), "invalid_path"
+        )
+    if route.probe:
+        return await probe_answer(request)
+    foreign = routing.foreign_key(headers, route, settings)
+    if foreign is not None:
+        return errors.error_response(route.provider, 400, foreign, "key_for_another_vendor")
     if not recorder.accepting:
         reason = recorder.health()["reason"]
         message = f"not recording ({reason}); the call was not sent to the vendor"
@@ -85,7 +94,6 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         refused.force_close()  # the rest of the body is not waited for
         return refused
 
-    headers = {name.lower(): value for name, value in request.headers.items()}
     parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
     override = routing.upstream_override(headers, parsed)
     if override is not None:
@@ -147,6 +155,23 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         return await serving
     finally:
         services.ownership.ended(call.session)
+
+
+async def probe_answer(request: web.Request) -> web.Response:
+    """A base URL's reachability probe (`HEAD /v1`, `GET /`), answered here rather than by
+    a vendor: nothing forwarded, no session made."""
+    return web.json_response({"service": "taplog"})
+
+
+def _route_refusal(request: web.Request, token: str | None, refused: RouteError) -> str:
+    """A route refusal's message; for a doubled version, the base URL that works (its
+    token, a secret, only named)."""
+    if refused.base is None:
+        return str(refused)
+    variable = provider_endpoint(refused.provider).BASE_URL_VARIABLE
+    prefix = f"{auth.PREFIX}<token>" if token else ""
+    base = f"{request.scheme}://{request.host}{prefix}{refused.base}"
+    return f"{refused}: set {variable}={base} (the SDK adds the rest)"
 
 
 def _rule(services: Services, api: str, parsed: object) -> Rule:

@@ -208,12 +208,14 @@ def create_replay_app(
 async def _replay(request: web.Request) -> web.StreamResponse:
     token, target = auth.split_token(request.raw_path)
     if not request.app[TOKENS].accepts(token, request.headers.get(auth.TOKEN_HEADER)):
-        return error_response(provider_for(target), 401, auth.REFUSED, "unauthorized")
+        return error_response(
+            provider_for(target, request.headers), 401, auth.REFUSED, "unauthorized"
+        )
     path = target.partition("?")[0]
     api = api_of_path(path) if request.method == "POST" else None
     body = parse_json(await request.read())
     answer = await request.app[REPLAYER].answer(
-        request, provider_for(target), api or PASSTHROUGH, body
+        request, provider_for(target, request.headers), api or PASSTHROUGH, body
     )
     assert isinstance(answer, web.StreamResponse)  # strict: every call is answered
     return answer
