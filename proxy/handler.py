@@ -171,7 +171,7 @@ def _route_refusal(request: web.Request, token: str | None, refused: RouteError)
     variable = provider_endpoint(refused.provider).BASE_URL_VARIABLE
     prefix = f"{auth.PREFIX}<token>" if token else ""
     base = f"{request.scheme}://{request.host}{prefix}{refused.base}"
-    return f"{refused}: set {variable}={base} (the SDK adds the rest)"
+    return f"{refused}: set {variable}={base}"
 
 
 def _rule(services: Services, api: str, parsed: object) -> Rule:

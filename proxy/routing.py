@@ -105,7 +105,10 @@ def route(
         raise RouteError("path must not contain '.' or '..' segments", provider)
     if rest == VERSION or rest.startswith(f"{VERSION}/"):
         sdk_base = provider_endpoint(provider).SDK_BASE
-        message = f"the path {path} has {VERSION} twice: the base URL ends in {VERSION}"
+        message = (
+            f"the path {path} has {VERSION} twice (the base URL ends in {VERSION} and the "
+            "client adds it again)"
+        )
         prefix = "" if session is None else f"/s/{session}"
         raise RouteError(message, provider, base=prefix + sdk_base)
     upstream = settings.base_url(provider).rstrip("/") + upstream_path(provider, rest)

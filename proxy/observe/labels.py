@@ -47,6 +47,7 @@ REFUSALS = frozenset(
         "request_timeout",
         "invalid_path",
         "invalid_session_id",
+        "key_for_another_vendor",
         "budget",
         "loop_guard",
     }

@@ -123,6 +123,8 @@ def test_an_anthropic_key_in_an_openai_client_is_refused_and_nothing_sent(two, v
     assert refused.value.code == "key_for_another_vendor"
     assert _paths(vendors.openai) == _paths(vendors.anthropic) == []
     assert _session_files(two) == []
+    metrics = httpx.get(f"{two.url}/metrics").text
+    assert 'taplog_calls_refused_total{reason="key_for_another_vendor"} 1.0' in metrics
 
 
 def test_an_openai_key_in_an_anthropic_client_is_refused_and_nothing_sent(two, vendors):
@@ -158,11 +160,11 @@ def test_a_doubled_v1_is_refused_naming_the_base_url(two, vendors):
         client.messages.create(
             model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
         )
-    assert f"set ANTHROPIC_BASE_URL={two.url} " in refused.value.message
+    assert f"set ANTHROPIC_BASE_URL={two.url} (" in refused.value.message
     openai_client = openai.OpenAI(base_url=f"{two.url}/v1/v1", api_key=OPENAI_KEY, max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
         openai_client.models.list()
-    assert f"set OPENAI_BASE_URL={two.url}/v1 " in refused.value.message
+    assert refused.value.message.endswith(f"set OPENAI_BASE_URL={two.url}/v1")
     assert _paths(vendors.openai) == _paths(vendors.anthropic) == []
     assert _session_files(two) == []
 
@@ -182,8 +184,23 @@ def test_a_doubled_v1_keeps_the_session_and_names_no_token(servers, vendors, tmp
     )
     assert answer.status_code == 400
     message = answer.json()["error"]["message"]
-    assert f"ANTHROPIC_BASE_URL={taplog.url}/t/<token>/s/my-run " in message
+    assert message.endswith(f"ANTHROPIC_BASE_URL={taplog.url}/t/<token>/s/my-run")
     assert "inbound-token" not in message
+
+
+def test_batch_results_fetched_on_the_base_url_pass_through_taplog(two, vendors):
+    """The docs' way to download a batch's results through taplog (the SDK's `results()`
+    follows the absolute `results_url`, past taplog)."""
+    client = anthropic.Anthropic(base_url=two.url, api_key=ANTHROPIC_KEY, max_retries=0)
+    with pytest.raises(anthropic.NotFoundError):  # the fake has no batches; it was reached
+        client.get("/v1/messages/batches/msgbatch_01/results", cast_to=str)
+    assert _paths(vendors.anthropic) == ["GET /v1/messages/batches/msgbatch_01/results"]
+    two.wait_responses(1)
+    [logged] = _requests(two)
+    assert (logged["provider"], logged["path"]) == (
+        "anthropic",
+        "/v1/messages/batches/msgbatch_01/results",
+    )
 
 
 @pytest.mark.parametrize("method", ["HEAD", "GET"])
