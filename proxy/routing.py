@@ -44,6 +44,7 @@ from taplog.recorder.vendors.apis import (
 )
 
 PASSTHROUGH = "passthrough"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 UPSTREAM_FIELDS = frozenset({"api_base", "base_url", "api_url", "azure_endpoint", "upstream_url"})
 UPSTREAM_HEADERS = frozenset({"x-api-base", "x-base-url", "x-upstream-url", "x-target-url"})
@@ -81,13 +82,8 @@ def _split_session(path: str) -> tuple[str | None, str]:
 def provider_for(raw_target: str, headers: Mapping[str, str]) -> str:
     """The provider whose error shape a refusal of this target takes."""
     path = _split_session(raw_target.partition("?")[0])[1]
-    return provider_of_request(unversioned(path), _lowered(headers))
-
-
-def _lowered(headers: Mapping[str, str]) -> Mapping[str, str]:
-    if isinstance(headers, dict):
-        return headers  # the handler's own, lower-cased already
-    return {name.lower(): value for name, value in headers.items()}
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return provider_of_request(unversioned(path), lowered)
 
 
 def route(
@@ -144,7 +140,7 @@ def foreign_key(headers: Mapping[str, str], route: CallRoute, settings: Settings
 
 def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or ""), parts.port
+    return parts.scheme, (parts.hostname or ""), parts.port or _DEFAULT_PORTS.get(parts.scheme)
 
 
 def upstream_override(headers: dict[str, str], parsed: object) -> str | None:
