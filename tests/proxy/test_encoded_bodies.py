@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from taplog.recorder.bodies import decode_body
-from tests.fakes.clients import STORY_ANSWER, STORY_PROMPT
+from tests.fakes.clients import STORY_ANSWER, STORY_PROMPT, scrape
 from tests.fakes.encoded import COMPRESS, Encoding, encoding_sdk
 from tests.fakes.harness import FAILOVER_RULES, model_requests, serve_replay, start_on_fake
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
@@ -165,6 +165,7 @@ def test_a_body_not_in_its_coding_is_refused_400_in_the_anthropic_shape(taplog, 
     assert body["error"]["message"].startswith("taplog: the request body is not valid gzip data")
     assert refused.value.response.headers["x-taplog-error"] == "bad_content_encoding"
     assert fake.requests == [] and taplog.sessions() == {}
+    assert scrape(taplog).value("taplog_calls_refused_total", reason="bad_content_encoding") == 1
 
 
 @pytest.mark.parametrize("coding", ["compress", "gzip, gzip, gzip, gzip, gzip"])
