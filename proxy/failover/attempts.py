@@ -71,8 +71,8 @@ def as_sent(
 ) -> Attempt:
     """The call exactly as the client made it, to its own vendor (any method, any path):
     `encoded`, the client's bytes of `body`, go with their Content-Encoding."""
-    headers = request_headers(headers)
-    return Attempt(target, api, url, headers, body, parsed, None, method, encoded=encoded)
+    sent = request_headers(headers)
+    return Attempt(target, api, url, sent, body, parsed, None, method, encoded=encoded)
 
 
 def target_api(target: Target, client_api: str) -> str:
