@@ -7,7 +7,9 @@ Order matters and is part of the contract:
 2. refuse with 503 when the recorder cannot take more (record or refuse),
    before anything reaches a vendor;
 3. read the body (over the limit: 413; not all there within the body
-   timeout: 408; naming an upstream of its own: 400);
+   timeout: 408; naming an upstream of its own: 400); one sent with a
+   Content-Encoding is decoded for taplog's own use (`proxy.content_encoding`:
+   undecodable 400, over the limit decoded 413) and sent on as it came;
 4. with `--replay`, answer from the recording when it holds the call (or
    refuse a miss in strict mode): nothing recorded, no session resolved;
 5. resolve the session (a bad explicit id: 400, nothing created);
@@ -27,7 +29,7 @@ import time
 
 from aiohttp import web
 
-from taplog.proxy import auth, chain, errors, routing
+from taplog.proxy import auth, chain, content_encoding, errors, routing
 from taplog.proxy.call import Call
 from taplog.proxy.failover.rules import Rule
 from taplog.proxy.keys import SERVICES, Services
@@ -93,6 +95,14 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         refused = errors.error_response(route.provider, 408, message, "request_timeout")
         refused.force_close()  # the rest of the body is not waited for
         return refused
+    encoded = None  # the client's bytes, when `body` is their decoded copy
+    if content_encoding.HEADER in request.headers:  # sent on as it came, decoded for the log
+        try:
+            decoded = await content_encoding.decoded(request.headers, body, settings.max_body_mb)
+        except content_encoding.Refused as exc:
+            return errors.error_response(route.provider, exc.status, str(exc), exc.code)
+        if decoded is not body:
+            encoded, body = body, decoded
 
     parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
     override = routing.upstream_override(headers, parsed)
@@ -119,7 +129,8 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     epoch = resumed = None
     if services.ownership is not None:  # a fleet: one instance writes a session at a time
         new = resolution.source == "new"
-        owned = await services.ownership.serve_here(request, body, resolution.session, new)
+        wire = body if encoded is None else encoded  # the owner gets the call as it came
+        owned = await services.ownership.serve_here(request, wire, resolution.session, new)
         if isinstance(owned, web.StreamResponse):
             return owned  # its owner served (and recorded) it
         epoch, resumed = owned.epoch, owned.resumed
@@ -132,6 +143,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         secrets=secret_values(headers) + ((token.encode(),) if token else ()),
         received=received,
         body=body,
+        encoded=encoded,
         parsed=parsed,
         headers=request.headers,
         key_fingerprint=key_fp,
