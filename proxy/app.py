@@ -42,7 +42,7 @@ from taplog.proxy.config import Settings
 from taplog.proxy.failover.breaker import Breakers, SharedBreakers
 from taplog.proxy.failover.responses_history import ResponsesHistory, SharedHistory
 from taplog.proxy.failover.rules import Fallbacks, load_fallbacks
-from taplog.proxy.handler import proxy_call
+from taplog.proxy.handler import probe_answer, proxy_call
 from taplog.proxy.keys import (
     BREAKERS,
     FALLBACKS,
@@ -216,11 +216,6 @@ async def _mark_stopping(app: web.Application) -> None:
     app[LIFECYCLE].stopping = True
 
 
-async def root(request: web.Request) -> web.Response:
-    """A base URL's reachability probe, answered here rather than by a vendor."""
-    return web.json_response({"service": "taplog"})
-
-
 async def healthz(request: web.Request) -> web.Response:
     """The process is alive and serving."""
     return web.json_response({"status": "ok"})
@@ -334,7 +329,7 @@ def create_app(
     app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)
     app.on_response_prepare.append(stream_tracker(app_metrics))
-    app.router.add_get("/", root)  # HEAD too
+    app.router.add_get("/", probe_answer)  # HEAD too
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

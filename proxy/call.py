@@ -48,11 +48,12 @@ class Call:
     id: str  # the exchange id, shared by every event of this call
     secrets: tuple[bytes, ...]  # values to scrub wherever they echo back
     received: float  # perf_counter() when the client's request arrived
-    body: bytes
+    body: bytes  # decoded, when the client sent it with a Content-Encoding
     parsed: Any
     headers: CIMultiDictProxy[str]  # the client's
     key_fingerprint: str | None
     rule: Rule  # its fallback rule, or the plain one (a chain of one)
+    encoded: bytes | None = None  # the body as the client sent it, when it was encoded
     attempts: int = 0
     history: list[Any] | None = None  # Responses: the items a previous_response_id names
     history_known: bool = False  # looked up (`load_history`)
@@ -231,6 +232,10 @@ class Try:
         )
         if translation is not None:
             record.event.update(translated_from=self.client_api, dropped=translation.dropped)
+        if attempt.encoded is not None:  # the body above is its decoded copy
+            record.event["content_encoding"] = ", ".join(
+                attempt.headers.getall("content-encoding", ())
+            )
         if not sent:
             record.event["sent"] = False
         record.event["epoch"] = self.epoch

@@ -161,7 +161,14 @@ def _primary(call: Call) -> Target:
 def _own_attempt(call: Call, primary: Target) -> Attempt:
     route = call.route
     return as_sent(
-        primary, call.api, call.method, route.upstream_url, call.headers, call.body, call.parsed
+        primary,
+        call.api,
+        call.method,
+        route.upstream_url,
+        call.headers,
+        call.body,
+        call.parsed,
+        call.encoded,
     )
 
 
@@ -181,6 +188,7 @@ async def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
         call.route.upstream_url,
         history=call.history,
         leave_out=call.rule.leave_out_untranslatable,
+        encoded=call.encoded,
     )
 
 

@@ -14,7 +14,6 @@ environment, never from the config file; messages and `repr` show them as
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import re
 import socket
 import tomllib
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from taplog.proxy.metadata_hosts import is_metadata_host
 from taplog.recorder.fleet.layout import check_instance, default_instance, parse_location
 from taplog.recorder.redaction import BUILT_IN, Redaction, custom_rule, redaction_of
 from taplog.recorder.vendors.apis import provider_endpoint
@@ -89,7 +89,7 @@ class OneOf:
 def check_base_url(value: str) -> None:
     """A vendor base URL, checked whole, so that what passes `check-config` also works:
     http(s) with a host, a port in range, no whitespace or control characters, no
-    credentials, query or fragment, no link-local (metadata) address."""
+    credentials, query or fragment, no cloud metadata service (`is_metadata_host`)."""
     if any(char.isspace() or not char.isprintable() for char in value):
         raise ValueError("must not contain whitespace or control characters")
     parts = urlsplit(value)
@@ -106,39 +106,15 @@ def check_base_url(value: str) -> None:
     if parts.query or parts.fragment or "?" in value or "#" in value:
         raise ValueError("must not have a query string or fragment")
     if is_metadata_host(parts.hostname):
-        raise ValueError("must not point at a link-local (metadata service) address")
+        raise ValueError(
+            "must not point at a cloud metadata service (a link-local address, or an "
+            "address or name such a service answers on)"
+        )
 
 
 def _listen_host(value: str) -> None:
     if not value or any(char.isspace() or not char.isprintable() for char in value):
         raise ValueError("must be an address or host name, without whitespace")
-
-
-# Cloud metadata services by name (they answer on 169.254.169.254 / fd00:ec2::254).
-_METADATA_NAMES = frozenset(
-    {"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal"}
-)
-
-
-def is_metadata_host(host: str) -> bool:
-    """A link-local address, in any spelling a resolver accepts, or a metadata service name.
-
-    Catches the forms that slip past a plain parse: 2852039166, 0xa9.0xfe.0xa9.0xfe,
-    0251.0376.0251.0376, ::ffff:169.254.169.254, a trailing dot. Names are not resolved.
-    """
-    host = host.strip("[]").rstrip(".").lower()
-    if host in _METADATA_NAMES or host == "fd00:ec2::254":
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        try:  # the shorthand and octal/hex forms that inet_aton, and so getaddrinfo, accept
-            address = ipaddress.ip_address(socket.inet_aton(host))
-        except OSError:
-            return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_link_local
 
 
 def _replay_source(value: str) -> None:

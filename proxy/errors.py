@@ -51,4 +51,6 @@ async def in_api_shape(request: web.Request, handler: Any) -> web.StreamResponse
             raise
         message = f"{exc.reason}: taplog serves no {request.method} at this path"
         code = "not_found" if exc.status == 404 else "invalid_request"
-        return error_response(provider_for(request.raw_path), exc.status, message, code)
+        return error_response(
+            provider_for(request.raw_path, request.headers), exc.status, message, code
+        )

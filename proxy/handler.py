@@ -7,7 +7,9 @@ Order matters and is part of the contract:
 2. refuse with 503 when the recorder cannot take more (record or refuse),
    before anything reaches a vendor;
 3. read the body (over the limit: 413; not all there within the body
-   timeout: 408; naming an upstream of its own: 400);
+   timeout: 408; naming an upstream of its own: 400); one sent with a
+   Content-Encoding is decoded for taplog's own use (`proxy.content_encoding`:
+   undecodable 400, over the limit decoded 413) and sent on as it came;
 4. with `--replay`, answer from the recording when it holds the call (or
    refuse a miss in strict mode): nothing recorded, no session resolved;
 5. resolve the session (a bad explicit id: 400, nothing created);
@@ -27,7 +29,7 @@ import time
 
 from aiohttp import web
 
-from taplog.proxy import auth, chain, errors, routing
+from taplog.proxy import auth, chain, content_encoding, errors, routing
 from taplog.proxy.call import Call
 from taplog.proxy.failover.rules import Rule
 from taplog.proxy.keys import SERVICES, Services
@@ -39,6 +41,7 @@ from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
 from taplog.recorder.store.writer import EventRecord, SessionStart
+from taplog.recorder.vendors.apis import provider_endpoint
 from taplog.recorder.vendors.clients import retry_count
 
 
@@ -52,14 +55,22 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     services = app[SERVICES]
     settings, recorder = services.settings, services.recorder
     token, target = auth.split_token(request.raw_path)
-    if not services.tokens.accepts(token, request.headers.get(auth.TOKEN_HEADER)):
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    if not services.tokens.accepts(token, headers.get(auth.TOKEN_HEADER)):
         return errors.error_response(
-            routing.provider_for(target), 401, auth.REFUSED, "unauthorized"
+            routing.provider_for(target, headers), 401, auth.REFUSED, "unauthorized"
         )
     try:
-        route = routing.route(target, request.method, settings)
+        route = routing.route(target, request.method, headers, settings)
     except RouteError as exc:
-        return errors.error_response(exc.provider, 400, str(exc), "invalid_path")
+        return errors.error_response(
+            exc.provider, 400, _route_refusal(request, token, exc), "invalid_path"
+        )
+    if route.probe:
+        return await probe_answer(request)
+    foreign = routing.foreign_key(headers, route, settings)
+    if foreign is not None:
+        return errors.error_response(route.provider, 400, foreign, "key_for_another_vendor")
     if not recorder.accepting:
         reason = recorder.health()["reason"]
         message = f"not recording ({reason}); the call was not sent to the vendor"
@@ -84,8 +95,15 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         refused = errors.error_response(route.provider, 408, message, "request_timeout")
         refused.force_close()  # the rest of the body is not waited for
         return refused
+    encoded = None  # the client's bytes, when `body` is their decoded copy
+    if content_encoding.HEADER in request.headers:  # sent on as it came, decoded for the log
+        try:
+            decoded = await content_encoding.decoded(request.headers, body, settings.max_body_mb)
+        except content_encoding.Refused as exc:
+            return errors.error_response(route.provider, exc.status, str(exc), exc.code)
+        if decoded is not body:
+            encoded, body = body, decoded
 
-    headers = {name.lower(): value for name, value in request.headers.items()}
     parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
     override = routing.upstream_override(headers, parsed)
     if override is not None:
@@ -111,7 +129,8 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
     epoch = resumed = None
     if services.ownership is not None:  # a fleet: one instance writes a session at a time
         new = resolution.source == "new"
-        owned = await services.ownership.serve_here(request, body, resolution.session, new)
+        wire = body if encoded is None else encoded  # the owner gets the call as it came
+        owned = await services.ownership.serve_here(request, wire, resolution.session, new)
         if isinstance(owned, web.StreamResponse):
             return owned  # its owner served (and recorded) it
         epoch, resumed = owned.epoch, owned.resumed
@@ -124,6 +143,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         secrets=secret_values(headers) + ((token.encode(),) if token else ()),
         received=received,
         body=body,
+        encoded=encoded,
         parsed=parsed,
         headers=request.headers,
         key_fingerprint=key_fp,
@@ -147,6 +167,23 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         return await serving
     finally:
         services.ownership.ended(call.session)
+
+
+async def probe_answer(request: web.Request) -> web.Response:
+    """A base URL's reachability probe (`HEAD /v1`, `GET /`), answered here rather than by
+    a vendor: nothing forwarded, no session made."""
+    return web.json_response({"service": "taplog"})
+
+
+def _route_refusal(request: web.Request, token: str | None, refused: RouteError) -> str:
+    """A route refusal's message; for a doubled version, the base URL that works (its
+    token, a secret, only named)."""
+    if refused.base is None:
+        return str(refused)
+    variable = provider_endpoint(refused.provider).BASE_URL_VARIABLE
+    prefix = f"{auth.PREFIX}<token>" if token else ""
+    base = f"{request.scheme}://{request.host}{prefix}{refused.base}"
+    return f"{refused}: set {variable}={base}"
 
 
 def _rule(services: Services, api: str, parsed: object) -> Rule:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from taplog.proxy import auth
+from taplog.proxy import auth, content_encoding
 from taplog.proxy.auth import Tokens
 from taplog.proxy.config import Settings
 from taplog.proxy.errors import error_response
@@ -60,7 +60,8 @@ _MISS_GOES = {
     RECORD_MISSING: "sent to the vendor, its answer recorded",
 }
 log = logging.getLogger("taplog")
-MAX_BODY = 64 * 2**20
+MAX_BODY_MB = 64
+MAX_BODY = MAX_BODY_MB * 2**20
 
 
 @dataclass
@@ -208,12 +209,18 @@ def create_replay_app(
 async def _replay(request: web.Request) -> web.StreamResponse:
     token, target = auth.split_token(request.raw_path)
     if not request.app[TOKENS].accepts(token, request.headers.get(auth.TOKEN_HEADER)):
-        return error_response(provider_for(target), 401, auth.REFUSED, "unauthorized")
+        return error_response(
+            provider_for(target, request.headers), 401, auth.REFUSED, "unauthorized"
+        )
     path = target.partition("?")[0]
     api = api_of_path(path) if request.method == "POST" else None
-    body = parse_json(await request.read())
+    try:  # a body sent with a Content-Encoding, decoded as the proxy does
+        raw = await content_encoding.decoded(request.headers, await request.read(), MAX_BODY_MB)
+    except content_encoding.Refused as exc:
+        return error_response(provider_for(target), exc.status, str(exc), exc.code)
+    body = parse_json(raw)
     answer = await request.app[REPLAYER].answer(
-        request, provider_for(target), api or PASSTHROUGH, body
+        request, provider_for(target, request.headers), api or PASSTHROUGH, body
     )
     assert isinstance(answer, web.StreamResponse)  # strict: every call is answered
     return answer

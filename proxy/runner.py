@@ -10,6 +10,11 @@ offending bytes, and logs a traceback that quotes them again: a broken
 `Authorization` line would put its API key into the client's answer and
 taplog's own log. Here such a request gets a JSON error both SDKs parse,
 naming only the kind of fault, and one log line without the bytes.
+
+aiohttp also decodes a request body sent with a Content-Encoding, leaving the
+header to say the bytes are still encoded; taplog's connections keep the
+client's bytes (`auto_decompress` off) and decode a copy themselves
+(`proxy.content_encoding`), so the call is forwarded as it came.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class ProxyRunner(web.AppRunner):
         self._connection_options = {
             "keepalive_timeout": header_timeout,
             "access_log": access_log,
+            "auto_decompress": False,  # forwarded as sent; see the module
             **HTTP_LIMITS,
         }
 

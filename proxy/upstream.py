@@ -150,6 +150,7 @@ class Sendable(Protocol):
     method: str
     url: str
     body: bytes
+    encoded: bytes | None  # the client's bytes of `body`, sent instead of it (its Content-Encoding)
     headers: CIMultiDict[str]
 
 
@@ -160,7 +161,7 @@ async def open_upstream(
     return await pool.request(
         attempt.method,
         URL(attempt.url, encoded=True),
-        data=attempt.body or None,
+        data=(attempt.body if attempt.encoded is None else attempt.encoded) or None,
         headers=attempt.headers,
         allow_redirects=False,
         timeout=rule.client_timeout,

@@ -33,6 +33,9 @@ EXTRAS = {
     "tests": ("fast", "fleet", "otel", "test"),
 }
 TREES = ("proxy", "recorder", "tests", "bench")
+# The standard library, and what a newer Python added that is imported behind a version
+# check (a backport declared for the older ones): 3.14's compression.zstd.
+STDLIB = sys.stdlib_module_names | {"compression"}
 
 
 def _declared(extras: tuple[str, ...]) -> set[str]:
@@ -67,7 +70,7 @@ def test_every_module_imports_only_what_pyproject_declares():
         declared = _declared(EXTRAS.get(tree, all_extras))
         for line, name in _imported(path):
             top = name.partition(".")[0]
-            if top in OWN or top in OLD_NAMES or top in sys.stdlib_module_names:
+            if top in OWN or top in OLD_NAMES or top in STDLIB:
                 continue  # the old names are the next test's to refuse
             # an import that is not installed here (uvloop without the `fast` extra) is
             # taken to be named as its distribution is

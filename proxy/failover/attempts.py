@@ -52,6 +52,7 @@ class Attempt:
     translation: Translated | None  # None: the client's own format
     method: str = "POST"
     own_key: bool = False  # keyed with the target provider's key (not the client's)
+    encoded: bytes | None = None  # the client's bytes of `body`, sent as they came (encoded)
 
     @property
     def stream(self) -> bool:
@@ -66,9 +67,12 @@ def as_sent(
     headers: CIMultiDictProxy[str],
     body: bytes,
     parsed: Any,
+    encoded: bytes | None = None,
 ) -> Attempt:
-    """The call exactly as the client made it, to its own vendor (any method, any path)."""
-    return Attempt(target, api, url, request_headers(headers), body, parsed, None, method)
+    """The call exactly as the client made it, to its own vendor (any method, any path):
+    `encoded`, the client's bytes of `body`, go with their Content-Encoding."""
+    sent = request_headers(headers)
+    return Attempt(target, api, url, sent, body, parsed, None, method, encoded=encoded)
 
 
 def target_api(target: Target, client_api: str) -> str:
@@ -79,6 +83,16 @@ def target_api(target: Target, client_api: str) -> str:
 
 def _url(target: Target, api: str) -> str:
     return api_url(target.provider.base_url, api)
+
+
+def _rewritten_headers(client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """The client's headers over a body taplog wrote: plain JSON, whatever coding the
+    client's own body came in (its length is the client library's to set)."""
+    headers = request_headers(client)
+    if "content-encoding" in headers:
+        headers.popall("content-encoding")
+        headers["content-type"] = "application/json"
+    return headers
 
 
 def _own_headers(target: Target, api: str, client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
@@ -110,11 +124,14 @@ def plan(
     allow_prefill: bool = False,
     history: list[Any] | None = None,
     leave_out: bool = False,
+    encoded: bytes | None = None,
 ) -> Attempt:
     """The request for `target`; raises Untranslatable when it cannot take the call.
 
     `history` is the conversation a Responses call chains to with
-    `previous_response_id`, for targets that do not hold it themselves.
+    `previous_response_id`, for targets that do not hold it themselves. `encoded` is
+    the client's own bytes of `raw` (sent with a Content-Encoding): they go where the
+    call goes as it came; any body taplog rewrites goes as plain JSON.
     """
     api = target_api(target, client_api)
     same_provider = target.provider.name == client_provider
@@ -129,13 +146,16 @@ def plan(
         url = _url(target, api)
         return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
     if same_provider:
-        headers = request_headers(client_headers)
+        headers = _rewritten_headers(client_headers)
     else:  # the body goes as the client wrote it: the headers its fields need go too
         headers = _own_headers(target, api, client_headers)
         headers.extend(_feature_headers(api, client_headers))
     changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
     if same_provider and changed is parsed and parsed.get("model") == target.model:
-        return Attempt(target, api, client_url, headers, raw, parsed, None)  # the call as sent
+        if encoded is None:  # `raw` is what is sent: its headers as it is
+            return Attempt(target, api, client_url, headers, raw, parsed, None)
+        client = request_headers(client_headers)  # the call as sent, encoded
+        return Attempt(target, api, client_url, client, raw, parsed, None, encoded=encoded)
     changed = {**changed, "model": target.model}
     url = client_url if same_provider else _url(target, api)
     body = orjson.dumps(changed)

@@ -45,8 +45,11 @@ REFUSALS = frozenset(
         "recorder_unavailable",
         "request_too_large",
         "request_timeout",
+        "bad_content_encoding",
+        "unsupported_content_encoding",
         "invalid_path",
         "invalid_session_id",
+        "key_for_another_vendor",
         "budget",
         "loop_guard",
     }

@@ -9,6 +9,10 @@ provider, or by the path a client called) through this module and knows no vendo
     splice_module(api)     for an API whose broken streams can be continued: its splice
     provider_endpoint(p)   the endpoint of a provider's main API, which answers for the
                            provider's other paths (passed through) as well
+    provider_of_request    the provider whose API a request speaks: its headers first
+                           (`anthropic-version`, …), then the paths only one provider
+                           serves, else the default provider
+    key_owners(headers)    the providers whose keys a request carries, by the keys' shapes
 
 API names are `<provider>.<api>`. A new API is one subpackage and one line in `_APIS` (and,
 for a new provider, one in `PROVIDERS`).
@@ -16,6 +20,8 @@ for a new provider, one in `PROVIDERS`).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -55,6 +61,7 @@ DEFAULT_PROVIDER = "openai"  # paths no API claims: OpenAI-compatible servers se
 VERSION = "/v1"  # every API path lives under it; a client may leave it out
 # Where a client's key may come, in the order they are looked at.
 KEY_HEADERS = (*anthropic_endpoint.KEY_HEADERS, *chat_endpoint.KEY_HEADERS)
+_BEARER = re.compile(r"(?i)^bearer\s+")
 # Request fields that name the run (a user, a cache key), not what is asked.
 PER_RUN_FIELDS = frozenset().union(*(api.conversation.PER_RUN for api in _APIS.values()))
 # Request fields that ask for a stream, and how.
@@ -92,12 +99,28 @@ def unversioned(path: str) -> str:
     return path[len(VERSION) :] if path == VERSION or path.startswith(f"{VERSION}/") else path
 
 
+def provider_of_request(path: str, headers: Mapping[str, str]) -> str:
+    """The provider whose API a request speaks, from its (lower-cased) headers when one
+    provider's clients alone send them, else from its (unversioned) path."""
+    speaking = [name for name in PROVIDERS if provider_endpoint(name).speaks(headers)]
+    return speaking[0] if len(speaking) == 1 else provider_of_path(path)
+
+
 def provider_of_path(path: str) -> str:
-    """The provider whose API path (unversioned) is `path` or holds it; else the default."""
-    for module in ENDPOINTS.values():
-        if path == module.PATH or path.startswith(f"{module.PATH}/"):
-            return module.PROVIDER
+    """The provider that alone serves the (unversioned) path's family; else the default."""
+    for name in PROVIDERS:
+        for family in provider_endpoint(name).OWN_PATHS:
+            if path == family or path.startswith(f"{family}/"):
+                return name
     return DEFAULT_PROVIDER
+
+
+def key_owners(headers: Mapping[str, str]) -> frozenset[str]:
+    """The providers whose keys, by their shapes, a request's key headers carry."""
+    keys = [_BEARER.sub("", headers[name]) for name in KEY_HEADERS if name in headers]
+    return frozenset(
+        name for name in PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
+    )
 
 
 def api_of_path(provider: str, path: str) -> str | None:

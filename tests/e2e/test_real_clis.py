@@ -66,6 +66,19 @@ def test_claude_code_works_through_taplog(servers, vendors, tmp_path):
     assert _said(chat, "context", "<system-reminder>") < _said(chat, "user", CLAUDE_PROMPT)
 
 
+def test_claude_code_with_a_base_url_ending_in_v1_is_told_the_base_url(servers, vendors, tmp_path):
+    """`ANTHROPIC_BASE_URL=…/v1` (Claude Code then calls /v1/v1/messages): it shows taplog's
+    message naming the base URL that works; nothing reaches a vendor, no session is made (its
+    `HEAD /v1` probe included)."""
+    proxy = proxy_for(servers, vendors, tmp_path / "data")
+    result = run_claude(f"{proxy.url}/v1", tmp_path, succeeds=False)
+    assert result["is_error"] is True
+    assert result["result"].endswith(f"set ANTHROPIC_BASE_URL={proxy.url}")
+    assert vendors.anthropic.requests == vendors.openai.requests == []
+    proxy.flush()
+    assert list((tmp_path / "data").rglob("*.jsonl")) == []
+
+
 def test_claude_codes_sub_agent_reads_inside_the_tool_call_that_started_it(
     servers, vendors, tmp_path
 ):

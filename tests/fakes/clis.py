@@ -55,9 +55,14 @@ def proxy_for(servers, vendors, data: Path, *fallback: str, **options):
 
 
 def run_claude(
-    base_url: str, scratch: Path, prompt: str = CLAUDE_PROMPT, tools: tuple[str, ...] = ("Bash",)
+    base_url: str,
+    scratch: Path,
+    prompt: str = CLAUDE_PROMPT,
+    tools: tuple[str, ...] = ("Bash",),
+    succeeds: bool = True,
 ) -> dict:
-    """`claude -p PROMPT` through `base_url`, allowed `tools`; its JSON result."""
+    """`claude -p PROMPT` through `base_url`, allowed `tools`; its JSON result (of a run that
+    exits 0, unless not expected to `succeed`)."""
     needs(CLAUDE)
     env = {
         "PATH": os.environ["PATH"],
@@ -67,7 +72,7 @@ def run_claude(
         **QUIET,
     }
     argv = [str(CLAUDE), "-p", prompt, "--output-format", "json"]
-    done = run([*argv, "--allowedTools", *tools], env, scratch)
+    done = run([*argv, "--allowedTools", *tools], env, scratch, succeeds)
     return json.loads(done.stdout)
 
 
@@ -104,7 +109,9 @@ enabled = false
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def run(argv: list[str], env: dict[str, str], scratch: Path) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str], env: dict[str, str], scratch: Path, succeeds: bool = True
+) -> subprocess.CompletedProcess:
     work = scratch / "work"
     work.mkdir(parents=True, exist_ok=True)
     (scratch / "home").mkdir(exist_ok=True)
@@ -117,7 +124,7 @@ def run(argv: list[str], env: dict[str, str], scratch: Path) -> subprocess.Compl
         timeout=180,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (done.returncode == 0) is succeeds, done.stdout[-2000:] + done.stderr[-2000:]
     return done
 
 

@@ -104,9 +104,10 @@ def start_on_fake(
 
 
 def serve_fake(servers: ServerThread, **runner_kwargs: Any) -> FakeVendor:
-    """A fake vendor served on `servers`, its `url` set."""
+    """A fake vendor served on `servers`, its `url` set; it reads request bodies as they
+    came (it decodes a Content-Encoding itself)."""
     vendor = FakeVendor()
-    vendor.url = servers.serve(vendor.app(), **runner_kwargs)
+    vendor.url = servers.serve(vendor.app(), auto_decompress=False, **runner_kwargs)
     return vendor
 
 
@@ -162,8 +163,10 @@ def model_requests(fake: FakeVendor) -> list[Any]:
 
 
 def serve_replay(servers: ServerThread, source: Path, speed: float = 0) -> str:
-    """`taplog replay`'s app on the server thread, answering from `source`; its base URL."""
-    return servers.serve(create_replay_app(source, speed), handler_cancellation=True)
+    """`taplog replay`'s app on the server thread, answering from `source`, served as
+    `taplog replay` serves it; its base URL."""
+    app = create_replay_app(source, speed)
+    return servers.serve(app, ProxyRunner, header_timeout=Settings().header_timeout)
 
 
 # -- taplog as a process: `taplog serve` as a user runs it ------------------------------

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.fakes.encoded import Encoding, encoding_sdk
 from tests.fakes.harness import serve_fake
 from tests.fakes.servers import ServerThread
 from tests.fakes.vendor import FakeVendor
@@ -325,6 +326,24 @@ def test_status_errors_raise_the_sdk_exceptions(
         bad.models.list()
     missing = httpx.post(f"{lone_fake.url}/v1/messages", json={})
     assert missing.status_code == 401 and missing.json()["error"]["type"] == "authentication_error"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "zstd", "gzip, br"])
+def test_request_bodies_are_read_as_their_content_encoding_says(
+    lone_fake: FakeVendor, coding: str
+) -> None:
+    encoding = Encoding(coding)
+    oai = encoding_sdk("openai", lone_fake.url, encoding)
+    answer = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == "Echo: hi"
+    assert lone_fake.requests[-1].body == encoding.sent[-1]  # kept as it arrived
+    with pytest.raises(openai.BadRequestError, match="not in its Content-Encoding"):
+        openai.OpenAI(
+            base_url=f"{lone_fake.url}/v1",
+            api_key="sk-test",
+            max_retries=0,
+            default_headers={"content-encoding": coding},  # over the SDK's plain JSON
+        ).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
 
 
 def test_gzip_bodies_and_streams(

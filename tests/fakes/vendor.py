@@ -44,6 +44,12 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
                       taplog's instruction): `proper` (the rest; the default), `restart` (the
                       whole answer again), `reword` (the answer again, worded differently)
 
+A request body sent with a Content-Encoding (gzip, x-gzip, deflate, br, zstd, several
+in the order applied) is decoded by the fake itself, as a vendor honouring the header
+does; one not in the coding it names (or in another) gets a 400. `FakeVendor.requests`
+holds the bodies as they arrived. Serve it with `auto_decompress=False` (`serve_fake`
+does), or aiohttp decodes the body first and the fake's own decoding fails on it.
+
 Everything but `!plan` comes from the last user message that has text (the one
 that started the current turn), so a tool loop keeps the settings of its turn.
 Identical request bodies give byte-identical response bodies: ids are hashes of
@@ -62,6 +68,7 @@ import re
 import socket
 import string
 import struct
+import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -71,6 +78,11 @@ from typing import Any
 import brotli
 import orjson
 from aiohttp import web
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 Json = dict[str, Any]
 CREATED = 1767225600  # 2026-01-01T00:00:00Z; fixed so answers are reproducible
@@ -131,6 +143,28 @@ class Received:
 
 
 # ------------------------------------------------------------------ shared core
+
+
+_DECODERS: dict[str, Callable[[bytes], bytes]] = {
+    "identity": bytes,
+    "gzip": gzip.decompress,
+    "x-gzip": gzip.decompress,
+    "deflate": zlib.decompress,
+    "br": brotli.decompress,
+    "zstd": zstd.decompress,
+}
+
+
+def decoded_request(raw: bytes, coding: str) -> bytes | None:
+    """A request body as a vendor honouring its Content-Encoding reads it (codings undone
+    last first); None when it is not in them, or one is unknown."""
+    names = [name.strip().lower() for name in coding.split(",") if name.strip()]
+    try:
+        for name in reversed(names):
+            raw = _DECODERS[name](raw)
+    except (KeyError, OSError, EOFError, zlib.error, brotli.error, zstd.ZstdError):
+        return None
+    return raw
 
 
 def parse_directives(text: str) -> dict[str, str]:
@@ -990,7 +1024,9 @@ class FakeVendor:
                 Received(request.method, request.path, request.query_string, headers, raw)
             )
             self.sent.append(b"")
-            index, seed = len(self.sent) - 1, hashlib.sha256(raw).digest()
+            content = decoded_request(raw, headers.get("content-encoding", ""))
+            index = len(self.sent) - 1
+            seed = hashlib.sha256(raw if content is None else content).digest()
             rid = api.request_id(seed)
             reply = api.headers(rid)
             d: dict[str, str] = {}  # filled once the transcript is read; errors honour it
@@ -1001,6 +1037,9 @@ class FakeVendor:
 
             if auth := api.auth_error(headers):
                 return await fail(*auth)
+            if content is None:
+                return await fail(400, "The body is not in its Content-Encoding (fake).")
+            raw = content
             try:
                 body = orjson.loads(raw or b"{}")
             except orjson.JSONDecodeError:

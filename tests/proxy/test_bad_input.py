@@ -384,7 +384,7 @@ def test_a_client_trickling_its_headers_is_disconnected_after_the_header_timeout
     ],
 )
 def test_a_metadata_address_in_any_spelling_is_refused_as_a_base(base):
-    with pytest.raises(ConfigError, match="TAPLOG_OPENAI_BASE: must not point at a link-local"):
+    with pytest.raises(ConfigError, match="TAPLOG_OPENAI_BASE: must not point at a cloud metadata"):
         load({}, {"TAPLOG_OPENAI_BASE": base}, None)
     assert load({}, {"TAPLOG_OPENAI_BASE": "http://10.0.0.7:8000/v1"}, None)
 

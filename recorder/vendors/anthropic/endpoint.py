@@ -1,10 +1,13 @@
 """Anthropic at the door: where the Messages API is, how a call is keyed, how a refusal reads.
 
     base URL      the host alone (https://api.anthropic.com): paths carry their /v1
-    path          /v1/messages; every path below /messages (count_tokens, batches) is
-                  Anthropic's too, passed through
-    key           `x-api-key` (or `Authorization: Bearer`, forwarded as it came); the calls
-                  taplog makes itself pin `anthropic-version`
+    path          /v1/messages; every other path (count_tokens, batches, models, files,
+                  skills, the admin API, …) is Anthropic's too, passed through
+    spoken by     a request with `anthropic-version` or `anthropic-beta` (every Anthropic
+                  SDK sends the version), or `x-api-key` without a bearer token, whatever
+                  its path; else a path only Anthropic serves (`OWN_PATHS`)
+    key           `x-api-key` (or `Authorization: Bearer`, forwarded as it came); its keys
+                  start `sk-ant-`; the calls taplog makes itself pin `anthropic-version`
     refusal       {"type": "error", "error": {"type", "message"}}; in a stream, the same
                   body as an `error` event
     features      `anthropic-beta` turns on the beta fields a body may use
@@ -15,14 +18,35 @@ The rest of taplog asks for these through `recorder.vendors.apis`, by API or pro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from taplog.recorder.vendors.sse import event_bytes
 
+VENDOR = "Anthropic"  # as its users write it
 PROVIDER = "anthropic"
 BASE_URL = "https://api.anthropic.com"
 PREFIX = "/v1"  # between the base URL and a path: the base URL is the host alone
 PATH = "/messages"
 SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1/messages themselves
 KEY_HEADERS = ("x-api-key",)
+MARK_HEADERS = ("anthropic-version", "anthropic-beta")  # sent by Anthropic's clients alone
+# The path families no other vendor serves (unversioned). Models, files, skills, agents and
+# vaults are everyone's: the headers decide those.
+OWN_PATHS = (
+    "/messages",
+    "/complete",
+    "/organizations",
+    "/compliance",
+    "/deployments",
+    "/deployment_runs",
+    "/dreams",
+    "/environments",
+    "/memory_stores",
+    "/sessions",
+    "/tunnels",
+    "/user_profiles",
+)
+BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
 FEATURE_HEADERS = ("anthropic-beta",)  # a body resent as it was needs the ones it was sent with
 VERSION = "2023-06-01"  # pinned on the calls taplog makes itself
 
@@ -35,6 +59,18 @@ _ERROR_TYPES = {
     413: "request_too_large",
     504: "timeout_error",
 }
+
+
+def speaks(headers: Mapping[str, str]) -> bool:
+    """Whether a request's (lower-cased) headers are an Anthropic client's."""
+    if any(name in headers for name in MARK_HEADERS):
+        return True
+    return "x-api-key" in headers and "authorization" not in headers
+
+
+def owns_key(key: str) -> bool:
+    """Whether a key is Anthropic's by its shape (API, OAuth and admin keys alike)."""
+    return key.startswith("sk-ant-")
 
 
 def auth_headers(key: str) -> dict[str, str]:

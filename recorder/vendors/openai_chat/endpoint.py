@@ -3,7 +3,12 @@
     base URL      with its version (https://api.openai.com/v1): paths come after it
     path          /chat/completions; every path no API claims goes to OpenAI's base URL
                   (any OpenAI-compatible server), passed through
-    key           `Authorization: Bearer` (Azure OpenAI's `api-key` is a key too)
+    spoken by     a request with `openai-organization`, `openai-project` or `openai-beta`;
+                  else any request no other vendor's headers or paths claim
+    key           `Authorization: Bearer` (Azure OpenAI's `api-key` is a key too); its keys
+                  start `sk-proj-`, `sk-svcacct-`, `sk-admin-`, or hold `T3BlbkFJ`
+                  (base64 of "OpenAI", in every key it issues); other `sk-` keys are
+                  other vendors' too (DeepSeek, Moonshot…), so they prove nothing
     refusal       {"error": {"message", "type", "param", "code"}}; in a stream, the same
                   body as a `data:` event
 
@@ -12,8 +17,11 @@ Responses (`openai_responses.endpoint`) shares all of it but its path and stream
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from taplog.recorder.vendors.sse import event_bytes
 
+VENDOR = "OpenAI"  # as its users write it
 PROVIDER = "openai"
 BASE_URL = "https://api.openai.com/v1"
 PREFIX = ""  # between the base URL and a path: the base URL carries its /v1
@@ -21,6 +29,11 @@ PATH = "/chat/completions"
 SDK_BASE = "/v1"  # what a client's base URL ends in
 KEY_HEADERS = ("api-key", "authorization")
 FEATURE_HEADERS: tuple[str, ...] = ()  # a body's fields need no header to be taken
+MARK_HEADERS = ("openai-organization", "openai-project", "openai-beta")
+OWN_PATHS: tuple[str, ...] = ()  # the default provider: every path no other claims is its
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+_KEY_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-")
+_KEY_MARK = "T3BlbkFJ"
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -30,6 +43,16 @@ _ERROR_TYPES = {
     413: "invalid_request_error",
     404: "not_found",
 }
+
+
+def speaks(headers: Mapping[str, str]) -> bool:
+    """Whether a request's (lower-cased) headers are an OpenAI client's own."""
+    return any(name in headers for name in MARK_HEADERS)
+
+
+def owns_key(key: str) -> bool:
+    """Whether a key is OpenAI's by its shape."""
+    return key.startswith(_KEY_PREFIXES) or (key.startswith("sk-") and _KEY_MARK in key)
 
 
 def auth_headers(key: str) -> dict[str, str]:
