@@ -148,6 +148,18 @@ def _recording(provider: str, sent: list[httpx2.Request], taplog: Taplog) -> lis
     return [f"{what}: {n}" for what, n in wrong.most_common()]
 
 
+def _answers(taplog: Taplog) -> list[str]:
+    """Every answer recorded as the whole answer it was (the vendor answered each in full)."""
+    requests = {e["exchange"]: e for e in taplog.events("llm.request")}
+    broken = Counter(
+        f"{_family(requests[e['exchange']]['path'])}"
+        f"{' stream' if e.get('stream') else ''} recorded {e['outcome']}"
+        for e in taplog.events("llm.response")
+        if e["outcome"] != "ok"
+    )
+    return [f"{what}: {n}" for what, n in broken.most_common()]
+
+
 def _stored_keys(data_dir: Path, requests: int) -> list[str]:
     """Keys (or pieces of one) in any file of the data dir, `taplog compact`'s Parquet
     included, and in its rows read back."""
@@ -203,6 +215,7 @@ def test_every_sdk_method_reaches_its_own_vendor_with_its_own_key(
             "calls that failed": _failures(outcomes),
             "requests routed wrong": _routing(provider, sent, vendors),
             "requests recorded wrong": _recording(provider, sent, taplog),
+            "answers recorded broken": _answers(taplog),
             "keys in the data dir": _stored_keys(taplog.data_dir, len(sent)),
         }
     found = {what: lines for what, lines in problems.items() if lines}
