@@ -18,6 +18,10 @@ handed on, so whatever the proxy adds after them (an error event, an end
 marker) starts at an event boundary. Limits are the splitter's: an event (or
 a line without an end) over `max_event_bytes` raises `SseTooLarge`.
 
+A stream of an API taplog does not parse (a pass-through call: a Responses stream
+resumed by id, an Anthropic session's events) has no end marker taplog knows: the
+end of its body, once its framing is whole and no half event is left, is its end.
+
 A body that is not a stream ends with its Content-Length, or with the end of
 the body; a body delimited only by the connection closing (no length, not
 chunked) could be a cut one, so for an LLM API it counts as ended only if it
@@ -51,10 +55,13 @@ class StreamWatch:
         self.events = 0  # events (not comments) passed so far
         self.failure: str | None = None
         self.vendor_error: bytes | None = None  # the vendor's own error event, held back
+        self._body_ended = False  # an unparsed API's stream: its body ended whole
 
     @property
     def ended(self) -> bool:
-        return self._progress is not None and self._progress.ended
+        if self._progress is None:
+            return self._body_ended
+        return self._progress.ended
 
     @property
     def finished(self) -> bool:
@@ -78,7 +85,9 @@ class StreamWatch:
         """At the end of the body: bytes after the last blank line, judged as a last event
         if they are a whole one (SDKs read a final event without its blank line)."""
         rest = self._splitter.flush()
-        if not rest or not whole_event(rest) or not self._judge(rest):
+        whole = not rest or whole_event(rest)
+        self._body_ended = self._progress is None and whole
+        if not rest or not whole or not self._judge(rest):
             return []  # half an event, or a failing one: nothing a client could use
         return [rest]
 
