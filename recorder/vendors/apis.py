@@ -100,19 +100,26 @@ def unversioned(path: str) -> str:
 
 
 def provider_of_request(path: str, headers: Mapping[str, str]) -> str:
-    """The provider whose API a request speaks, from its (lower-cased) headers when one
-    provider's clients alone send them, else from its (unversioned) path."""
+    """The provider whose API a request speaks: from its (lower-cased) headers when one
+    provider's clients alone send them, else from its (unversioned) path when one provider
+    alone serves it, else from how it is keyed, else the default."""
     speaking = [name for name in PROVIDERS if provider_endpoint(name).speaks(headers)]
-    return speaking[0] if len(speaking) == 1 else provider_of_path(path)
+    if len(speaking) == 1:
+        return speaking[0]
+    by_path = _provider_of_path(path)
+    if by_path is not None:
+        return by_path
+    keyed = [name for name in PROVIDERS if provider_endpoint(name).keyed_for(headers)]
+    return keyed[0] if len(keyed) == 1 else DEFAULT_PROVIDER
 
 
-def provider_of_path(path: str) -> str:
-    """The provider that alone serves the (unversioned) path's family; else the default."""
+def _provider_of_path(path: str) -> str | None:
+    """The provider that alone serves the (unversioned) path's family."""
     for name in PROVIDERS:
         for family in provider_endpoint(name).OWN_PATHS:
             if path == family or path.startswith(f"{family}/"):
                 return name
-    return DEFAULT_PROVIDER
+    return None
 
 
 def key_owners(headers: Mapping[str, str]) -> frozenset[str]:

@@ -105,9 +105,13 @@ def test_the_legacy_complete_call_goes_to_anthropic(two, vendors):
     assert _paths(vendors.anthropic) == ["POST /v1/complete"]
 
 
-def test_an_x_api_key_alone_speaks_anthropic(two, vendors):
-    httpx.get(f"{two.url}/v1/models", headers={"x-api-key": "a-key-of-some-shape"})
-    assert _paths(vendors.openai) == []
+def test_an_x_api_key_alone_speaks_anthropic_where_no_path_decides(two, vendors):
+    """On a path both vendors serve, `x-api-key` without a bearer token is Anthropic's way;
+    on OpenAI's own model paths (gateways that take `x-api-key`) the path decides."""
+    keyed = {"x-api-key": "a-key-of-some-shape"}
+    httpx.get(f"{two.url}/v1/models", headers=keyed)
+    httpx.post(f"{two.url}/v1/chat/completions", json={"model": "gpt-4.1"}, headers=keyed)
+    assert _paths(vendors.openai) == ["POST /v1/chat/completions"]
     assert _paths(vendors.anthropic) == ["GET /v1/models"]
 
 

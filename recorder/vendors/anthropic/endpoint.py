@@ -4,8 +4,9 @@
     path          /v1/messages; every other path (count_tokens, batches, models, files,
                   skills, the admin API, …) is Anthropic's too, passed through
     spoken by     a request with `anthropic-version` or `anthropic-beta` (every Anthropic
-                  SDK sends the version), or `x-api-key` without a bearer token, whatever
-                  its path; else a path only Anthropic serves (`OWN_PATHS`)
+                  SDK sends the version), whatever its path; else a path only Anthropic
+                  serves (`OWN_PATHS`); else, on a path no vendor claims, `x-api-key`
+                  without a bearer token
     key           `x-api-key` (or `Authorization: Bearer`, forwarded as it came); its keys
                   start `sk-ant-`; the calls taplog makes itself pin `anthropic-version`
     refusal       {"type": "error", "error": {"type", "message"}}; in a stream, the same
@@ -63,8 +64,11 @@ _ERROR_TYPES = {
 
 def speaks(headers: Mapping[str, str]) -> bool:
     """Whether a request's (lower-cased) headers are an Anthropic client's."""
-    if any(name in headers for name in MARK_HEADERS):
-        return True
+    return any(name in headers for name in MARK_HEADERS)
+
+
+def keyed_for(headers: Mapping[str, str]) -> bool:
+    """Whether a request is keyed the Anthropic way: `x-api-key`, no bearer token."""
     return "x-api-key" in headers and "authorization" not in headers
 
 

@@ -3,8 +3,9 @@
     base URL      with its version (https://api.openai.com/v1): paths come after it
     path          /chat/completions; every path no API claims goes to OpenAI's base URL
                   (any OpenAI-compatible server), passed through
-    spoken by     a request with `openai-organization`, `openai-project` or `openai-beta`;
-                  else any request no other vendor's headers or paths claim
+    spoken by     a request with `openai-organization`, `openai-project` or `openai-beta`,
+                  or on its model APIs' paths (`OWN_PATHS`); else any request no other
+                  vendor's headers, paths or key style claim
     key           `Authorization: Bearer` (Azure OpenAI's `api-key` is a key too); its keys
                   start `sk-proj-`, `sk-svcacct-`, `sk-admin-`, or hold `T3BlbkFJ`
                   (base64 of "OpenAI", in every key it issues); other `sk-` keys are
@@ -30,7 +31,8 @@ SDK_BASE = "/v1"  # what a client's base URL ends in
 KEY_HEADERS = ("api-key", "authorization")
 FEATURE_HEADERS: tuple[str, ...] = ()  # a body's fields need no header to be taken
 MARK_HEADERS = ("openai-organization", "openai-project", "openai-beta")
-OWN_PATHS: tuple[str, ...] = ()  # the default provider: every path no other claims is its
+# Its model APIs' families; every other path no vendor claims is its too (the default).
+OWN_PATHS = ("/chat/completions", "/responses", "/completions", "/embeddings")
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
 _KEY_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-")
 _KEY_MARK = "T3BlbkFJ"
@@ -48,6 +50,12 @@ _ERROR_TYPES = {
 def speaks(headers: Mapping[str, str]) -> bool:
     """Whether a request's (lower-cased) headers are an OpenAI client's own."""
     return any(name in headers for name in MARK_HEADERS)
+
+
+def keyed_for(headers: Mapping[str, str]) -> bool:
+    """Whether a request is keyed only the way OpenAI keys are: a bearer token proves
+    nothing (every vendor takes one), so never."""
+    return False
 
 
 def owns_key(key: str) -> bool:
