@@ -232,7 +232,8 @@ def fingerprint(key: str | None) -> str | None:
     """A short, stable, irreversible name for a key: `key:1a2b3c4d5e6f7a8b`."""
     if not key:
         return None
-    digest = hashlib.blake2b(key.encode(), digest_size=8, person=b"taplog-key").hexdigest()
+    raw = key.encode("utf-8", "surrogatepass")  # undecodable bytes kept escaped
+    digest = hashlib.blake2b(raw, digest_size=8, person=b"taplog-key").hexdigest()
     return f"key:{digest}"
 
 
@@ -242,8 +243,8 @@ def secret_values(headers: Mapping[str, str]) -> tuple[bytes, ...]:
     for name, value in headers.items():
         if _logged_name(name) is None:  # a secret header
             for candidate in (value, _BEARER.sub("", value)):
-                if len(candidate) >= MIN_SECRET_LEN:
-                    values.add(candidate.encode())
+                if len(candidate) >= MIN_SECRET_LEN:  # undecodable bytes kept escaped
+                    values.add(candidate.encode("utf-8", "surrogatepass"))
     return tuple(sorted(values, key=len, reverse=True))
 
 

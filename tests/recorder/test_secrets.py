@@ -165,6 +165,19 @@ def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(ech
 # -- the nets one by one ----------------------------------------------------------------
 
 
+def test_a_key_with_undecodable_bytes_is_forwarded_and_kept_out_of_the_log(taplog, fake):
+    key = b"caf\xe9-0123456789abcdef"
+    answer = httpx.post(
+        f"{taplog.url}/v1/chat/completions",
+        json={"model": "gpt-4.1", "messages": [{"role": "user", "content": "hello"}]},
+        headers={"authorization": b"Bearer " + key},
+    )
+    assert answer.status_code == 200  # was a 500: the key could not be fingerprinted
+    assert "0123456789abcdef" in fake.requests[-1].headers["authorization"]
+    (request,) = taplog.events("llm.request")
+    assert request["key_fingerprint"].startswith("key:")
+
+
 def test_a_short_configured_key_never_rewrites_recorded_text():
     answer = b'{"usage":{"input_tokens":12,"output_tokens":3},"k":"k"}'
     assert scrub(answer, (b"k",)) == answer  # too short to be a credential: never used
