@@ -26,7 +26,7 @@ import orjson
 
 from taplog.recorder.redaction import Redaction
 from taplog.recorder.redaction_streams import StreamRedaction
-from taplog.recorder.secrets import scrub
+from taplog.recorder.secrets_by_value import scrub
 from taplog.recorder.store.blobs import SLICE, BlobStore, write_json
 from taplog.recorder.store.memory import give_back_memory
 from taplog.recorder.vendors.sse import Reassembled, SseEvent, SseSplitter, parse_block
