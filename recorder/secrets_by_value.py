@@ -13,6 +13,8 @@ shorter one is no credential, and replacing it would corrupt the text) is replac
   request's or answer's event (`scrub_fields`);
 * in base64, standard or URL-safe, padded or not, standing alone (`base64(key)`), after a
   prefix (`Basic base64("user:key")`) or anywhere inside a longer encoded text;
+* split across a stream's events: `SecretFinder` finds it in the text the pieces build,
+  and `recorder.redaction_streams` cuts it out of every event that carries a piece.
 
 Base64 and alignment. Base64 turns each 3 bytes into 4 characters, so how a key looks
 encoded depends on its offset in the encoded bytes modulo 3. At offset 0 its first byte
@@ -43,6 +45,7 @@ from itertools import chain
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
+from taplog.recorder.redaction import each_string
 from taplog.recorder.secrets import (
     MIN_SECRET_LEN,
     REDACTED,
@@ -51,6 +54,7 @@ from taplog.recorder.secrets import (
     merged,
     redact_shapes,
     replaced,
+    shape_spans,
 )
 
 Secrets = tuple[bytes, ...]
@@ -185,6 +189,38 @@ def _holds(found: Known, part: str) -> bool:
     """Whether a part of a URL holds a secret, as it is or percent-decoded (`+` as a
     space, or as the `+` of standard base64)."""
     return any(found.spans(_bytes(text)) for text in {part, unquote(part), unquote_plus(part)})
+
+
+class SecretFinder:
+    """The by-value and by-shape nets as `recorder.redaction_streams` asks a finder to be:
+    a key a stream sends in pieces, each harmless alone, is found in the text the pieces
+    build, then cut out of every event that carries one."""
+
+    marker = REDACTED  # each finding's: `spans` gives the finder itself as its rule
+
+    def __init__(self, secrets: Secrets) -> None:
+        self.secrets = secrets
+        self.known = known(secrets)
+
+    def spans(self, text: str) -> list[tuple[int, int, SecretFinder]]:
+        """Where secrets and credential shapes are in `text`, in characters."""
+        raw = _bytes(text)
+        found = merged([*self.known.spans(raw), *shape_spans(raw)])
+        if not found or len(raw) == len(text):  # ASCII: bytes are characters
+            return [(start, end, self) for start, end in found]
+        chars = [len(raw[:at].decode("utf-8", "surrogatepass")) for span in found for at in span]
+        return [(chars[i], chars[i + 1], self) for i in range(0, len(chars), 2)]
+
+    def may_find(self, raw: bytes) -> bool:
+        return scrub(raw, self.secrets) is not raw
+
+    def text(self, text: str) -> str:
+        raw = _bytes(text)
+        clean = scrub(raw, self.secrets)
+        return text if clean is raw else clean.decode("utf-8", "surrogatepass")
+
+    def value(self, value: Any) -> Any:
+        return each_string(value, self.text)
 
 
 def _bytes(text: str) -> bytes:

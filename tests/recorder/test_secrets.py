@@ -31,6 +31,7 @@ from taplog.recorder.secrets import redact_text, redact_url, safe_headers
 from taplog.recorder.secrets_by_value import scrub
 from tests.fakes.harness import TaplogProcess, serve_fake, taplog_env
 from tests.fakes.keys import key_traces
+from tests.fakes.vendor import strip_directives
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "_-"
@@ -169,6 +170,44 @@ def test_planted_credentials_of_every_shape_are_written_nowhere(echoing, shape, 
     )
     assert answer.status_code == (500 if fail else 200)
     assert secret in answer.text and own in answer.text  # reached the client as it was sent
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), encode=st.booleans())
+def test_a_key_the_vendor_streams_back_in_pieces_is_written_nowhere(echoing, data, encode):
+    """Anywhere in the key (or in its base64) the echo is cut, once or twice."""
+    served, _, planted, traced = echoing
+    own = data.draw(OWN_KEYS)
+    planted.append(own)
+    traced += key_traces(own)
+    echoed = data.draw(encoded_keys(own)) if encode else own
+    prompt = f"say {echoed} back"
+    at = f"Echo: {prompt}".index(echoed)
+    offsets = data.draw(st.sets(st.integers(1, len(echoed) - 1), min_size=1, max_size=2))
+    cuts = ",".join(str(at + offset) for offset in sorted(offsets))
+    answer = httpx.post(
+        f"{served.url}/v1/messages?{urlencode({data.draw(ODD_NAMES): own})}",
+        headers={"x-api-key": own, "anthropic-version": "2023-06-01", data.draw(ODD_NAMES): own},
+        json={
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 64,
+            "stream": True,
+            "messages": [{"role": "user", "content": f"{prompt} !cuts={cuts}"}],
+        },
+        timeout=10,
+    )
+    assert answer.status_code == 200
+    pieces = [
+        orjson.loads(line[6:])["delta"]["text"]
+        for line in answer.text.splitlines()
+        if line.startswith("data: ") and '"text_delta"' in line
+    ]
+    assert "".join(pieces) == f"Echo: {strip_directives(prompt)}"  # the client got it whole
+    assert len(pieces) == len(offsets) + 1
 
 
 def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(echoing):

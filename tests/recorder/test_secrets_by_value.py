@@ -1,5 +1,9 @@
-"""The by-value net, piece by piece (issue 30, item 5): base64 forms at every alignment;
+"""The by-value net, piece by piece (issue 30, item 5): a key split across stream events
+at every offset, for each API, in memory and in a blob; base64 forms at every alignment;
 the fields of an event beside its body; what is never touched.
+
+Streams are built by the fake vendor's own renderers (`!cuts` puts the split where the test
+wants it), and read back as a user reads them: every event's data parsed as JSON.
 """
 
 from __future__ import annotations
@@ -7,21 +11,103 @@ from __future__ import annotations
 import base64
 import json
 import re
+from pathlib import Path
 
 import orjson
 import pytest
 
+from taplog.recorder.redaction import Redaction, built_in
 from taplog.recorder.secrets import MIN_SECRET_LEN
 from taplog.recorder.secrets_by_value import known, scrub, scrub_fields
+from taplog.recorder.store.blobs import BlobStore, load
+from taplog.recorder.store.stream_fields import Chunk, stream_fields
+from taplog.recorder.vendors.apis import api_module
+from tests.fakes.vendor import Anthropic, Chat, Responses, build_answer
 
 KEY = "tk-3f9a0c27e51b84d6a0c9e2f17b5d3a8c4e6f0b2d"  # no known shape: found by value only
 SECRETS = (f"Bearer {KEY}".encode(), KEY.encode())
+VENDORS = {"openai.chat": Chat, "openai.responses": Responses, "anthropic.messages": Anthropic}
+
+
+def vendor_stream(api: str, prompt: str, cuts: list[int]) -> list[Chunk]:
+    """The fake vendor's stream for `prompt` ("Echo: " and it), its text cut at `cuts`."""
+    vendor = VENDORS[api]()
+    body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": prompt}]}
+    body["input"] = prompt
+    directives = {"cuts": ",".join(map(str, cuts))}
+    answer = build_answer(b"seed", 100, vendor.transcript(body), directives, False)
+    return [(float(at), event) for at, event in enumerate(vendor.events(answer, body))]
+
+
+def recorded(
+    api: str, chunks: list[Chunk], tmp_path: Path | None = None, redaction: Redaction | None = None
+) -> tuple[str, dict]:
+    """The stream's fields as written (from the blob, with `tmp_path`): its events' data
+    (every one parsed: each must still be JSON) joined, and the reassembled answer."""
+    blobs = BlobStore(tmp_path, 0, False) if tmp_path is not None else None
+    fields, _ = stream_fields(chunks, SECRETS, api_module(api), blobs, redaction)
+    if blobs is not None:
+        fields = load(tmp_path, fields["blob"])
+    data = []
+    for entry in fields["sse"]:
+        for line in entry["raw"].splitlines():
+            if line.startswith("data: {"):
+                data.append(orjson.loads(line.removeprefix("data: ")))
+    return orjson.dumps(data).decode(), fields["body"]
+
+
+def answer_text(api: str, body: dict) -> str:
+    if api == "openai.chat":
+        return body["choices"][0]["message"]["content"]
+    if api == "openai.responses":
+        return body["output"][0]["content"][0]["text"]
+    return body["content"][0]["text"]
 
 
 def assert_no_piece_of(text: str, secret: str) -> None:
     """Not the secret, nor any 6 characters of it in a row."""
     for start in range(len(secret) - 5):
         assert secret[start : start + 6] not in text, (secret[start : start + 6], text)
+
+
+@pytest.mark.parametrize("api", sorted(VENDORS))
+@pytest.mark.parametrize("blob", [False, True], ids=["inline", "blob"])
+def test_a_key_split_across_events_at_every_offset_is_cut_out_of_each(api, blob, tmp_path):
+    prompt = f"repeat {KEY} back"
+    at = f"Echo: {prompt}".index(KEY)
+    for offset in range(1, len(KEY)):
+        cuts = [at + offset] if offset % 2 else [at + offset // 2, at + offset]
+        events, body = recorded(api, vendor_stream(api, prompt, cuts), tmp_path if blob else None)
+        assert_no_piece_of(events, KEY)
+        assert "[redacted]" in events
+        assert answer_text(api, body) == "Echo: repeat [redacted] back"
+
+
+@pytest.mark.parametrize("api", sorted(VENDORS))
+@pytest.mark.parametrize("blob", [False, True], ids=["inline", "blob"])
+def test_a_split_key_and_a_split_email_are_both_cut_with_redaction_on(api, blob, tmp_path):
+    email = "jane.roe@example.org"
+    prompt = f"mail {email} the key {KEY} now"
+    text = f"Echo: {prompt}"
+    cuts = [text.index(email) + 6, text.index(KEY) + 9, text.index(KEY) + 30]
+    chunks = vendor_stream(api, prompt, cuts)
+    redaction = Redaction(built_in(["email"]))
+    events, body = recorded(api, chunks, tmp_path if blob else None, redaction)
+    assert_no_piece_of(events, KEY)
+    assert "jane.r" not in events and "oe@example" not in events
+    assert answer_text(api, body) == "Echo: mail [redacted:email] the key [redacted] now"
+
+
+@pytest.mark.parametrize("api", sorted(VENDORS))
+@pytest.mark.parametrize("prefix", ["", "u:", "user:"], ids=["alone", "offset-2", "offset-5"])
+def test_a_base64_key_split_across_events_is_cut_out_of_each(api, prefix):
+    encoded = base64.urlsafe_b64encode(f"{prefix}{KEY}".encode()).decode().rstrip("=")
+    prompt = f"decode {encoded} please"
+    at = f"Echo: {prompt}".index(encoded)
+    for offset in range(1, len(encoded), 3):
+        events, body = recorded(api, vendor_stream(api, prompt, [at + offset]))
+        assert_no_piece_of(events, encoded[4:-4])
+        assert_no_piece_of(answer_text(api, body), encoded[4:-4])
 
 
 def decodings(text: str) -> list[str]:

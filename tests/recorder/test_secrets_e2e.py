@@ -29,7 +29,7 @@ from taplog.recorder.query.compaction import compact
 from tests.fakes.clients import Scrape, sql_rows
 from tests.fakes.harness import TaplogProcess, serve_on_fake
 from tests.fakes.keys import key_traces
-from tests.fakes.vendor import FakeVendor
+from tests.fakes.vendor import FakeVendor, strip_directives
 
 APIS = ("openai.chat", "openai.responses", "anthropic.messages")
 ODD_HEADERS = ("x-csrf", "x-stainless-foo", "x-request-context")
@@ -145,6 +145,28 @@ def test_the_key_under_headers_and_parameters_of_any_name_is_logged_nowhere(prox
         text = ask(served.url, api, key, "hello", stream, odd=True)
         assert text == "Echo: hello"
     assert_nowhere(written(served, data, 2), keys)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_key_echoed_across_stream_events_is_cut_out_of_every_event(proxy, api):
+    served, data = proxy
+    keys = []
+    for piece in (1, 8, 21, 42):  # the key is 43 characters: split near each end and between
+        key = new_key()
+        prompt = f"repeat {key} back"
+        at = ("Echo: " + prompt).index(key)
+        text = ask(served.url, api, key, f"{prompt} !cuts={at + piece}", stream=True)
+        assert text == f"Echo: {prompt}"  # the client got the key whole
+        keys.append(key)
+    key = new_key()  # in three pieces, in an answer large enough for a blob
+    prompt = f"repeat {key} back {'and more ' * 300}"
+    at = ("Echo: " + strip_directives(prompt)).index(key)
+    text = ask(served.url, api, key, f"{prompt} !cuts={at + 5},{at + 30}", stream=True)
+    assert key in text
+    keys.append(key)
+    assert_nowhere(written(served, data, len(keys)), keys)
+    events = recorded_events(data)
+    assert events and "[redacted]" in orjson.dumps(events).decode()
 
 
 @pytest.mark.parametrize("api", APIS)
