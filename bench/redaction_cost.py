@@ -3,7 +3,12 @@
 detector on, against with none. Off the event loop, but an answer's end waits for its
 record, so this is the most it can add to a call.
 
-    .venv/bin/python bench/redaction_cost.py [--rounds 300]
+`--body-kb N` makes the request about N KiB (more turns); `--secrets` gives the call the
+secrets a real one has (the client's key, as `Bearer …` and alone, and a fallback key),
+so both lines include the by-value scan of every body, event, header and URL (run it in
+two trees, `PYTHONPATH=<tree>/build/import`, to compare them).
+
+    .venv/bin/python bench/redaction_cost.py [--rounds 300] [--body-kb 1024] [--secrets]
 """
 
 from __future__ import annotations
@@ -27,11 +32,21 @@ TURN = (
     "returned 502 after 30 seconds on port 8787, version 1.2.3. "
 )
 ANSWER = "The handler waits on the upstream pool; raise its limit to 100 and retry. " * 12
+KEY = "sk-bench-client-0123456789abcdef"  # lower case: no shape, found by its value only
+SECRETS = (f"Bearer {KEY}".encode(), KEY.encode(), b"sk-bench-fallback-0123456789")
+HEADERS = {  # what an SDK sends beside its key (the key's header is never logged)
+    "content-type": "application/json",
+    "user-agent": "OpenAI/Python 1.99.0",
+    "x-stainless-lang": "python",
+    "x-stainless-package-version": "1.99.0",
+    "x-stainless-runtime": "CPython",
+    "x-stainless-retry-count": "0",
+}
 
 
-def _request() -> tuple[bytes, dict]:
+def _request(turns: int) -> tuple[bytes, dict]:
     messages = [{"role": "system", "content": "You are a careful coding agent."}]
-    for turn in range(20):
+    for turn in range(turns):
         messages.append({"role": "user", "content": f"{TURN} (turn {turn})"})
         messages.append({"role": "assistant", "content": ANSWER[:400]})
     body = {"model": "gpt-4.1", "messages": messages, "stream": True}
@@ -49,8 +64,8 @@ def _stream() -> list[tuple[float, bytes]]:
     return chunks
 
 
-def _build(redaction: Redaction | None) -> float:
-    raw, parsed = _request()
+def _build(redaction: Redaction | None, turns: int, secrets: tuple[bytes, ...]) -> float:
+    raw, parsed = _request(turns)
     request = LlmRequest(
         "s",
         "x",
@@ -59,10 +74,11 @@ def _build(redaction: Redaction | None) -> float:
         "POST",
         "/v1/chat/completions",
         "http://u/v1/chat/completions",
-        {"content-type": "application/json"},
+        HEADERS,
         None,
         raw,
         parsed,
+        secrets=secrets,
     )
     response = LlmResponse(
         "s",
@@ -75,6 +91,7 @@ def _build(redaction: Redaction | None) -> float:
         "ok",
         10.0,
         1.0,
+        secrets=secrets,
     )
     started = time.perf_counter()
     list(request.events(SessionState(), None, redaction))
@@ -85,14 +102,22 @@ def _build(redaction: Redaction | None) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=300)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--body-kb", type=int, default=12, help="the request's size, about")
+    parser.add_argument(
+        "--secrets", action="store_true", help="the call's secrets, as a real one's"
+    )
+    args = parser.parse_args()
+    turns = max(1, args.body_kb * 20 // 12)  # 20 turns are about 12 KiB
+    secrets = SECRETS if args.secrets else ()
     on = Redaction(built_in(BUILT_IN))
     plain, redacted = [], []
-    for _ in range(rounds):  # alternated, so both see the same machine noise
-        plain.append(_build(None))
-        redacted.append(_build(on))
+    for _ in range(args.rounds):  # alternated, so both see the same machine noise
+        plain.append(_build(None, turns, secrets))
+        redacted.append(_build(on, turns, secrets))
     p50_off, p50_on = statistics.median(plain), statistics.median(redacted)
-    print(f"building one call's events, median of {rounds}:")
+    size = len(_request(turns)[0]) / 1024
+    what = f"{size:.0f} KiB request" + (", the call's secrets" if secrets else "")
+    print(f"building one call's events ({what}), median of {args.rounds}:")
     print(f"  no redaction      {p50_off:.3f} ms")
     print(f"  {','.join(BUILT_IN):<17} {p50_on:.3f} ms  (+{p50_on - p50_off:.3f} ms)")
 

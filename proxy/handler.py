@@ -39,6 +39,7 @@ from taplog.recorder import __version__
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
+from taplog.recorder.secrets_by_value import scrub_text
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
 from taplog.recorder.store.writer import EventRecord, SessionStart
 from taplog.recorder.vendors.apis import provider_endpoint
@@ -152,7 +153,8 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         epoch=epoch,
     )
     if resolution.first_seen or resumed is not None:  # written once per log, however told
-        recorder.record(SessionStart(_session_started(resolution, route.api, headers, epoch)))
+        started = _session_started(resolution, route.api, headers, epoch, call.secrets)
+        recorder.record(SessionStart(started))
     if resumed is not None:
         recorder.record(EventRecord(resumed))
     if services.limits is not None and (refused := services.limits.refusal(call)) is not None:
@@ -196,14 +198,19 @@ def _rule(services: Services, api: str, parsed: object) -> Rule:
 
 
 def _session_started(
-    resolution: Resolution, api: str, headers: dict[str, str], epoch: int | None
+    resolution: Resolution,
+    api: str,
+    headers: dict[str, str],
+    epoch: int | None,
+    secrets: tuple[bytes, ...],
 ) -> dict:
+    agent = headers.get("user-agent")  # a header like any: it may hold a key
     return session_started(
         resolution.session,
         epoch,
         source=resolution.source,
         original=resolution.original,
         api=api,
-        user_agent=headers.get("user-agent"),
+        user_agent=agent and scrub_text(agent, secrets),
         taplog_version=__version__,
     )

@@ -28,7 +28,8 @@ from taplog.recorder.events import (
     llm_response,
 )
 from taplog.recorder.redaction import Redaction
-from taplog.recorder.secrets import redact_text, scrub
+from taplog.recorder.secrets import redact_text
+from taplog.recorder.secrets_by_value import Secrets, scrub, scrub_fields
 from taplog.recorder.store.blobs import BlobStore
 from taplog.recorder.store.stream_fields import Chunk, stream_body, stream_fields
 from taplog.recorder.store.writer import SessionState
@@ -58,7 +59,7 @@ class LlmRequest:
     body: bytes
     parsed: Any
     attempt: int = 1
-    secrets: tuple[bytes, ...] = ()
+    secrets: Secrets = ()
     event: Event = field(init=False)
     envelope: InitVar[Event | None] = None
 
@@ -92,6 +93,7 @@ class LlmRequest:
         blobs: BlobStore | None = None,
         redaction: Redaction | None = None,
     ) -> Iterable[Event]:
+        scrub_fields(self.event, self.secrets)
         raw = scrub(self.body, self.secrets)
         # Scrubbing changed the bytes: the parsed copy no longer describes them.
         parsed = self.parsed if raw is self.body else UNPARSED
@@ -121,7 +123,7 @@ class LlmResponse:
     ttfb_ms: float | None
     error: str | None = None
     overhead_ms: float | None = None  # taplog's own time before the vendor was called
-    secrets: tuple[bytes, ...] = ()
+    secrets: Secrets = ()
     event: Event = field(init=False)
     size: int = field(init=False)  # fixed at hand-over: a large stream's chunks go as it is built
     envelope: InitVar[Event | None] = None
@@ -157,6 +159,7 @@ class LlmResponse:
     ) -> Iterable[Event]:
         module = api_module(self.api)
         self.event["stream"] = self.streamed
+        scrub_fields(self.event, self.secrets)
         if redaction:
             redaction.fields(self.event, _REDACTED_FIELDS)
         if self.streamed:
@@ -229,7 +232,7 @@ class CallAnswer:
     error: str | None = None
     skipped: list[str] = field(default_factory=list)  # targets that could not take the call
     client_bytes: bytes | None = None
-    secrets: tuple[bytes, ...] = ()  # the client's: reasons may quote what it sent
+    secrets: Secrets = ()  # the client's: reasons may quote what it sent
     size: int = 512
     event: Event = field(init=False)
     envelope: InitVar[Event | None] = None

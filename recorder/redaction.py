@@ -212,23 +212,7 @@ class Redaction:
     def value(self, value: Any) -> Any:
         """A JSON value with every string in it (keys too) redacted; the same object when
         nothing changed, so an untouched body is never copied."""
-        kind = type(value)
-        if kind is str:
-            return self.text(value)
-        if kind is list:
-            items = [self.value(item) for item in value]
-            same = all(new is old for new, old in zip(items, value, strict=True))
-            return value if same else items
-        if kind is dict:
-            copied: dict | None = None
-            for at, (key, item) in enumerate(value.items()):
-                new_key, new_item = self.text(key), self.value(item)
-                if copied is None and (new_key is not key or new_item is not item):
-                    copied = dict(list(value.items())[:at])
-                if copied is not None:
-                    copied[new_key] = new_item
-            return value if copied is None else copied
-        return value
+        return each_string(value, self.text)
 
     def body(self, raw: bytes, parsed: Any) -> tuple[bytes, Any]:
         """A body's bytes and parsed JSON (None: not JSON), redacted; the same objects when
@@ -250,6 +234,29 @@ class Redaction:
         for name in names:
             if event.get(name) is not None:
                 event[name] = self.value(event[name])
+
+
+def each_string(value: Any, text: Callable[[str], str]) -> Any:
+    """A JSON value with `text` applied to every string in it (keys too); the same object
+    when `text` changed none (returned each unchanged string itself), so an untouched
+    body is never copied."""
+    kind = type(value)
+    if kind is str:
+        return text(value)
+    if kind is list:
+        items = [each_string(item, text) for item in value]
+        same = all(new is old for new, old in zip(items, value, strict=True))
+        return value if same else items
+    if kind is dict:
+        copied: dict | None = None
+        for at, (key, item) in enumerate(value.items()):
+            new_key, new_item = text(key), each_string(item, text)
+            if copied is None and (new_key is not key or new_item is not item):
+                copied = dict(list(value.items())[:at])
+            if copied is not None:
+                copied[new_key] = new_item
+        return value if copied is None else copied
+    return value
 
 
 def _matches(detector: Detector, text: str) -> Iterable[tuple[int, int]]:

@@ -7,15 +7,22 @@ Three nets, each cheap where it catches nothing (the common case):
   ``cookie``, ``sig``, ``signature``, ``jwt``, ``key``, …) are left out of the
   log (headers) or keep their name with ``[redacted]`` (query parameters),
   whatever their value;
-* by value: the client's own keys (its secret headers) and taplog's fallback
-  keys are replaced wherever they echo back, but only where one stands as a
-  whole token (never inside a longer word), and never one shorter than
-  `MIN_SECRET_LEN`: a short string is not a credential, and replacing it
-  would corrupt the recorded text;
+* by value (`recorder.secrets_by_value`): the request's own secrets (the values of
+  its credential headers, `secret_values`) and taplog's fallback key where it keyed a
+  try are replaced wherever they echo back: in any header or query parameter whatever
+  its name, the path and URL, bodies, stream events (split across them too), error
+  texts, and in base64 at any alignment; only where one stands as a whole token (never
+  inside a longer word), and never one shorter than `MIN_SECRET_LEN`: a short string
+  is not a credential, and replacing it would corrupt the recorded text;
 * by shape: OpenAI and Anthropic keys, ``Bearer …``, JWTs, AWS access keys,
   Google API keys, GitHub and Slack tokens, and long high-entropy values of
   JSON fields named like credentials, in any text taplog writes (paths, URLs,
   header values of any name, bodies, error texts, log lines).
+
+The nets by name and by shape run where a text is made or recorded (a request's headers
+and path on the event loop, cached); the net by value runs where the recorder builds
+events, off the loop. `shape_spans`, `merged` and `replaced` are shared with it: each net
+finds spans, and a text is rewritten once.
 
 A fingerprint lets a user tell calls made with different keys apart without
 the log ever holding a key: BLAKE2b with a fixed personalisation, truncated,
@@ -36,6 +43,7 @@ from taplog.recorder.vendors.apis import KEY_HEADERS
 REDACTED = "[redacted]"
 _REDACTED = REDACTED.encode()
 MIN_SECRET_LEN = 8
+Span = tuple[int, int]  # (start, end) in bytes
 
 # Words that name a credential, in headers, query parameters and JSON fields. Not
 # "signature" in JSON: Anthropic's thinking blocks carry one that must stay exact.
@@ -62,7 +70,7 @@ class _Shape:
 
 
 # A token's edges: where letters and digits stop ("x-sk-…" holds a key, "task-…" none).
-_WORD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+WORD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _END = rb"(?![A-Za-z0-9])"
 _TOKEN = rb"[A-Za-z0-9._~+/=%-]"  # % too: a token percent-encoded in a URL
 _TOKEN_SHAPES = (
@@ -178,25 +186,32 @@ def redact_text(text: str) -> str:
 def redact_shapes(raw: bytes) -> bytes:
     """`raw` with credential-shaped tokens and credential-named JSON values redacted; the
     same object when there is none (most bodies: each shape's literal is not in them)."""
+    return replaced(raw, shape_spans(raw))
+
+
+def shape_spans(raw: bytes) -> list[Span]:
+    """Where credential-shaped tokens and credential-named JSON values are in `raw`."""
+    found: list[Span] = []
     if len(raw) > _SMALL or _ANY_TOKEN_SHAPE.search(raw) is not None:
         for shape in _TOKEN_SHAPES:
             if shape.literal in raw:
-                raw = _replaced(raw, _token_spans(shape, raw))
-    return _replaced(raw, _named_value_spans(raw))
+                found += _token_spans(shape, raw)
+    found += _named_value_spans(raw)
+    return merged(found)
 
 
-def _token_spans(shape: _Shape, raw: bytes) -> Iterator[tuple[int, int]]:
+def _token_spans(shape: _Shape, raw: bytes) -> Iterator[Span]:
     for match in shape.pattern.finditer(raw):
         start, end = match.span(shape.group)
         at = match.start()
-        if at > 0 and raw[at - 1] in _WORD_CHARS:
+        if at > 0 and raw[at - 1] in WORD_CHARS:
             continue  # inside a longer word
         if shape.mixed_case and _MIXED.match(raw, start, end) is None:
             continue
         yield start, end
 
 
-def _named_value_spans(raw: bytes) -> Iterator[tuple[int, int]]:
+def _named_value_spans(raw: bytes) -> Iterator[Span]:
     for match in _JSON_VALUE.finditer(raw):
         at = match.start()
         opening = raw.rfind(b'"', max(0, at - 64), at)  # the field's name
@@ -209,7 +224,18 @@ def _named_value_spans(raw: bytes) -> Iterator[tuple[int, int]]:
             yield start, end
 
 
-def _replaced(raw: bytes, spans: Iterable[tuple[int, int]]) -> bytes:
+def merged(spans: Iterable[Span]) -> list[Span]:
+    """`spans` in order, those that overlap or touch made one: what `replaced` takes."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
+
+
+def replaced(raw: bytes, spans: Iterable[Span]) -> bytes:
     """`raw` with each of `spans` (in order, apart) replaced by `[redacted]`; `raw` itself
     when there is none."""
     pieces, last = [], 0
@@ -232,7 +258,8 @@ def fingerprint(key: str | None) -> str | None:
     """A short, stable, irreversible name for a key: `key:1a2b3c4d5e6f7a8b`."""
     if not key:
         return None
-    digest = hashlib.blake2b(key.encode(), digest_size=8, person=b"taplog-key").hexdigest()
+    raw = key.encode("utf-8", "surrogatepass")  # undecodable bytes kept escaped
+    digest = hashlib.blake2b(raw, digest_size=8, person=b"taplog-key").hexdigest()
     return f"key:{digest}"
 
 
@@ -242,32 +269,6 @@ def secret_values(headers: Mapping[str, str]) -> tuple[bytes, ...]:
     for name, value in headers.items():
         if _logged_name(name) is None:  # a secret header
             for candidate in (value, _BEARER.sub("", value)):
-                if len(candidate) >= MIN_SECRET_LEN:
-                    values.add(candidate.encode())
+                if len(candidate) >= MIN_SECRET_LEN:  # undecodable bytes kept escaped
+                    values.add(candidate.encode("utf-8", "surrogatepass"))
     return tuple(sorted(values, key=len, reverse=True))
-
-
-def scrub(raw: bytes, secrets: Iterable[bytes]) -> bytes:
-    """`raw` with every whole-token occurrence of a secret, and every credential-shaped
-    token, replaced by `[redacted]`. A secret shorter than `MIN_SECRET_LEN` is no
-    credential (a fallback key set to `k`, say) and is never used."""
-    for secret in secrets:
-        if len(secret) >= MIN_SECRET_LEN and secret in raw:
-            raw = _replaced(raw, _whole_token_spans(raw, secret))
-    return redact_shapes(raw)
-
-
-def _whole_token_spans(raw: bytes, secret: bytes) -> Iterator[tuple[int, int]]:
-    """Where `secret` stands in `raw` as a whole token, not inside a longer word."""
-    at = raw.find(secret)
-    while at >= 0:
-        end = at + len(secret)
-        whole = _edge(raw, at - 1, secret[0]) and _edge(raw, end, secret[-1])
-        if whole:
-            yield at, end
-        at = raw.find(secret, end if whole else at + 1)
-
-
-def _edge(raw: bytes, beside: int, own: int) -> bool:
-    """Whether the byte at `beside` ends a token that ends (or starts) with `own`."""
-    return own not in _WORD_CHARS or not 0 <= beside < len(raw) or raw[beside] not in _WORD_CHARS

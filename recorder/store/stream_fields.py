@@ -11,8 +11,14 @@ Should the blob fail to be written (a full disk), the stream is built in
 memory from the spool after all, and the line's own retries take over: a
 large answer is never lost to save memory.
 
-Secrets are scrubbed event by event: an echoed key cannot straddle two chunks. Redaction
-(`recorder.redaction_streams`) comes after, over the whole stream: a finding can.
+Secrets are scrubbed event by event (`recorder.secrets_by_value`). A key the vendor echoes
+in pieces, each in an event of its own, is whole only in the reassembled answer (or in the
+one event some APIs send at the end with the whole text). So when a secret came back, in
+an event or in the reassembled answer, the events that carry its pieces are rewritten
+(`recorder.redaction_streams` with `SecretFinder`), as redaction rewrites a finding split
+across events. Finding out costs nothing more: both are scrubbed anyway. A large stream's
+answer is searched in slices, its long texts never joined (and by value only); in the rare
+large stream where a secret came back, the blob is written again from the spool.
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ from typing import Any
 import orjson
 
 from taplog.recorder.redaction import Redaction
-from taplog.recorder.redaction_streams import StreamRedaction
-from taplog.recorder.secrets import scrub
+from taplog.recorder.redaction_streams import Finder, Finders, StreamRedaction
+from taplog.recorder.secrets_by_value import SecretFinder, Secrets, known, scrub
 from taplog.recorder.store.blobs import SLICE, BlobStore, write_json
 from taplog.recorder.store.memory import give_back_memory
-from taplog.recorder.vendors.sse import Reassembled, SseEvent, SseSplitter, parse_block
+from taplog.recorder.vendors.sse import Reassembled, SseEvent, SseSplitter, Text, parse_block
 from taplog.recorder.vendors.watch import whole_event
 
 log = logging.getLogger("taplog.recorder")
@@ -39,7 +45,7 @@ Chunk = tuple[float, bytes]  # (milliseconds since the call started, bytes)
 
 def stream_fields(
     chunks: list[Chunk],
-    secrets: tuple[bytes, ...],
+    secrets: Secrets,
     module: Any,
     blobs: BlobStore | None,
     redaction: Redaction | None = None,
@@ -70,27 +76,47 @@ def stream_body(module: Any, data: bytes) -> dict | None:
 
 
 def _in_memory(
-    chunks: list[Chunk], secrets: tuple[bytes, ...], module: Any, redaction: Redaction | None
+    chunks: list[Chunk], secrets: Secrets, module: Any, redaction: Redaction | None
 ) -> tuple[dict[str, Any], dict | None]:
     whole = b"".join(chunk for _, chunk in chunks)
-    # One look at the whole stream: mostly nothing to redact, so no event is looked at again.
+    # One look at the whole stream: mostly nothing to scrub, so no event is looked at again.
     found = scrub(whole, secrets) is not whole
     timed = [(at, scrub(raw, secrets) if found else raw) for at, raw in _blocks(chunks)]
     result = module.reassemble(_parsed(raw for _, raw in timed)) if module is not None else None
-    if redaction and _may_find(redaction, whole, result):
-        plan = StreamRedaction(redaction, module)
+    body = _scrubbed(result.body, secrets) if result is not None else None
+    # A secret came back: its pieces may be in other events too (beside the whole text
+    # an API sends at the end), or it is whole only in the answer the events build.
+    echoed = found or (result is not None and body is not result.body)
+    finder = _finder(secrets if echoed else None, redaction, whole, result)
+    if finder is not None:
+        plan = StreamRedaction(finder, module)
         plan.scan(raw for _, raw in timed)
         timed = [(at, plan.apply(index, raw)) for index, (at, raw) in enumerate(timed)]
         if module is not None:
             result = module.reassemble(_parsed(raw for _, raw in timed))
+            body = _scrubbed(result.body, secrets)
     fields: dict[str, Any] = {"sse": [_sse_entry(at, raw) for at, raw in timed]}
     if result is None:
         return fields, None
-    body = _scrubbed(result.body, secrets)
     if redaction and body is not None:
         body = redaction.value(body)
     fields.update(body=body, stream_complete=result.complete)
     return {**fields, **_flaws(result)}, body
+
+
+def _finder(
+    secrets: Secrets | None,
+    redaction: Redaction | None,
+    whole: bytes | None,
+    result: Reassembled | None,
+) -> Finder | None:
+    """What the events must be searched for across their bounds: the call's secrets when
+    one was sent in pieces (`secrets`), what redaction may find (`whole`: the raw stream,
+    None when not known: then it is searched)."""
+    found: list[Finder] = [] if secrets is None else [SecretFinder(secrets)]
+    if redaction and (whole is None or _may_find(redaction, whole, result)):
+        found.append(redaction)
+    return None if not found else found[0] if len(found) == 1 else Finders(*found)
 
 
 def _may_find(redaction: Redaction, whole: bytes, result: Reassembled | None) -> bool:
@@ -102,7 +128,7 @@ def _may_find(redaction: Redaction, whole: bytes, result: Reassembled | None) ->
     return body is not None and redaction.value(body) is not body
 
 
-def _scrubbed(body: dict | None, secrets: tuple[bytes, ...]) -> dict | None:
+def _scrubbed(body: dict | None, secrets: Secrets) -> dict | None:
     """The reassembled answer, scrubbed whole: a key the vendor streamed back in pieces
     is whole only here (each piece alone has no shape to find)."""
     if body is None:
@@ -112,24 +138,88 @@ def _scrubbed(body: dict | None, secrets: tuple[bytes, ...]) -> dict | None:
     return body if clean is raw else orjson.loads(clean)
 
 
+def _holds(body: dict | None, secrets: Secrets) -> bool:
+    """Whether a large stream's answer holds a secret: its long texts (`Text`) are searched
+    by value only, in slices that overlap by more than a key, never joined (the shapes'
+    literals would cost as much again as the stream's own scrub); the rest by shape too."""
+    texts: list[Text] = []
+
+    def set_aside(value: Any) -> str:
+        if not isinstance(value, Text):
+            raise TypeError(f"not JSON: {type(value).__name__}")
+        texts.append(value)
+        return ""
+
+    raw = orjson.dumps(body, default=set_aside, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+    if scrub(raw, secrets) is not raw:
+        return True
+    found = known(secrets)
+    overlap = max(map(len, found.plain), default=0) * 2 + 64
+    return bool(found) and any(
+        found.appears(window.encode("utf-8", "surrogatepass"))
+        for text in texts
+        for window in _slices(text.parts, overlap)
+    )
+
+
+def _slices(parts: list[str], overlap: int) -> Iterator[str]:
+    """`parts` joined in slices of about `SLICE` characters, each opening with the last
+    `overlap` characters of the one before."""
+    buffer: list[str] = []
+    size, carry = 0, ""
+    for part in parts:
+        buffer.append(part)
+        size += len(part)
+        if size >= SLICE:
+            window = carry + "".join(buffer)
+            yield window
+            buffer, size, carry = [], 0, window[-overlap:]
+    yield carry + "".join(buffer)
+
+
+class _Echoed(Exception):
+    """A secret came back in a large stream: its pieces may be in other events."""
+
+
 def _into_blob(
     chunks: Callable[[], Iterable[Chunk]],
-    secrets: tuple[bytes, ...],
+    secrets: Secrets,
     module: Any,
     blobs: BlobStore,
     redaction: Redaction | None,
 ) -> tuple[dict[str, Any], dict | None]:
     """Write `{"sse": [...], "body": ...}` to a blob while reading the stream once (twice
-    with redaction: first to find what to redact)."""
+    with redaction: first to find what to redact); a stream that sent a secret back is
+    written again, its events searched first for the secret's pieces."""
+    try:
+        return _write_blob(chunks, secrets, module, blobs, _finder(None, redaction, None, None))
+    except _Echoed:
+        finder = _finder(secrets, redaction, None, None)
+        return _write_blob(chunks, secrets, module, blobs, finder, echoed=True)
+
+
+def _write_blob(
+    chunks: Callable[[], Iterable[Chunk]],
+    secrets: Secrets,
+    module: Any,
+    blobs: BlobStore,
+    finder: Finder | None,
+    echoed: bool = False,
+) -> tuple[dict[str, Any], dict | None]:
+    """One try at the blob. `echoed`: a secret came back, `finder` looks for its pieces,
+    and the answer is reassembled whole (its texts joined: a rare stream) and scrubbed."""
     writer = blobs.writer()
-    plan = StreamRedaction(redaction, module) if redaction else None
+    plan = StreamRedaction(finder, module) if finder is not None else None
     if plan is not None:
         plan.scan(scrub(block, secrets) for _, block in _blocks(chunks()))
+    scrubbed = False  # whether an event held a secret
 
     def events() -> Iterator[SseEvent]:
+        nonlocal scrubbed
         separator = b""
         for index, (at, block) in enumerate(_blocks(chunks())):
             raw = scrub(block, secrets)
+            scrubbed = scrubbed or raw is not block
             if plan is not None:
                 raw = plan.apply(index, raw)
             writer.write(separator)
@@ -144,16 +234,19 @@ def _into_blob(
                 pass
             writer.write(b"]}")
             return {"blob": writer.finish(["sse"])}, None
-        result = module.reassemble(events(), longer_than=SLICE)
+        result = module.reassemble(events(), longer_than=None if echoed else SLICE)
+        body = _scrubbed(result.body, secrets) if echoed else result.body
+        if not echoed and (scrubbed or _holds(body, secrets)):
+            raise _Echoed
         writer.write(b'],"body":')
-        write_json(result.body, writer.write)
+        write_json(body, writer.write)
         writer.write(b"}")
         fields: dict[str, Any] = {"blob": writer.finish(["sse", "body"])}
     except BaseException:
         writer.abort()
         raise
     fields["stream_complete"] = result.complete
-    return {**fields, **_flaws(result)}, result.body
+    return {**fields, **_flaws(result)}, body
 
 
 def _flaws(result: Reassembled) -> dict[str, Any]:

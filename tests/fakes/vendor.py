@@ -20,6 +20,8 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !status=NNN       vendor-shaped HTTP error           !retry_after=N  retry-after header
     !should_retry=V   x-should-retry: V                  !code=C    OpenAI error code
     !gzip             gzip body (streams too)            !events=N  text split into N deltas
+    !cuts=A,B,…       stream: each text split at these character offsets (not in N deltas), so
+                      a test can have a given string (a key the answer echoes) straddle events
     !brotli           brotli (`br`) body
     !delay=S          sleep between stream events        !ttfb=S    sleep before headers
     !cut=N            stream: N events then close; non-stream: half the body then close
@@ -73,6 +75,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import brotli
@@ -199,8 +202,12 @@ def _ident(seed: bytes, tag: str, length: int, hexa: bool = False) -> str:
     return digest.hex()[:length] if hexa else "".join(_B62[b % 62] for b in digest)[:length]
 
 
-def _split(text: str, parts: int) -> list[str]:
-    """`text` in `parts` nearly equal pieces ([] for ""), as a model streams it."""
+def _split(text: str, parts: int | tuple[int, ...]) -> list[str]:
+    """`text` in `parts` nearly equal pieces ([] for ""), as a model streams it; or, for
+    `!cuts`, cut at those offsets (the empty pieces left out)."""
+    if isinstance(parts, tuple):
+        bounds = [0, *sorted(parts), len(text)]
+        return [text[a:b] for a, b in pairwise(bounds) if text[a:b]]
     size = max(1, -(-len(text) // max(1, parts)))
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -250,7 +257,7 @@ class Answer:
     text: str | None
     calls: list[Call]
     thinking: str | None
-    parts: int  # deltas per text or argument string
+    parts: int | tuple[int, ...]  # deltas per text or argument string, or where to cut it
     input: int
     cached: int
     output: int
@@ -299,7 +306,7 @@ def build_answer(
         text,
         calls,
         thinking,
-        max(1, int(_num(d, "events", 3))),
+        _parts(d),
         prompt,
         min(prompt, int(_num(d, "cached"))),
         max(1, output),
@@ -309,6 +316,12 @@ def build_answer(
         "normal_stop" in d,
         d.get("web_search") or None,
     )
+
+
+def _parts(d: Mapping[str, str]) -> int | tuple[int, ...]:
+    """How to split streamed texts: `!cuts` offsets, else `!events` pieces (3 by default)."""
+    cuts = [int(cut) for cut in d.get("cuts", "").split(",") if cut.isdigit()]
+    return tuple(cuts) if cuts else max(1, int(_num(d, "events", 3)))
 
 
 def _tool_call(step: str, args: Mapping[str, Json], noargs: bool) -> Call:

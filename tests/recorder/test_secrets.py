@@ -1,17 +1,21 @@
-"""Credentials are kept out of everything taplog writes by their shape and by their name,
-not only when they are the client's own key (issue 18, items 3, 8 and 9).
+"""Credentials are kept out of everything taplog writes by their shape, by their name and
+by their value (issue 18, items 3, 8 and 9; issue 30, item 5).
 
 A property test plants random credentials of every shape in every place a request can
 carry one (path, query, header names and values, body) and has the vendor echo all of it
-back (in answers and in error bodies); none of them, nor their first 8 characters, may
-be found under the data dir (Parquet included), in stderr or in /metrics.
+back (in answers and in error bodies). The client's own key, of no known shape, goes too
+under headers and query parameters of odd names and in base64 (at any alignment, padded
+or not), and comes back split across stream events at any offset. None of them, nor
+their first 8 characters, nor the key's base64, may be found under the data dir (Parquet
+included), in stderr or in /metrics.
 """
 
 from __future__ import annotations
 
+import base64
 import string
 import time
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import duckdb
 import httpx
@@ -23,11 +27,15 @@ from hypothesis import strategies as st
 
 from taplog.recorder.events import make_event, seal
 from taplog.recorder.query.compaction import compact
-from taplog.recorder.secrets import redact_text, redact_url, safe_headers, scrub
-from tests.fakes.harness import TaplogProcess, taplog_env
+from taplog.recorder.secrets import redact_text, redact_url, safe_headers
+from taplog.recorder.secrets_by_value import scrub
+from tests.fakes.harness import TaplogProcess, serve_fake, taplog_env
+from tests.fakes.keys import key_traces
+from tests.fakes.vendor import strip_directives
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "_-"
+LOWER = string.ascii_lowercase + string.digits
 
 
 def _random(alphabet: str, size: int) -> st.SearchStrategy[str]:
@@ -54,6 +62,24 @@ SHAPES = {
     "aws": _random(string.ascii_uppercase + string.digits, 16).map(lambda s: "AKIA" + s),
     "google": _random(URLSAFE, 35).map(lambda s: "AIza" + s),
 }
+# The client's own key: lower case and digits, the shape of nothing, so only its value
+# can find it; headers and parameters named like nothing a credential is named.
+OWN_KEYS = _random(LOWER, 40).map(lambda s: "ok-" + s)
+ODD_NAMES = st.one_of(
+    st.sampled_from(["x-csrf", "x-stainless-foo", "bearer", "x", "q", "x-request-context"]),
+    _random(string.ascii_lowercase, 6).map(lambda s: "x-" + s),
+)
+
+
+@st.composite
+def encoded_keys(draw: st.DrawFn, key: str) -> str:
+    """`key` in base64 as a client may send it: alone or after a prefix of any length
+    (each alignment), with text after it or not, standard or URL-safe, padded or not."""
+    before = draw(st.sampled_from(["", "u:", "user:", "Authorization: Bearer "]))
+    after = draw(st.sampled_from(["", "?", " and the rest"]))
+    encode = draw(st.sampled_from([base64.b64encode, base64.urlsafe_b64encode]))
+    encoded = encode(f"{before}{key}{after}".encode()).decode()
+    return encoded if draw(st.booleans()) else encoded.rstrip("=")
 
 
 async def _echo(request: web.Request) -> web.Response:
@@ -76,6 +102,9 @@ async def _echo(request: web.Request) -> web.Response:
 
 @pytest.fixture(scope="module")
 def echoing(tmp_path_factory):
+    """`taplog serve` with OpenAI calls going to the echo above, Anthropic calls to the fake
+    vendor (which streams its echo cut where `!cuts` says); what the tests planted: each
+    redacted at least once, and the traces of the client's keys (`key_traces`)."""
     from tests.fakes.servers import ServerThread
 
     servers = ServerThread()
@@ -87,6 +116,8 @@ def echoing(tmp_path_factory):
         str(data),
         "--openai-base",
         f"{servers.serve(app)}/v1",
+        "--anthropic-base",
+        serve_fake(servers).url,
         "--log-level",
         "debug",
         "--log-format",
@@ -94,7 +125,8 @@ def echoing(tmp_path_factory):
         env=taplog_env(),
     )
     planted: list[str] = []
-    yield served, data, planted
+    traced: list[str] = []
+    yield served, data, planted, traced
     if served.process.poll() is None:
         served.stop()
     servers.stop()
@@ -111,34 +143,75 @@ def _header_name_safe(value: str) -> bool:
 )
 @given(shape=st.sampled_from(sorted(SHAPES)), data=st.data(), fail=st.booleans())
 def test_planted_credentials_of_every_shape_are_written_nowhere(echoing, shape, data, fail):
-    served, _, planted = echoing
+    served, _, planted, traced = echoing
     secret = data.draw(SHAPES[shape])
     named = data.draw(_mixed(ALNUM, 24))  # no shape at all: only its name marks it
-    planted += [secret, named]
+    own = data.draw(OWN_KEYS)  # the client's key: only its value marks it
+    encoded = data.draw(encoded_keys(own))
+    planted += [secret, named, own]
+    traced += key_traces(own)
     carried = f"Bearer {secret}" if shape == "bearer" else secret
     headers = {
-        "authorization": "Bearer sk-client-key-placeholder-0000",
+        "authorization": f"Bearer {own}",
         "x-trace": carried,  # a header of any name
         "x-auth": named,  # named like a credential
         "helicone-auth": f"Bearer {named}",
+        data.draw(ODD_NAMES): own,  # the client's key again, under a name of no meaning
+        "x-basic": f"Basic {encoded}",
     }
     if shape != "bearer" and _header_name_safe(secret):
         headers[f"x-{secret}"] = "1"  # a credential as a header name
     query = f"?trace={quote(carried)}&access_token={named}&client_secret={named}&sig={named}"
-    body = {
-        "model": "gpt-4.1",
-        "messages": [{"role": "user", "content": f"{'fail ' if fail else ''}use {carried}"}],
-        "user": carried,
-    }
+    query += "&" + urlencode({data.draw(ODD_NAMES): own, data.draw(ODD_NAMES): encoded})
+    content = f"{'fail ' if fail else ''}use {carried} or {encoded}"
+    body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": content}], "user": carried}
     answer = httpx.post(
         f"{served.url}/v1/chat/completions{query}", headers=headers, json=body, timeout=10
     )
     assert answer.status_code == (500 if fail else 200)
-    assert secret in answer.text  # the vendor's answer reached the client as it was sent
+    assert secret in answer.text and own in answer.text  # reached the client as it was sent
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), encode=st.booleans())
+def test_a_key_the_vendor_streams_back_in_pieces_is_written_nowhere(echoing, data, encode):
+    """Anywhere in the key (or in its base64) the echo is cut, once or twice."""
+    served, _, planted, traced = echoing
+    own = data.draw(OWN_KEYS)
+    planted.append(own)
+    traced += key_traces(own)
+    echoed = data.draw(encoded_keys(own)) if encode else own
+    prompt = f"say {echoed} back"
+    at = f"Echo: {prompt}".index(echoed)
+    offsets = data.draw(st.sets(st.integers(1, len(echoed) - 1), min_size=1, max_size=2))
+    cuts = ",".join(str(at + offset) for offset in sorted(offsets))
+    answer = httpx.post(
+        f"{served.url}/v1/messages?{urlencode({data.draw(ODD_NAMES): own})}",
+        headers={"x-api-key": own, "anthropic-version": "2023-06-01", data.draw(ODD_NAMES): own},
+        json={
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 64,
+            "stream": True,
+            "messages": [{"role": "user", "content": f"{prompt} !cuts={cuts}"}],
+        },
+        timeout=10,
+    )
+    assert answer.status_code == 200
+    pieces = [
+        orjson.loads(line[6:])["delta"]["text"]
+        for line in answer.text.splitlines()
+        if line.startswith("data: ") and '"text_delta"' in line
+    ]
+    assert "".join(pieces) == f"Echo: {strip_directives(prompt)}"  # the client got it whole
+    assert len(pieces) == len(offsets) + 1
 
 
 def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(echoing):
-    served, data, planted = echoing
+    served, data, planted, traced = echoing
     assert planted, "the property test ran first and planted credentials"
     deadline = time.monotonic() + 10
     while "taplog_calls_total" not in (metrics := httpx.get(f"{served.url}/metrics").text):
@@ -154,7 +227,7 @@ def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(ech
     for segment in (data / "compacted").glob("*.parquet"):
         rows = duckdb.sql(f"SELECT * FROM read_parquet('{segment}')").fetchall()
         places[f"{segment} read back"] = orjson.dumps(rows, default=str).decode()
-    for secret in planted:
+    for secret in planted + traced:
         for where, text in places.items():
             at = text.find(secret[:8])
             assert at < 0, f"{secret} in {where}: …{text[max(0, at - 200) : at + 60]}…"
@@ -163,6 +236,19 @@ def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(ech
 
 
 # -- the nets one by one ----------------------------------------------------------------
+
+
+def test_a_key_with_undecodable_bytes_is_forwarded_and_kept_out_of_the_log(taplog, fake):
+    key = b"caf\xe9-0123456789abcdef"
+    answer = httpx.post(
+        f"{taplog.url}/v1/chat/completions",
+        json={"model": "gpt-4.1", "messages": [{"role": "user", "content": "hello"}]},
+        headers={"authorization": b"Bearer " + key, "x-trace": key},
+    )
+    assert answer.status_code == 200  # was a 500: the key could not be fingerprinted
+    assert "0123456789abcdef" in fake.requests[-1].headers["x-trace"]
+    (request,) = taplog.events("llm.request")
+    assert request["headers"]["x-trace"] == "[redacted]"
 
 
 def test_a_short_configured_key_never_rewrites_recorded_text():
