@@ -18,7 +18,7 @@ EVENT = b'event: response.created\ndata: {"type":"response.created"}\n\n'
 
 
 @pytest.fixture
-def proxy(servers: ServerThread, tmp_path):
+def passing_through(servers: ServerThread, tmp_path):
     vendor = RecordingVendor("openai")
     vendor.url = servers.serve(vendor.app())
     anthropic_vendor = RecordingVendor("anthropic")
@@ -28,23 +28,27 @@ def proxy(servers: ServerThread, tmp_path):
     )
 
 
-def _outcomes(proxy) -> list[tuple[str, str]]:
-    proxy.wait_responses(1)
-    return [(e["api"], e["outcome"]) for e in proxy.events("llm.response")]
+def _outcomes(taplog) -> list[tuple[str, str]]:
+    taplog.wait_responses(1)
+    return [(e["api"], e["outcome"]) for e in taplog.events("llm.response")]
 
 
-def test_a_responses_stream_resumed_by_id_ends_whole(proxy):
-    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test-0123456789", max_retries=0)
+def test_a_responses_stream_resumed_by_id_ends_whole(passing_through):
+    client = openai.OpenAI(
+        base_url=f"{passing_through.url}/v1", api_key="sk-test-0123456789", max_retries=0
+    )
     events = list(client.responses.retrieve("resp_1", stream=True))
     assert events and events[-1].type == "response.completed"
-    assert _outcomes(proxy) == [("passthrough", "ok")]
+    assert _outcomes(passing_through) == [("passthrough", "ok")]
 
 
-def test_an_anthropic_sessions_event_stream_ends_whole(proxy):
-    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-0123456789", max_retries=0)
+def test_an_anthropic_sessions_event_stream_ends_whole(passing_through):
+    client = anthropic.Anthropic(
+        base_url=passing_through.url, api_key="sk-ant-0123456789", max_retries=0
+    )
     events = list(client.beta.sessions.events.stream("sesn_1"))
     assert events
-    assert _outcomes(proxy) == [("passthrough", "ok")]
+    assert _outcomes(passing_through) == [("passthrough", "ok")]
 
 
 def test_a_pass_through_stream_that_breaks_off_is_broken_for_the_client_too(servers, tmp_path):
