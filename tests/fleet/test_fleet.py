@@ -174,7 +174,9 @@ def test_a_store_that_is_down_slows_no_call_and_its_backlog_drains_when_it_is_ba
             down = max(down, timed_calls(f"during-{made}", 5))
             made += 5
             time.sleep(1)
-        assert down < max(3 * up, up + 0.02), (up, down)  # a call costs what it did
+        # a call costs what it did: none waits on the store (its client gives up after
+        # seconds); the bound leaves room for a shared machine's noise, tens of ms a call
+        assert down < up + 0.25, (up, down)
         seaweed.start()
         until(lambda: _metrics(served)["taplog_ship_backlog_objects"] == 0)
         rows = until(
