@@ -48,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--steps", type=int, default=120, help="tool steps of the main agent")
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--keep", action="store_true", help="keep the scratch dir under /tmp")
+    check.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
     return top
 
 
@@ -61,7 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from bench.real_day import cli_check
 
-        cli_check.main(args.steps, args.seed, args.keep)
+        section = cli_check.main(args.steps, args.seed, args.keep)
+        print(section)
+        if not args.no_write:
+            report.write(RESULTS, section)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> None:

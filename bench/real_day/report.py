@@ -157,11 +157,12 @@ def render(f: dict[str, Any]) -> str:
 
 
 def write(path: Path, section: str) -> None:
-    """Replace the "A real day" section of `path` with `section`; keep the others in order
-    (a new section goes last)."""
+    """Replace the section of `path` under `section`'s heading (its first line) with
+    `section`; keep the others in order (a new section goes last)."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"
+    heading = section.split("\n", 1)[0]
     parts = re.split(r"(?m)^(?=## )", text)
-    index = next((i for i, p in enumerate(parts) if p.startswith(HEADING)), None)
+    index = next((i for i, p in enumerate(parts) if p.split("\n", 1)[0] == heading), None)
     if index is None:
         parts.append("\n" + section)
     else:
