@@ -46,7 +46,8 @@ class Day:
         self.meta = claude_code.metadata(
             texts.ident(self.rng, 64, "0123456789abcdef"), self.session
         )
-        self.shop = Workshop(self.rng, self.pools)
+        results = f"/home/dev/.claude/projects/-home-dev-repo/{self.session}/tool-results"
+        self.shop = Workshop(self.rng, self.pools, results)
         self.environment = self._environment()
         self.agent_types = claude_code.agent_types()
         self.main = Thread(

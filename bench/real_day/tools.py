@@ -16,6 +16,10 @@ from bench.real_day import texts
 from bench.synth.vocabulary import Pools
 
 REPO = "/home/dev/repo/"
+# Claude Code 2.1.197 keeps a shell output over this many characters in a file and sends
+# a 2 KB preview instead (seen in check-cli's recordings: `<persisted-output>`).
+PERSIST_OVER = 30_000
+PREVIEW = 2_000
 # (tool, weight) for the main agent; sub-agents search and read more (SUB_AGENT_TOOLS)
 MAIN_TOOLS = (
     ("Read", 34),
@@ -54,6 +58,7 @@ class Use:
 class Workshop:
     rng: random.Random
     pools: Pools
+    results: str  # the folder where the CLI keeps long outputs
     files: dict[str, list[str]] = field(default_factory=dict)
     recent: list[str] = field(default_factory=list)  # paths read lately, newest last
 
@@ -79,8 +84,13 @@ class Workshop:
         return path, self.files[path]
 
     def _read(self) -> tuple[dict[str, Any], str, bool]:
+        """The file's numbered lines, as many as fit in LARGEST bytes (the CLI stops a
+        read at a size limit too)."""
         path, lines = self.file()
-        return {"file_path": path}, texts.numbered(lines), False
+        shown = texts.numbered(lines)
+        if len(shown) > texts.LARGEST:
+            shown = shown[: shown.rindex("\n", 0, texts.LARGEST)]
+        return {"file_path": path}, shown, False
 
     def _bash(self) -> tuple[dict[str, Any], str, bool]:
         command = self.rng.choice(
@@ -93,12 +103,25 @@ class Workshop:
                 "npm test -- --silent",
             )
         )
-        output = texts.command_output(self.rng, texts.log_uniform(self.rng), self.pools)
+        output = self._persisted(
+            texts.command_output(self.rng, texts.log_uniform(self.rng), self.pools)
+        )
         failed = self.rng.random() < 0.08
         if failed:
             output = f"Exit code 1\n{output}"
         description = texts.prose(self.rng, self.rng.randint(20, 60), self.pools)
         return {"command": command, "description": description}, output, failed
+
+    def _persisted(self, output: str) -> str:
+        """A long output as the CLI sends it: where it is saved, and its first 2 KB."""
+        if len(output) <= PERSIST_OVER:
+            return output
+        saved = f"{self.results}/{texts.ident(self.rng, 9).lower()}.txt"
+        return (
+            f"<persisted-output>\nOutput too large ({len(output) / 1024:.1f}KB). Full output "
+            f"saved to: {saved}\n\nPreview (first 2KB):\n{output[:PREVIEW]}\n...\n"
+            "</persisted-output>"
+        )
 
     def _grep(self) -> tuple[dict[str, Any], str, bool]:
         pattern = self.rng.choice(self.pools.funcs)
