@@ -36,6 +36,9 @@ from bench.real_day.thread import Facts
 from bench.synth.vocabulary import pools
 
 AGENT_STEPS = 8
+# The CLI then labels each of the main agent's tool batches with a side call, as hosts
+# that show those labels have it do; the side calls interleave as in the issue's session.
+SUMMARIES = {"CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES": "1"}
 AGENT_EVERY = 28  # main steps between two sub-agents (the generator: 1 turn in ~28)
 FAKE = """
 import sys
@@ -59,9 +62,9 @@ async def record(request, handler):
     if request.method == "POST" and raw:
         agent = request.headers.get("x-claude-code-agent-id")
         body = orjson.loads(raw)
-        small = "haiku" in str(body.get("model"))
-        thread = f"agent-{agent}" if agent else ("side" if small else "main")
-        kind = thread.split("-")[0]
+        side = not body.get("tools")  # side calls carry no tools (a tool-use label)
+        thread = f"agent-{agent}" if agent else ("side" if side else "main")
+        kind = "summary" if side else thread.split("-")[0]
         headers = {k.lower(): v for k, v in request.headers.items() if k.lower() not in
                    ("host", "content-length", "connection")}
         head = orjson.dumps({"thread": thread, "kind": kind, "path": request.path_qs,
@@ -120,7 +123,7 @@ def record_cli(folder: Path, steps: int, seed: int) -> Path:
     try:
         (folder / "work").mkdir()
         (folder / "home").mkdir()
-        env = {"PATH": os.environ["PATH"], "HOME": str(folder / "home"), **QUIET}
+        env = {"PATH": os.environ["PATH"], "HOME": str(folder / "home"), **QUIET, **SUMMARIES}
         env |= {"ANTHROPIC_BASE_URL": taplog.url, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
         prompt = (
             f"Run the shell commands, then report what they printed. !thinking !plan={plan(steps)}"

@@ -8,7 +8,8 @@ the user types the next prompt. Along the way:
 - an `Agent` tool call starts one to three sub-agents that run side by side (their calls
   interleave at random) while the main agent waits for their reports;
 - side calls to the small model: a quota probe at the start, a title and a topic check
-  per prompt, and a check of about a third of the shell commands before they run;
+  per prompt, a check of about a third of the shell commands before they run, and a
+  label for each tool batch of the main agent once its tools ran (`SUMMARY_CHANCE`);
 - every tenth turn the CLI appends a reminder as a system message; now and then a
   `<system-reminder>` block (a changed file, the task list) rides on a tool result;
 - now and then the agent-types message at `messages[1]` changes (a skill appears),
@@ -35,6 +36,11 @@ CONTEXT_TOKENS = 300_000
 REMINDER_EVERY = 10  # main turns between the CLI's task-tool reminders
 AGENT_CHANCE = 0.035  # a main turn that starts sub-agents instead of running tools
 COMMAND_CHECK_CHANCE = 0.35  # a shell command checked by the small model first
+# A main-agent tool batch followed by a label call. The CLI sends one after every batch
+# when CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES is set (check-cli sets it); the real
+# session (0.87x stored, 272 KB a call on average) fits a side call after nearly every
+# main call.
+SUMMARY_CHANCE = 1.0
 
 
 class Day:
@@ -129,6 +135,10 @@ class Day:
             for use in uses:
                 if use.name == "Bash" and self.rng.random() < COMMAND_CHECK_CHANCE:
                     yield side.command_check(use.block["input"]["command"], self.session, self.meta)
+        if self.rng.random() < SUMMARY_CHANCE:
+            said = [b["text"] for b in answer if b["type"] == "text"]
+            done = [(u.name, u.block["input"], u.result) for u in uses]
+            yield side.tool_summary(done, said[-1] if said else None, self.session, self.meta)
         self.main.user([u.result_block() for u in uses] + self._reminders())
         if self.turns % REMINDER_EVERY == 0:
             self.main.system_message(claude_code.REMINDER_TASKS)

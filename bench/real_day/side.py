@@ -1,9 +1,12 @@
 """Side calls to the small model, and the texts Claude Code adds around a conversation.
 
-Side calls are tiny, not streamed, without tools: a quota probe when the session starts,
-a title for the first prompt, a topic check for every prompt, and a check of a shell
-command before it runs. They interleave with the main agent's calls in the same session,
-which is what makes a day's log hard to store as deltas on the call before.
+Side calls are tiny and carry no tools: a quota probe when the session starts, a title
+for the first prompt, a topic check for every prompt and a check of a shell command
+before it runs (not streamed), and, after each of the main agent's tool batches, a
+label summing up what the tools did (streamed, `"tools": []`, thinking off: the shape
+2.1.197 sends when `CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES` is set, as check-cli records
+it; sub-agents send none). They interleave with the main agent's calls in the same
+session, which is what makes a day's log hard to store as deltas on the call before.
 The wording here is ours, sized like the CLI's.
 """
 
@@ -73,6 +76,13 @@ COMPACT = (
     )
     + "\nRespond with text only; do not call any tools."
 )
+LABEL = (
+    "Write a short label for what these tool calls did. It is shown as one line in a "
+    "narrow list and cut at about 30 characters: think of a commit subject, not a "
+    "sentence.\n\nUse the past tense and keep the most telling noun; drop articles and "
+    "long paths first.\n\nExamples:\n- Searched in auth/\n- Fixed crash in Parser\n- "
+    "Added signup route\n- Read settings.toml\n- Ran failing tests"
+)
 CONTINUED = (
     "This session is being continued from a previous conversation that ran out of "
     "context. The summary below covers the earlier portion of the conversation.\n\n"
@@ -96,3 +106,39 @@ def side_call(kind: str, system: str, user: str, session: str, meta: dict[str, s
 
 def command_check(command: str, session: str, meta: dict[str, str]) -> Call:
     return side_call("command", COMMAND_CHECK, f"Command: {command}", session, meta)
+
+
+def tool_summary(
+    uses: list[tuple[str, Any, str]], intent: str | None, session: str, meta: dict[str, str]
+) -> Call:
+    """The label of a tool batch: each tool's name, input and output cut to 300 characters."""
+    done = "\n".join(
+        f"Tool: {name}\nInput: {orjson.dumps(given).decode()[:300]}\n"
+        f"Output: {orjson.dumps(output).decode()[:300]}"
+        for name, given, output in uses
+    )
+    asked = f"User's intent (from assistant's last message): {intent[:200]}\n" if intent else ""
+    sdk = claude_code.fixture()["body"]["system"][1]["text"]
+    body = {
+        "model": claude_code.SMALL_MODEL,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": f"{asked}Tools completed:\n\n{done}\n\nLabel:"}
+                ],
+            }
+        ],
+        "system": [
+            claude_code.billing(),
+            {"type": "text", "text": sdk},
+            {"type": "text", "text": LABEL},
+        ],
+        "tools": [],
+        "metadata": meta,
+        "max_tokens": 64000,
+        "thinking": {"type": "disabled"},
+        "output_config": {"effort": "high"},
+        "stream": True,
+    }
+    return Call("side", "summary", claude_code.headers(session), orjson.dumps(body), stream=True)
