@@ -44,11 +44,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--no-zstd", action="store_true", help="skip the zstd reference")
     run.add_argument("--keep", action="store_true", help="keep the data dirs under /tmp")
     run.add_argument("--json", type=Path, help="also write every figure here")
+    run.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
+    run.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
     check = commands.add_parser("check-cli", help="the real Claude Code beside the generator")
     check.add_argument("--steps", type=int, default=120, help="tool steps of the main agent")
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--keep", action="store_true", help="keep the scratch dir under /tmp")
     check.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
+    check.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
+    check.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
     return top
 
 
@@ -62,10 +66,10 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from bench.real_day import cli_check
 
-        section = cli_check.main(args.steps, args.seed, args.keep)
+        section = cli_check.main(args.steps, args.seed, args.keep, args.note)
         print(section)
         if not args.no_write:
-            report.write(RESULTS, section)
+            report.write(args.results, section)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> None:
@@ -76,6 +80,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
     figures = measure.measure(calls, keep=args.keep, compress=not args.no_zstd)
     figures["seed"] = args.seed if not args.bodies else f"none: {args.bodies}"
     figures["command"] = ".venv/bin/python bench/real_day " + shlex.join(argv)
+    if args.note:
+        figures["tree"] += f" ({args.note})"
     if args.no_zstd:
         figures["notes"] = ["zstd skipped (`--no-zstd`)."]
     section = report.render(figures)
@@ -83,5 +89,5 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
     if args.json:
         args.json.write_text(json.dumps(measure.dump(figures), indent=1))
     if not args.no_write:
-        report.write(RESULTS, section)
-        print(f"wrote the section {report.HEADING!r} of {RESULTS}")
+        report.write(args.results, section)
+        print(f"wrote the section {report.HEADING!r} of {args.results}")

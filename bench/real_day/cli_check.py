@@ -105,55 +105,50 @@ def plan(steps: int) -> str:
 
 def record_cli(folder: Path, steps: int, seed: int) -> Path:
     """Run the real CLI through taplog against the recording fake; the recording's path."""
-    from tests.fakes.clis import CLAUDE, QUIET
-    from tests.fakes.keys import ANTHROPIC_KEY
-
-    if not CLAUDE.exists():
-        raise SystemExit(
-            f"no Claude Code CLI at {CLAUDE}: set TAPLOG_CLIS (see tests/fakes/clis.py)"
-        )
     command = scratch_files(folder, steps * 3, seed)
     capture = folder / "cli.jsonl"
     port = free_port()
     fake = Service(
         [PYTHON, "-c", FAKE, str(port), str(capture), command, str(AGENT_STEPS)], port, "/v1/models"
     )
-    data = folder / "data"
-    taplog = start_taplog(str(data), fake.url)
     try:
-        (folder / "work").mkdir()
-        (folder / "home").mkdir()
-        env = {"PATH": os.environ["PATH"], "HOME": str(folder / "home"), **QUIET, **SUMMARIES}
-        env |= {"ANTHROPIC_BASE_URL": taplog.url, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
-        prompt = (
-            f"Run the shell commands, then report what they printed. !thinking !plan={plan(steps)}"
-        )
-        argv = [
-            str(CLAUDE),
-            "-p",
-            prompt,
-            "--output-format",
-            "json",
-            "--allowedTools",
-            "Bash",
-            "Agent",
-        ]
-        done = subprocess.run(
-            argv,
-            cwd=folder / "work",
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"claude failed: {done.stdout[-1000:]} {done.stderr[-1000:]}")
-        settle(data)
+        data = folder / "data"
+        taplog = start_taplog(str(data), fake.url)
+        try:
+            run_claude(folder, taplog.url, steps)
+            settle(data)
+        finally:
+            taplog.stop()
     finally:
-        taplog.stop()
         fake.stop()
     return capture
+
+
+def run_claude(folder: Path, base_url: str, steps: int) -> None:
+    """`claude -p` with the plan, as tests/fakes/clis.py runs it (no telemetry, no
+    updates), in a scratch home and working directory; an error unless it exits 0."""
+    from tests.fakes.clis import CLAUDE, QUIET
+    from tests.fakes.keys import ANTHROPIC_KEY
+
+    if not CLAUDE.exists():
+        raise SystemExit(f"no Claude Code CLI at {CLAUDE}: set TAPLOG_CLIS (tests/fakes/clis.py)")
+    (folder / "work").mkdir()
+    (folder / "home").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder / "home"), **QUIET, **SUMMARIES}
+    env |= {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    prompt = f"Run the shell commands, then report what they printed. !thinking !plan={plan(steps)}"
+    argv = [str(CLAUDE), "-p", prompt, "--output-format", "json"]
+    done = subprocess.run(
+        [*argv, "--allowedTools", "Bash", "Agent"],
+        cwd=folder / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"claude failed: {done.stdout[-1000:]} {done.stderr[-1000:]}")
 
 
 def growth(calls: list[Facts]) -> float:
@@ -189,19 +184,20 @@ def measure_pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def main(steps: int, seed: int, keep: bool) -> str:
+def main(steps: int, seed: int, keep: bool, note: str = "") -> str:
     """Record the CLI, measure it and a generated day of as many calls; the section."""
     folder = Path(tempfile.mkdtemp(prefix="taplog-real-day-cli-"))
     try:
         capture = record_cli(folder, steps, seed)
         calls = [c.facts() for c in bodies.load(capture)]
         live = storage_summary(folder / "data", calls)
-        real = figures(measure.measure(bodies.load(capture), compress=False), live)
+        measured = measure.measure(bodies.load(capture), compress=False)
+        real = figures(measured, live)
         made = figures(measure.measure(bodies.generate(len(calls), seed), compress=False))
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
-    return compare(real, made, steps, seed)
+    return compare(real, made, steps, seed, measured["tree"] + (f" ({note})" if note else ""))
 
 
 def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
@@ -211,9 +207,9 @@ def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
 HEADING = "## A real day: the generator against the real CLI"
 
 
-def compare(real: dict[str, Any], made: dict[str, Any], steps: int, seed: int) -> str:
-    """The section: each figure for the real CLI's recording and the generator's day."""
-    rows: list[tuple[str, float | None, float | None, str]] = [
+def rows(real: dict[str, Any], made: dict[str, Any]) -> list[tuple[str, Any, Any, str]]:
+    """(label, real CLI's figure, generator's figure, format) for each figure compared."""
+    out: list[tuple[str, Any, Any, str]] = [
         ("calls", real["calls"], made["calls"], "{:,.0f}"),
         ("mean request body (KB)", real["mean"] / 1e3, made["mean"] / 1e3, "{:,.1f}"),
         ("largest request body (KB)", real["max"] / 1e3, made["max"] / 1e3, "{:,.1f}"),
@@ -234,31 +230,31 @@ def compare(real: dict[str, Any], made: dict[str, Any], steps: int, seed: int) -
     ]
     for name in ("bare", "taplog", "taplog-workers"):
         for i, q in enumerate(("p50", "p90")):
-            rows.append(
-                (
-                    f"added {q}, {report.LABELS[name]} (ms)",
-                    real["added"][name][i],
-                    made["added"][name][i],
-                    "{:.2f}",
-                )
-            )
+            label = f"added {q}, {report.LABELS[name]} (ms)"
+            out.append((label, real["added"][name][i], made["added"][name][i], "{:.2f}"))
     for what, (seconds, _) in real["reading"].items():
-        rows.append((f"`{what}` (s)", seconds, made["reading"][what][0], "{:.2f}"))
+        out.append((f"`{what}` (s)", seconds, made["reading"][what][0], "{:.2f}"))
+    return out
+
+
+def compare(real: dict[str, Any], made: dict[str, Any], steps: int, seed: int, tree: str) -> str:
+    """The section: each figure for the real CLI's recording and the generator's day."""
     lines = [
         HEADING,
         "",
         f"`.venv/bin/python bench/real_day check-cli --steps {steps} --seed {seed}`: the real "
-        f"Claude Code {'2.1.197'} (`claude -p`, a plan of {steps} tool steps, two sub-agents "
-        f"side by side every {AGENT_EVERY} steps, each with {AGENT_STEPS} steps) recorded through "
-        "`taplog serve` against the fake vendor, whose shell step prints outputs sized as the "
-        "generator's tool results; then the recording and a generated day of as many calls "
-        "each measured as `run` does (same machine, one after the other). Threads: real "
-        f"{real['threads']}, generated {made['threads']}.",
+        f"Claude Code 2.1.197 (`claude -p`, a plan of {steps} tool steps, two sub-agents "
+        f"side by side every {AGENT_EVERY} steps, each with {AGENT_STEPS} steps, "
+        "`CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES=1`) recorded through `taplog serve` against the "
+        "fake vendor, whose shell step prints outputs sized as the generator's tool results; "
+        "then the recording and a generated day of as many calls each measured as `run` does "
+        f"(same machine, one after the other; tree {tree}). Threads: real {real['threads']}, "
+        f"generated {made['threads']}.",
         "",
         "| | real CLI | generator | generator / real |",
         "|---|---|---|---|",
     ]
-    for label, a, b, form in rows:
+    for label, a, b, form in rows(real, made):
         cells = ["-" if v is None else form.format(v) for v in (a, b)]
         ratio = f"{b / a:.2f}" if a and b else "-"
         lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")

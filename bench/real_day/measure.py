@@ -23,10 +23,12 @@ from bench.real_day.thread import Call
 
 
 def tree() -> str:
-    """The commit measured, and whether the tree differs from it."""
+    """The commit measured, and whether the tree differs from it (`--note` says more)."""
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    if not head:
+        return "not a git checkout"
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--", "proxy", "recorder"],
         cwd=ROOT,
