@@ -43,6 +43,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
     run.add_argument("--no-zstd", action="store_true", help="skip the zstd reference")
     run.add_argument("--keep", action="store_true", help="keep the data dirs under /tmp")
+    run.add_argument(
+        "--repeats", type=int, default=2, help="runs of each reading command; the fastest is kept"
+    )
     run.add_argument("--json", type=Path, help="also write every figure here")
     run.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
     run.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
         calls = bodies.load(args.bodies)
     else:
         calls = bodies.generate(args.calls, args.seed, args.context_tokens)
-    figures = measure.measure(calls, keep=args.keep, compress=not args.no_zstd)
+    figures = measure.measure(calls, args.keep, not args.no_zstd, args.repeats)
     figures["seed"] = args.seed if not args.bodies else f"none: {args.bodies}"
     figures["command"] = ".venv/bin/python bench/real_day " + shlex.join(argv)
     if args.note:

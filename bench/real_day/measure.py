@@ -50,7 +50,9 @@ def event_loop() -> str:
     return "taplog ran on uvloop (in the venv); the bare proxy on asyncio's own loop."
 
 
-def measure(calls: Iterable[Call], keep: bool = False, compress: bool = True) -> dict[str, Any]:
+def measure(
+    calls: Iterable[Call], keep: bool = False, compress: bool = True, repeats: int = 1
+) -> dict[str, Any]:
     """Every figure of the "A real day" section, from the calls given."""
     started, load_before = time.monotonic(), os.getloadavg()[0]
     systems = latency.Systems()
@@ -68,7 +70,8 @@ def measure(calls: Iterable[Call], keep: bool = False, compress: bool = True) ->
         }
         sessions = storage.session_ids(systems.dirs["taplog"])
         session = sessions[0]
-        readings = reading.read_all(systems.dirs["taplog"], session)
+        load_reading = os.getloadavg()[0]
+        readings = reading.read_all(systems.dirs["taplog"], session, repeats)
     finally:
         if not keep:
             for folder in systems.dirs.values():
@@ -82,7 +85,8 @@ def measure(calls: Iterable[Call], keep: bool = False, compress: bool = True) ->
         "readings": readings,
         "dirs": {k: str(v) for k, v in systems.dirs.items()} if keep else {},
         "seconds": time.monotonic() - started,
-        "load": (load_before, os.getloadavg()[0]),
+        "load": (load_before, load_reading, os.getloadavg()[0]),
+        "repeats": repeats,
         "machine": machine(),
         "tree": tree(),
         "loop": event_loop(),

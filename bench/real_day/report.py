@@ -125,7 +125,8 @@ def render(f: dict[str, Any]) -> str:
         "",
         f"`{f['command']}` on {f['machine']}, tree {f['tree']}; whole run {f['seconds']:.0f} s "
         f"(sending {sent.seconds:.0f} s). **The machine is shared with other engineers' test "
-        f"runs** (load average {f['load'][0]:.1f} before, {f['load'][1]:.1f} after): absolute "
+        f"runs** (load average {f['load'][0]:.1f} before, {f['load'][1]:.1f} when reading began, "
+        f"{f['load'][2]:.1f} after): absolute "
         "times move with it, ratios from the same run much less.",
         "",
         f"The day (`bench/real_day`, seed {f['seed']}): one Claude Code 2.1.197-shaped session, "
@@ -147,7 +148,8 @@ def render(f: dict[str, Any]) -> str:
         "",
         f"Reading the `taplog serve` data dir (session S = `{f['session']}`), each command its "
         "own process, one after the other; the UI is one `taplog ui` process, its peak RSS "
-        "read after the three answers:",
+        f"read after the three answers. Each reading done {f['repeats']} times in a row "
+        "(`compact` once): the fastest time, the largest peak RSS:",
         "",
         *reading_table(f["readings"]),
         "",
