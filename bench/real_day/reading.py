@@ -13,8 +13,11 @@ peak.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import re
 import resource
+import shutil
 import subprocess
 import tempfile
 import time
@@ -53,8 +56,20 @@ def commands(session: str) -> list[tuple[str, list[str]]]:
     ]
 
 
+@functools.cache
+def taplog_script() -> str:
+    """`taplog` as a script file, not `python -c`: DuckDB takes a `__main__` without a
+    file for an interactive session and draws its progress bar on stdout, which the
+    installed `taplog` command never does."""
+    folder = tempfile.mkdtemp(prefix="taplog-real-day-script-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    script = Path(folder) / "run_taplog.py"  # not taplog.py: that would hide the package
+    script.write_text(TAPLOG + "\n")
+    return str(script)
+
+
 def run_command(label: str, args: list[str], data_dir: Path) -> Reading:
-    command = [PYTHON, "-c", TAPLOG, *args[:1], "--data-dir", str(data_dir), *args[1:]]
+    command = [PYTHON, taplog_script(), *args[:1], "--data-dir", str(data_dir), *args[1:]]
     timed = TIME.exists()
     if timed:
         command = [str(TIME), "-v", *command]
@@ -88,7 +103,7 @@ def fastest(readings: list[Reading]) -> Reading:
 def run_ui(data_dir: Path, session: str, repeats: int = 1) -> list[Reading]:
     """The UI's sessions list, session page and chat, each timed; peak RSS after all."""
     port = free_port()
-    command = [PYTHON, "-c", TAPLOG, "ui", "--data-dir", str(data_dir), "--port", str(port)]
+    command = [PYTHON, taplog_script(), "ui", "--data-dir", str(data_dir), "--port", str(port)]
     ui = Service(command, port, "/ui/", wait=60)
     out = []
     try:
