@@ -1,7 +1,7 @@
 """A real day of a coding agent's work, in the bench (issue #31, item 4).
 
     .venv/bin/python bench/real_day generate --calls 2000 --out /tmp/day.jsonl
-    .venv/bin/python bench/real_day run            # ~? minutes; writes "A real day"
+    .venv/bin/python bench/real_day run            # 7-8 minutes on 2 cores; RESULTS.md
     .venv/bin/python bench/real_day check-cli      # the real Claude Code beside it
 
 A seeded, deterministic generator of one long Claude Code session as the CLI sends it

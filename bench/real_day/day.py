@@ -44,6 +44,8 @@ SUMMARY_CHANCE = 1.0
 
 
 class Day:
+    """One session's state: the main thread, the repository, what the CLI sends each time."""
+
     def __init__(self, seed: int = 1, context_tokens: int = CONTEXT_TOKENS) -> None:
         self.rng = random.Random(f"taplog-real-day/{seed}")
         self.pools = pools(seed)
@@ -55,6 +57,8 @@ class Day:
         results = f"/home/dev/.claude/projects/-home-dev-repo/{self.session}/tool-results"
         self.shop = Workshop(self.rng, self.pools, results)
         self.environment = self._environment()
+        # the project's CLAUDE.md: one file for the day, in every thread's first message
+        self.memory = texts.prose(self.rng, self.rng.randint(3000, 7000), self.pools)
         self.agent_types = claude_code.agent_types()
         self.main = Thread(
             "main",
@@ -64,7 +68,6 @@ class Day:
             claude_code.main_fields(self.meta),
         )
         self.turns = 0
-        self.agents = 0
 
     def calls(self) -> Iterator[Call]:
         """Calls in the order the CLI sends them, without end (take as many as needed)."""
@@ -88,12 +91,10 @@ class Day:
 
     def _context(self) -> dict[str, str]:
         """The first user message's context block: the date and the project's CLAUDE.md."""
-        memory = texts.prose(self.rng, self.rng.randint(3000, 7000), self.pools)
         return side.reminder(
             "As you answer the user's questions, you can use the following context:\n"
             "# currentDate\nToday's date is 2026-12-04.\n\n# claudeMd\nContents of "
-            f"{REPO}CLAUDE.md:\n\n"
-            f"{memory}"
+            f"{REPO}CLAUDE.md:\n\n{self.memory}"
         )
 
     def _side(self, kind: str, system: str, user: str) -> Call:
@@ -166,7 +167,6 @@ class Day:
 
     def _sub_agent(self, prompt: str) -> Iterator[Call]:
         """A sub-agent's own tool loop; returns its report as the main agent receives it."""
-        self.agents += 1
         agent = texts.ident(self.rng, 17, "0123456789abcdef")
         thread = Thread(
             f"agent-{agent}",

@@ -109,7 +109,7 @@ def command_check(command: str, session: str, meta: dict[str, str]) -> Call:
 
 
 def tool_summary(
-    uses: list[tuple[str, Any, str]], intent: str | None, session: str, meta: dict[str, str]
+    uses: list[tuple[str, Any, Any]], intent: str | None, session: str, meta: dict[str, str]
 ) -> Call:
     """The label of a tool batch: each tool's name, input and output cut to 300 characters."""
     done = "\n".join(

@@ -38,7 +38,7 @@ class Use:
     """A tool call the model made and the result the CLI sends back."""
 
     block: dict[str, Any]
-    result: str
+    result: str | list[dict[str, str]]  # text, or blocks (a sub-agent's report)
     is_error: bool = False
 
     @property
