@@ -1,0 +1,261 @@
+"""The generator against the real Claude Code: the same measurements on both.
+
+    .venv/bin/python bench/real_day check-cli [--steps 120] [--seed 1]
+
+The pinned CLI (`tests/fakes/clis.py` finds it; `TAPLOG_CLIS` names another
+`node_modules/.bin`) runs `claude -p` through `taplog serve` against the tests' fake
+vendor, working through a `!plan=` of `--steps` tool steps: shell commands, and now and
+then two sub-agents side by side (`Agent+Agent`), each with a plan of its own. Two
+things are changed in the fake, in its own process only, so that the CLI's context grows
+as a real one does: its `Bash` step runs `sh next.sh`, which prints the next of a set of
+files sized as the generator sizes tool results (100 B to 50 KB, log-uniform), and its
+`Agent` step's prompt plans `AGENT_STEPS` shell commands and asks for thinking. The fake
+records every request body as the CLI sent it (`bodies.py`'s JSONL).
+
+Then the recording and a generated day of the same number of calls each go through
+`measure.measure` (direct, bare, taplog, taplog --workers 2; storage; reading), and
+the two sets of figures are printed side by side: storage ratio, bytes per call, body
+growth per main-agent call, added latency, reading times.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.common import PYTHON, Service, free_port, settle, start_taplog
+from bench.real_day import bodies, measure, report, storage, texts
+from bench.real_day.thread import Facts
+from bench.synth.vocabulary import pools
+
+AGENT_STEPS = 8
+# The CLI then labels each of the main agent's tool batches with a side call, as hosts
+# that show those labels have it do; the side calls interleave as in the issue's session.
+SUMMARIES = {"CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES": "1"}
+AGENT_EVERY = 28  # main steps between two sub-agents (the generator: 1 turn in ~28)
+FAKE = """
+import sys
+import orjson
+from aiohttp import web
+from tests.fakes import vendor
+
+port, capture, command, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+vendor._ARGS["Bash"] = {"command": command, "description": "Show the next output"}
+vendor._ARGS["Agent"] = {
+    "description": "Look around",
+    "prompt": "Run the shell commands, then report. !thinking !plan=" + ",".join(["Bash"] * steps),
+    "subagent_type": "general-purpose",
+}
+out = open(capture, "ab")
+
+
+@web.middleware
+async def record(request, handler):
+    raw = await request.read()
+    if request.method == "POST" and raw:
+        agent = request.headers.get("x-claude-code-agent-id")
+        body = orjson.loads(raw)
+        side = not body.get("tools")  # side calls carry no tools (a tool-use label)
+        thread = f"agent-{agent}" if agent else ("side" if side else "main")
+        kind = "summary" if side else thread.split("-")[0]
+        headers = {k.lower(): v for k, v in request.headers.items() if k.lower() not in
+                   ("host", "content-length", "connection")}
+        head = orjson.dumps({"thread": thread, "kind": kind, "path": request.path_qs,
+                             "headers": headers})
+        out.write(head[:-1] + b',"body":' + raw + b"}\\n")
+        out.flush()
+    return await handler(request)
+
+
+app = vendor.FakeVendor().app()
+app.middlewares.append(record)
+web.run_app(app, host="127.0.0.1", port=int(port), print=None)
+"""
+
+
+def scratch_files(folder: Path, count: int, seed: int) -> str:
+    """`count` outputs sized as the generator's tool results, and the script that prints
+    the next one each time it runs; returns the command that runs it."""
+    rng, words = random.Random(f"taplog-real-day-cli/{seed}"), pools(seed)
+    (folder / "out").mkdir(parents=True)
+    for i in range(count):
+        text = texts.command_output(rng, texts.log_uniform(rng), words)
+        (folder / "out" / f"{i}.txt").write_text(text)
+    script = folder / "next.sh"
+    counter = folder / "counter"
+    script.write_text(
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}\n"
+        f"cat {folder}/out/$((n % {count})).txt\n"
+    )
+    return f"sh {script}"
+
+
+def plan(steps: int) -> str:
+    return ",".join(
+        "Agent+Agent" if i % AGENT_EVERY == AGENT_EVERY // 2 else "Bash" for i in range(steps)
+    )
+
+
+def record_cli(folder: Path, steps: int, seed: int) -> Path:
+    """Run the real CLI through taplog against the recording fake; the recording's path."""
+    command = scratch_files(folder, steps * 3, seed)
+    capture = folder / "cli.jsonl"
+    port = free_port()
+    fake = Service(
+        [PYTHON, "-c", FAKE, str(port), str(capture), command, str(AGENT_STEPS)], port, "/v1/models"
+    )
+    try:
+        data = folder / "data"
+        taplog = start_taplog(str(data), fake.url)
+        try:
+            run_claude(folder, taplog.url, steps)
+            settle(data)
+        finally:
+            taplog.stop()
+    finally:
+        fake.stop()
+    return capture
+
+
+def run_claude(folder: Path, base_url: str, steps: int) -> None:
+    """`claude -p` with the plan, as tests/fakes/clis.py runs it (no telemetry, no
+    updates), in a scratch home and working directory; an error unless it exits 0."""
+    from tests.fakes.clis import CLAUDE, QUIET
+    from tests.fakes.keys import ANTHROPIC_KEY
+
+    if not CLAUDE.exists():
+        raise SystemExit(f"no Claude Code CLI at {CLAUDE}: set TAPLOG_CLIS (tests/fakes/clis.py)")
+    (folder / "work").mkdir()
+    (folder / "home").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder / "home"), **QUIET, **SUMMARIES}
+    env |= {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    prompt = f"Run the shell commands, then report what they printed. !thinking !plan={plan(steps)}"
+    argv = [str(CLAUDE), "-p", prompt, "--output-format", "json"]
+    done = subprocess.run(
+        [*argv, "--allowedTools", "Bash", "Agent"],
+        cwd=folder / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"claude failed: {done.stdout[-1000:]} {done.stderr[-1000:]}")
+
+
+def growth(calls: list[Facts]) -> float:
+    """Mean bytes a main-agent request adds to the one before it (compactions left out)."""
+    sizes = [c.size for c in calls if c.thread == "main" and c.kind == "main"]
+    steps = [b - a for a, b in itertools.pairwise(sizes) if b >= a]
+    return statistics.mean(steps) if steps else 0.0
+
+
+def figures(f: dict[str, Any], live: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The figures compared, from one `measure` run (and a live recording's storage)."""
+    sent, stored = f["sent"], f["stored"]["taplog"]
+    found = bodies.summary(sent.calls)
+    readings = {r.what: r for r in f["readings"]}
+    return {
+        "calls": found["calls"],
+        "threads": found["threads"],
+        "mean": found["mean"],
+        "max": found["max"],
+        "growth": growth(sent.calls),
+        "ratio": stored["ratio"],
+        "per_call": stored["per_call"],
+        "live_ratio": live["ratio"] if live else None,
+        "added": {
+            n: (measure_pct(sent.added(n), 50), measure_pct(sent.added(n), 90))
+            for n in ("bare", "taplog", "taplog-workers")
+        },
+        "reading": {k: (r.seconds, r.peak_mb) for k, r in readings.items()},
+    }
+
+
+def measure_pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def main(steps: int, seed: int, keep: bool, note: str = "") -> str:
+    """Record the CLI, measure it and a generated day of as many calls; the section."""
+    folder = Path(tempfile.mkdtemp(prefix="taplog-real-day-cli-"))
+    try:
+        capture = record_cli(folder, steps, seed)
+        calls = [c.facts() for c in bodies.load(capture)]
+        live = storage_summary(folder / "data", calls)
+        measured = measure.measure(bodies.load(capture), compress=False)
+        real = figures(measured, live)
+        made = figures(measure.measure(bodies.generate(len(calls), seed), compress=False))
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    return compare(real, made, steps, seed, measured["tree"] + (f" ({note})" if note else ""))
+
+
+def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
+    return storage.summary(data, sum(c.size for c in calls), len(calls), compress=False)
+
+
+HEADING = "## A real day: the generator against the real CLI"
+
+
+def rows(real: dict[str, Any], made: dict[str, Any]) -> list[tuple[str, Any, Any, str]]:
+    """(label, real CLI's figure, generator's figure, format) for each figure compared."""
+    out: list[tuple[str, Any, Any, str]] = [
+        ("calls", real["calls"], made["calls"], "{:,.0f}"),
+        ("mean request body (KB)", real["mean"] / 1e3, made["mean"] / 1e3, "{:,.1f}"),
+        ("largest request body (KB)", real["max"] / 1e3, made["max"] / 1e3, "{:,.1f}"),
+        (
+            "mean growth per main-agent call (KB)",
+            real["growth"] / 1e3,
+            made["growth"] / 1e3,
+            "{:,.1f}",
+        ),
+        ("stored / raw, recorded live", real["live_ratio"], None, "{:.3f}"),
+        (
+            "**stored / raw** (replayed through taplog serve)",
+            real["ratio"],
+            made["ratio"],
+            "{:.3f}",
+        ),
+        ("stored bytes per call (KB)", real["per_call"] / 1e3, made["per_call"] / 1e3, "{:,.1f}"),
+    ]
+    for name in ("bare", "taplog", "taplog-workers"):
+        for i, q in enumerate(("p50", "p90")):
+            label = f"added {q}, {report.LABELS[name]} (ms)"
+            out.append((label, real["added"][name][i], made["added"][name][i], "{:.2f}"))
+    for what, (seconds, _) in real["reading"].items():
+        out.append((f"`{what}` (s)", seconds, made["reading"][what][0], "{:.2f}"))
+    return out
+
+
+def compare(real: dict[str, Any], made: dict[str, Any], steps: int, seed: int, tree: str) -> str:
+    """The section: each figure for the real CLI's recording and the generator's day."""
+    lines = [
+        HEADING,
+        "",
+        f"`.venv/bin/python bench/real_day check-cli --steps {steps} --seed {seed}`: the real "
+        f"Claude Code 2.1.197 (`claude -p`, a plan of {steps} tool steps, two sub-agents "
+        f"side by side every {AGENT_EVERY} steps, each with {AGENT_STEPS} steps, "
+        "`CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES=1`) recorded through `taplog serve` against the "
+        "fake vendor, whose shell step prints outputs sized as the generator's tool results; "
+        "then the recording and a generated day of as many calls each measured as `run` does "
+        f"(same machine, one after the other; tree {tree}). Threads: real {real['threads']}, "
+        f"generated {made['threads']}.",
+        "",
+        "| | real CLI | generator | generator / real |",
+        "|---|---|---|---|",
+    ]
+    for label, a, b, form in rows(real, made):
+        cells = ["-" if v is None else form.format(v) for v in (a, b)]
+        ratio = f"{b / a:.2f}" if a and b else "-"
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(lines) + "\n"
