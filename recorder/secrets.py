@@ -67,17 +67,26 @@ class _Shape:
     pattern: re.Pattern[bytes]
     group: int = 0
     mixed_case: bool = False  # only a token with lower and upper case letters and digits
+    # A test that fails wherever the literal is not there, shared with other shapes: a
+    # body is searched once for a family's gate rather than once for each member's literal.
+    gate: bytes | re.Pattern[bytes] | None = None
 
 
 # A token's edges: where letters and digits stop ("x-sk-…" holds a key, "task-…" none).
 WORD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _END = rb"(?![A-Za-z0-9])"
 _TOKEN = rb"[A-Za-z0-9._~+/=%-]"  # % too: a token percent-encoded in a URL
+_GITHUB = re.compile(rb"gh(?:[pousr]_|ithub_pat_)")  # one scan for the six GitHub literals
 _TOKEN_SHAPES = (
     # "sk-" and a long word ("task-management-…") is no key: keys mix cases and digits
     _Shape(b"sk-", re.compile(rb"sk-[A-Za-z0-9_-]{20,}" + _END), mixed_case=True),
     *(
-        _Shape(word, re.compile(re.escape(word) + rb"(?:\s|%20|\+)+(" + _TOKEN + rb"{16,})"), 1)
+        _Shape(
+            word,
+            re.compile(re.escape(word) + rb"(?:\s|%20|\+)+(" + _TOKEN + rb"{16,})"),
+            1,
+            gate=word[1:],
+        )
         for word in (b"Bearer", b"bearer", b"BEARER")
     ),
     _Shape(b"eyJ", re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+")),
@@ -87,10 +96,10 @@ _TOKEN_SHAPES = (
     ),
     _Shape(b"AIza", re.compile(rb"AIza[A-Za-z0-9_-]{35}" + _END)),
     *(
-        _Shape(prefix, re.compile(prefix + rb"[A-Za-z0-9]{30,}" + _END))
+        _Shape(prefix, re.compile(prefix + rb"[A-Za-z0-9]{30,}" + _END), gate=_GITHUB)
         for prefix in (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_")
     ),
-    _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END)),
+    _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END), gate=_GITHUB),
     _Shape(b"xox", re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}" + _END)),
 )
 # "password": "…" and the like: a long value with letters and digits, in a field whose name
@@ -193,11 +202,24 @@ def shape_spans(raw: bytes) -> list[Span]:
     """Where credential-shaped tokens and credential-named JSON values are in `raw`."""
     found: list[Span] = []
     if len(raw) > _SMALL or _ANY_TOKEN_SHAPE.search(raw) is not None:
+        gates: dict[bytes | re.Pattern[bytes], bool] = {}
         for shape in _TOKEN_SHAPES:
+            if shape.gate is not None and not _opens(shape.gate, raw, gates):
+                continue
             if shape.literal in raw:
                 found += _token_spans(shape, raw)
     found += _named_value_spans(raw)
     return merged(found)
+
+
+def _opens(
+    gate: bytes | re.Pattern[bytes], raw: bytes, seen: dict[bytes | re.Pattern[bytes], bool]
+) -> bool:
+    """Whether `raw` passes a shape family's gate, asked once per body (`seen`)."""
+    passed = seen.get(gate)
+    if passed is None:
+        passed = seen[gate] = gate in raw if isinstance(gate, bytes) else bool(gate.search(raw))
+    return passed
 
 
 def _token_spans(shape: _Shape, raw: bytes) -> Iterator[Span]:
