@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
-from taplog.recorder.vendors.apis import KEY_HEADERS
+from taplog.recorder.vendors.apis import KEY_HEADERS, without_bearer
 
 REDACTED = "[redacted]"
 _REDACTED = REDACTED.encode()
@@ -53,7 +53,6 @@ _CREDENTIAL_WORDS = (
 )
 _SECRET_HEADER = re.compile(rf"(?i)({_CREDENTIAL_WORDS}|signature|(^|-)key$)")
 _SECRET_PARAM = re.compile(rf"(?i)({_CREDENTIAL_WORDS}|signature|^(sig|key|code)$)")
-_BEARER = re.compile(r"(?i)^bearer\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +271,7 @@ def api_key(headers: Mapping[str, str]) -> str | None:
     for name in KEY_HEADERS:
         value = headers.get(name)
         if value:
-            return _BEARER.sub("", value).strip() or None
+            return without_bearer(value).strip() or None
     return None
 
 
@@ -290,7 +289,7 @@ def secret_values(headers: Mapping[str, str]) -> tuple[bytes, ...]:
     values = set()
     for name, value in headers.items():
         if _logged_name(name) is None:  # a secret header
-            for candidate in (value, _BEARER.sub("", value)):
+            for candidate in (value, without_bearer(value)):
                 if len(candidate) >= MIN_SECRET_LEN:  # undecodable bytes kept escaped
                     values.add(candidate.encode("utf-8", "surrogatepass"))
     return tuple(sorted(values, key=len, reverse=True))

@@ -122,9 +122,14 @@ def _provider_of_path(path: str) -> str | None:
     return None
 
 
+def without_bearer(value: str) -> str:
+    """A key header's value without its `Bearer ` scheme, if it has one."""
+    return _BEARER.sub("", value)
+
+
 def key_owners(headers: Mapping[str, str]) -> frozenset[str]:
     """The providers whose keys, by their shapes, a request's key headers carry."""
-    keys = [_BEARER.sub("", headers[name]) for name in KEY_HEADERS if name in headers]
+    keys = [without_bearer(headers[name]) for name in KEY_HEADERS if name in headers]
     return frozenset(
         name for name in PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
     )
