@@ -31,8 +31,9 @@ import orjson
 from taplog.recorder.secrets import redact_text
 
 # 2: blobs (recorder.store.blobs), transcript deltas (recorder.store.deltas);
-# 3: `epoch` in the envelope, `session.resumed` (a fleet's change of owner)
-FORMAT_VERSION = 3
+# 3: `epoch` in the envelope, `session.resumed` (a fleet's change of owner);
+# 4: a request builds on any earlier one of its file, large values met again are pointers
+FORMAT_VERSION = 4
 
 SESSION_STARTED = "session.started"
 LLM_REQUEST = "llm.request"

@@ -11,11 +11,16 @@ version 1 refuses the newer lines instead of reading them without their
 bodies or with only a turn's worth of history. Version 3 added the envelope's `epoch`
 (a fleet's owner epoch of the session, `proxy.coordination.leases`) and the
 `session.resumed` event; a version-2 line held no lease, so it upgrades to a null epoch.
+Version 4 lets a request build on any earlier one of its file and point at large
+values the file already holds (`recorder.store.deltas`); a version-3 delta, on the
+previous request of its API, is read as it is.
 
 `migrate_data_dir` rewrites the files that hold older events: every event
-upgraded and resealed into a new hash chain (`seq` kept), written aside and
-moved into place, the original kept in `quarantine/` (never deleted). It takes
-the data dir's lock: files are not rewritten under a running `taplog serve`.
+read whole, upgraded, stored as the current writer stores it (so a version-3
+log of interleaved threads shrinks to what is new in each request) and resealed
+into a new hash chain (`seq` kept), written aside and moved into place, the
+original kept in `quarantine/` (never deleted). It takes the data dir's lock:
+files are not rewritten under a running `taplog serve`.
 """
 
 from __future__ import annotations
@@ -26,11 +31,16 @@ from pathlib import Path
 
 from taplog.recorder import events as format_
 from taplog.recorder.events import Event, seal
+from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
+from taplog.recorder.store.deltas import Batch, Ledger
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.logfile import quarantine_name, write_aside
 from taplog.recorder.store.reader import read_events, session_files
 
 Migration = Callable[[Event], Event]
+
+DEFAULT_INLINE_MAX = 1024 * 1024  # `taplog serve --body-inline-max-kb`'s default
+_STORED_APART = ("prev", "h", "blob", "transcript")  # a line's seal, and how it was stored
 
 
 def _blobs_and_deltas_added(event: Event) -> Event:
@@ -45,8 +55,18 @@ def _epoch_added(event: Event) -> Event:
     return event
 
 
+def _deltas_on_any_request(event: Event) -> Event:
+    """3 -> 4: a request may build on any earlier one; a version-3 delta is one on the
+    previous request of its API, which readers still read."""
+    return event
+
+
 # version -> the function that upgrades an event of that version to the next one.
-MIGRATIONS: dict[int, Migration] = {1: _blobs_and_deltas_added, 2: _epoch_added}
+MIGRATIONS: dict[int, Migration] = {
+    1: _blobs_and_deltas_added,
+    2: _epoch_added,
+    3: _deltas_on_any_request,
+}
 
 
 def upgrade(event: Event) -> Event:
@@ -70,19 +90,26 @@ def migrate_data_dir(data_dir: Path) -> list[Path]:
     lock.acquire()
     try:
         rewritten = [path for path in session_files(data_dir) if outdated(path)]
+        blobs = BlobStore(data_dir / BLOBS_DIR, DEFAULT_INLINE_MAX, sync=True)
         for path in rewritten:
-            _rewrite(path, data_dir / "quarantine")
+            _rewrite(path, data_dir / "quarantine", blobs)
         return rewritten
     finally:
         lock.release()
 
 
-def _rewrite(path: Path, quarantine: Path) -> None:
-    lines, prev = [], None
-    for event in read_events(path, as_stored=True):
-        current = {k: v for k, v in upgrade(dict(event)).items() if k not in ("prev", "h")}
-        line, prev = seal(current, event["seq"], prev)
+def _rewrite(path: Path, quarantine: Path, blobs: BlobStore) -> None:
+    lines, prev, ledger = [], None, Ledger()
+    for event in read_events(path):  # whole: blobs and resent history put back
+        batch, seq = Batch(), event["seq"]
+        whole = {k: v for k, v in upgrade(event).items() if k not in _STORED_APART}
+        stored = ledger.stored_form(whole, seq, batch)
+        line, digest = seal(stored, seq, prev)
+        if blobs.move_out(stored, len(line)):
+            line, digest = seal(stored, seq, prev)
+        ledger.commit(batch)
         lines.append(line)
+        prev = digest
     aside = path.with_name(f".{path.name}.migrating")
     write_aside(aside, b"".join(lines))
     quarantine.mkdir(parents=True, exist_ok=True)

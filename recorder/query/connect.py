@@ -10,9 +10,10 @@
 that file matches the log (same size), else the JSONL itself, which stays the
 source of truth; a row is never counted twice. A torn last line of a file
 being written is skipped. Bodies stored beside the log (`recorder.store.blobs`)
-are spliced back into `data` from `blobs/`, so `data -> 'body'` and the
-views' `request_body` / `response_body` read as if they were inline; a
-missing blob makes the query fail with a message that names it.
+are spliced back into `data` from `blobs/`, and a request stored as what it
+adds to earlier ones is put back whole (`recorder.query.requests`), so
+`data -> 'body'` and the views' `request_body` / `response_body` read as if
+they were inline; a missing blob makes the query fail with a message that names it.
 
 The SQL surface only reads (`recorder.query.read_only`): only queries run, and DuckDB
 may open the files the views read and the one file a result is written to,
@@ -32,6 +33,7 @@ import duckdb
 
 from taplog.recorder.query.compaction import compacted_sessions, sql_list
 from taplog.recorder.query.read_only import QueryError, check_read_only, lock_down
+from taplog.recorder.query.requests import FUNCTION, Requests
 from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, typed_events
 from taplog.recorder.store.blobs import BLOBS_DIR
 
@@ -69,34 +71,12 @@ _MISSING_BLOB = (
 )
 
 
-# A request's whole transcript from the deltas before it (recorder.store.deltas): within a
-# run of its API's requests (a run starts where `keep` is 0, and `keep` never falls inside
-# a run), each earlier request gives its first `next keep - keep` items.
-_TRANSCRIPTS = """
-SELECT * EXCLUDE (t_items, t_next, t_run, t_before) REPLACE (
-    CASE WHEN transcript_keep IS NULL THEN data ELSE json_merge_patch(data, json_object('body',
-        json_object(CASE api WHEN 'openai.responses' THEN 'input' ELSE 'messages' END,
-        ('[' || array_to_string(list_concat(flatten(coalesce(t_before, [])), t_items), ',')
-            || ']')::JSON)))
-    END AS data)
-FROM (
-    SELECT *, list(list_slice(t_items, 1, t_next - transcript_keep)) OVER (
-        PARTITION BY session, api, transcript_keep IS NULL, t_run ORDER BY seq
-        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS t_before
-    FROM (
-        SELECT *,
-            sum((transcript_keep = 0)::INTEGER) OVER stream AS t_run,
-            lead(transcript_keep) OVER stream AS t_next
-        FROM (
-            SELECT *, CASE WHEN transcript_keep IS NULL THEN NULL
-                WHEN api = 'openai.responses' THEN json_extract(data, '$.body.input[*]')
-                ELSE json_extract(data, '$.body.messages[*]') END AS t_items
-            FROM ({rows})
-        )
-        WINDOW stream AS (PARTITION BY session, api, transcript_keep IS NULL ORDER BY seq)
-    )
+# A request stored as what it adds to earlier ones (recorder.store.deltas) is put back
+# whole by Python (recorder.query.requests), only for rows whose `data` a query reads.
+_REBUILT = (
+    "SELECT * EXCLUDE (source_file) REPLACE (CASE WHEN transcript_keep IS NULL THEN data "
+    f"ELSE {FUNCTION}(source_file, session, seq)::JSON END AS data) FROM ({{rows}})"
 )
-"""
 
 
 def events_sql(found: Sources) -> str:
@@ -104,12 +84,12 @@ def events_sql(found: Sources) -> str:
 
     Compacted rows that need neither stay a plain scan, so filters (a session, a
     type) still reach the Parquet reader; only the others go through the blob join
-    and the transcript windows.
+    and the rebuild.
     """
     blobs = _blob_files(found)
     parts = []
     if found.compacted:
-        columns = EVENT_COLUMNS.replace("data", "data::JSON AS data")
+        columns = EVENT_COLUMNS.replace("data", "data::JSON AS data") + ", filename AS source_file"
         segments = sql_list(sorted(set(found.compacted.values())))
         rows = (
             f"SELECT {columns} FROM read_parquet({segments}, filename = true) "
@@ -117,7 +97,8 @@ def events_sql(found: Sources) -> str:
         )
         # each part filtered by a plain conjunction, which the Parquet reader takes
         parts.append(
-            f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NULL AND transcript_keep IS NULL"
+            "SELECT * EXCLUDE (source_file) "
+            f"FROM ({rows}) WHERE blob_sha256 IS NULL AND transcript_keep IS NULL"
         )
         others = (
             f"SELECT * FROM ({rows}) WHERE blob_sha256 IS NOT NULL UNION ALL "
@@ -125,16 +106,18 @@ def events_sql(found: Sources) -> str:
         )
         parts.append(_as_recorded(others, blobs))
     if found.jsonl:
-        rows = typed_events(f"read_ndjson_objects({sql_list(found.jsonl)}, ignore_errors = true)")
-        parts.append(_as_recorded(rows, blobs))
+        logs = sql_list(found.jsonl)
+        lines = f"read_ndjson_objects({logs}, ignore_errors = true, filename = true)"
+        parts.append(_as_recorded(typed_events(lines, source=True), blobs))
     if not parts:  # an empty data dir still answers queries, with no rows
         parts.append(typed_events("(SELECT NULL::JSON AS json WHERE false)"))
     return " UNION ALL ".join(parts)
 
 
 def _as_recorded(rows: str, blobs: str | None) -> str:
-    """`rows` with their blobs' fields and their requests' whole transcripts put back."""
-    return _TRANSCRIPTS.format(rows=rows if blobs is None else _with_blobs(rows, blobs))
+    """`rows` (with their `source_file`) with their blobs' fields and their requests'
+    whole bodies put back."""
+    return _REBUILT.format(rows=rows if blobs is None else _with_blobs(rows, blobs))
 
 
 def _blob_files(found: Sources) -> str | None:
@@ -152,9 +135,11 @@ def _blob_files(found: Sources) -> str | None:
 
 
 def _with_blobs(rows: str, blobs: str) -> str:
-    """`rows` with each blob's fields spliced into `data` as text: `{…}` + `{"body":…}`."""
+    """`rows` with each blob's fields spliced into `data` as text: `{…}` + `{"body":…}`
+    (a request to rebuild has its blob read by the rebuild)."""
     return (
-        "SELECT e.* REPLACE (CASE WHEN e.blob_sha256 IS NULL THEN e.data "
+        "SELECT e.* REPLACE (CASE WHEN e.blob_sha256 IS NULL OR e.transcript_keep IS NOT NULL "
+        "THEN e.data "
         f"WHEN b.fields IS NULL THEN {_MISSING_BLOB} "
         "ELSE (left(rtrim(e.data::VARCHAR), -1) || ',' || substr(b.fields, 2))::JSON END AS data) "
         f"FROM ({rows}) e LEFT JOIN {blobs} b ON b.sha256 = e.blob_sha256"
@@ -193,6 +178,7 @@ def locked(
     con = duckdb.connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     )
+    Requests(blobs).register(con)
     lock_down(con, readable, output.resolve() if output else None)
     con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [blobs])  # for _blob_files
     con.execute(

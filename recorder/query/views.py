@@ -78,14 +78,16 @@ _TYPED_COLUMNS = ", ".join(
 _STRUCTURE = orjson.dumps(_TYPED).decode()
 
 
-def typed_events(lines: str) -> str:
-    """SELECT the columns of `events` from a relation of one JSON event per row (`json`).
+def typed_events(lines: str, source: bool = False) -> str:
+    """SELECT the columns of `events` from a relation of one JSON event per row (`json`),
+    and with `source` the file each came from (`filename`) as `source_file`.
 
     Rows that are not valid JSON (a torn last line being written) are skipped.
     """
+    extra = ", filename AS source_file" if source else ""
     return (
-        f"SELECT {_TYPED_COLUMNS} FROM (SELECT json_transform(json, '{_STRUCTURE}') AS t, json "
-        f"FROM {lines} WHERE json_valid(json))"
+        f"SELECT {_TYPED_COLUMNS}{extra} FROM (SELECT json_transform(json, '{_STRUCTURE}') AS t, "
+        f"json{', filename' if source else ''} FROM {lines} WHERE json_valid(json))"
     )
 
 

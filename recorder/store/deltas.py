@@ -1,30 +1,39 @@
-"""Resent history stored once: a request's transcript as a delta on the one before.
+"""Resent history stored once: a request as what it adds to an earlier one of its file.
 
-Agents resend their whole history every turn, so logging every request body
-whole grows with the square of a session's length. So the writer stores the
-list of a request (`messages` for Chat and Anthropic Messages, `input` for
-Responses) as what it adds to the list of the previous request of the same
-API *in the same file*, with a marker beside the body:
+Agents resend their whole history every turn, and one session interleaves
+threads: the main agent, its sub-agents, a small model's side calls. Logging
+every request body whole grows with the square of a session's length; a delta
+on the request just before is no better once threads interleave. So the writer
+stores the list of a request (`messages` for Chat and Anthropic Messages,
+`input` for Responses) as what it adds to the earlier request of the same API
+*in the same file* that it shares the longest beginning with, and each large
+value the file already holds (a system prompt, the tool list, a long tool
+result met again) as a pointer to where it first stood, `null` in its place:
 
-    "body": {"messages": [the items from position K on], "model": …, …},
-    "transcript": {"keep": K, "length": N}
+    "body": {"system": null, "messages": [items from position K on], "model": …},
+    "transcript": {"base": S, "keep": K, "length": N,
+                   "fields": {"system": S1}, "items": [[i, S2, j]]}
 
-The whole list (N items) is the previous one's first K items followed by the
-ones in the body. K is the longest common prefix, so an agent that edits its
-latest turns (moves a cache marker, say) costs only what changed; it never
-falls below the previous request's own K (else K is 0 and the list is stored
-whole), which keeps the SQL views' rebuild a plain window (`recorder.query.connect`).
-K is 0 for the first request in a file and after the writer reopens it, so a
-file never depends on what another process remembered. Only bodies that the
-log rebuilds from `body` alone (no `body_raw`) are stored this way; their
-bytes come back exactly because items are compared by their compact JSON.
+The whole list (N items) is request S's first K items followed by the ones in
+`body` (K is 0 and `base` absent when no earlier request shares a beginning);
+item i of those is item j of request S2's whole list; a body field named in
+`fields` is the same field of request S1. Requests are named by their `seq`.
+Moving a cache marker to the newest message, a sub-agent's turn between two of
+the main agent's, a system prompt resent with every call: each costs only what
+is new. Items and values are compared by their compact JSON, so the bytes come
+back exactly; only bodies the log rebuilds from `body` alone (no `body_raw`)
+are stored this way. A file never depends on another: a reopened file starts
+afresh (the writer's memory of it is gone), and a fork copies the lines it
+builds on with their `seq`.
 
-Readers put the whole list back (`Rebuilder`), checking K and N.
+A version-3 line has no `base`, `fields` or `items`: its K counts from the
+previous request of the same API in the file, which `Rebuilder` still reads.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +44,9 @@ from taplog.recorder.vendors.apis import API_MODULES, conversation
 
 # API -> the request field that holds its transcript (`recorder.vendors.apis.conversation`)
 LIST_FIELDS = {api: module.TURNS for api in API_MODULES if (module := conversation(api))}
+
+PIECE_MIN_BYTES = 512  # a smaller value met again is cheaper written out than pointed at
+MAX_HEADS = 128  # earlier requests a new one may build on, per API: the latest of each thread
 
 
 class TranscriptError(ValueError):
@@ -52,55 +64,140 @@ def _list_field(event: Event) -> str | None:
     return name
 
 
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+@dataclass(slots=True)
+class _Head:
+    """A written request later ones may build on: `chain[i]` stands for its first i+1 items."""
+
+    seq: int
+    chain: list[bytes]
+
+
+def _shared_beginning(a: list[bytes], b: list[bytes]) -> int:
+    """How many first items two lists share, from their chains (a binary search)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[middle - 1] == b[middle - 1]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 @dataclass
-class _Written:
-    digests: list[bytes] = field(default_factory=list)  # of the whole list's items
-    keep: int = 0
+class Batch:
+    """What one batch of lines adds to a `Ledger`: kept apart until the batch is written."""
+
+    heads: dict[str, OrderedDict[int, _Head]] = field(default_factory=dict)
+    items: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    fields: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
 
 class Ledger:
-    """The writer's side, one per open log file: the last list written for each API."""
+    """The writer's side, one per open log file: what it holds that later requests may
+    point at. Each API keeps the latest request of each thread (at most `MAX_HEADS`, the
+    least recently built on forgotten first)."""
 
     def __init__(self) -> None:
-        self.last: dict[str, _Written] = {}
+        self.heads: dict[str, OrderedDict[int, _Head]] = {}
+        self.items: dict[bytes, tuple[int, int]] = {}  # item digest -> (seq, position)
+        self.fields: dict[tuple[str, bytes], int] = {}  # (field, value digest) -> seq
 
-    def stored_form(self, event: Event, learnt: dict[str, _Written]) -> Event:
-        """`event` as its line stores it: a copy holding the delta, or the event itself.
-
-        `learnt` collects what this batch adds; `commit` it once the batch is written.
-        """
+    def stored_form(self, event: Event, seq: int, batch: Batch) -> Event:
+        """`event`, line `seq` of the file, as its line stores it: a copy holding what is
+        new, or the event itself. `commit` the batch once its lines are written."""
         name = _list_field(event)
         if name is None:
             return event
-        items = event["body"][name]
+        body, api = event["body"], event["api"]
         try:
-            digests = [hashlib.blake2b(orjson.dumps(i), digest_size=16).digest() for i in items]
+            dumped = [orjson.dumps(item) for item in body[name]]
+            values = {key: orjson.dumps(value) for key, value in body.items() if key != name}
         except TypeError:  # not serialisable as is: stored whole, for `seal` to sanitise
             return event
-        before = learnt.get(event["api"]) or self.last.get(event["api"]) or _Written()
-        keep = 0
-        for old, new in zip(before.digests, digests, strict=False):
-            if old != new:
-                break
-            keep += 1
-        if keep < before.keep:  # an edit further back than the last turn: start afresh
-            keep = 0
-        learnt[event["api"]] = _Written(digests, keep)
-        return {
-            **event,
-            "body": {**event["body"], name: items[keep:]},
-            "transcript": {"keep": keep, "length": len(items)},
-        }
+        digests = [_digest(item) for item in dumped]
+        chain, link = [], b""
+        for digest in digests:
+            link = _digest(link + digest)
+            chain.append(link)
+        heads = batch.heads.get(api)
+        if heads is None:
+            heads = batch.heads[api] = OrderedDict(self.heads.get(api, {}))
+        base, keep = None, 0
+        for head in reversed(heads.values()):  # the most recent first, among equals
+            shared = _shared_beginning(head.chain, chain)
+            if shared > keep:
+                base, keep = head, shared
+        if base is not None:
+            del heads[base.seq]  # this request is now its thread's latest
+        heads[seq] = _Head(seq, chain)
+        while len(heads) > MAX_HEADS:
+            heads.popitem(last=False)
+        marker: dict[str, Any] = {"keep": keep, "length": len(dumped)}
+        if base is not None:
+            marker = {"base": base.seq, **marker}
+        stored_body = {}
+        for key, value in body.items():
+            if key == name:
+                stored_body[key] = self._new_items(body[name], dumped, digests, keep, seq, batch)
+                continue
+            stored_body[key] = value
+            if len(values[key]) >= PIECE_MIN_BYTES:
+                piece = (key, _digest(values[key]))
+                first = batch.fields.get(piece) or self.fields.get(piece)
+                if first is None:
+                    batch.fields[piece] = seq
+                else:
+                    stored_body[key] = None
+                    marker.setdefault("fields", {})[key] = first
+        items, pointers = stored_body[name]
+        stored_body[name] = items
+        if pointers:
+            marker["items"] = pointers
+        return {**event, "body": stored_body, "transcript": marker}
 
-    def commit(self, learnt: dict[str, _Written]) -> None:
-        self.last.update(learnt)
+    def _new_items(
+        self,
+        items: list[Any],
+        dumped: list[bytes],
+        digests: list[bytes],
+        keep: int,
+        seq: int,
+        batch: Batch,
+    ) -> tuple[list[Any], list[list[int]]]:
+        """The items after the first `keep`, large ones an earlier line holds as pointers."""
+        stored, pointers, met = [], [], {}
+        for position in range(keep, len(items)):
+            if len(dumped[position]) < PIECE_MIN_BYTES:
+                stored.append(items[position])
+                continue
+            digest = digests[position]
+            first = batch.items.get(digest) or self.items.get(digest)
+            if first is None:
+                met.setdefault(digest, (seq, position))
+                stored.append(items[position])
+            else:
+                pointers.append([position - keep, *first])
+                stored.append(None)
+        batch.items.update(met)  # later requests may point at these, not this one itself
+        return stored, pointers
+
+    def commit(self, batch: Batch) -> None:
+        self.heads.update(batch.heads)
+        self.items.update(batch.items)
+        self.fields.update(batch.fields)
 
 
 class Rebuilder:
-    """The reader's side, one per file read in order: puts whole lists back."""
+    """The reader's side, one per file read in order: puts whole bodies back."""
 
     def __init__(self) -> None:
-        self.last: dict[str, tuple[list[Any], int]] = {}  # api -> (whole list, its keep)
+        self.bodies: dict[int, tuple[dict[str, Any], str]] = {}  # seq -> (whole body, list field)
+        self.last: dict[str, int] = {}  # api -> seq of its latest request (version-3 lines)
 
     def rebuild(self, event: Event) -> None:
         marker = event.get("transcript")
@@ -111,14 +208,36 @@ class Rebuilder:
         if name is None or not isinstance(body, dict) or not isinstance(body.get(name), list):
             raise TranscriptError("a transcript marker on a request without a transcript")
         keep, length = marker.get("keep"), marker.get("length")
-        before, before_keep = self.last.get(api, ([], 0))
-        if not isinstance(keep, int) or not (keep == 0 or before_keep <= keep <= len(before)):
+        base = marker.get("base", self.last.get(api) if keep else None)
+        before = self._list(base, "base") if base is not None else []
+        if not isinstance(keep, int) or not 0 <= keep <= len(before):
             raise TranscriptError(
-                f"transcript keeps {keep!r} items of a previous list of {len(before)} "
-                f"(which kept {before_keep})"
+                f"transcript keeps {keep!r} items of request {base} which has {len(before)}"
             )
-        whole = before[:keep] + body[name]
+        items = list(body[name])
+        for position, seq, at in marker.get("items", ()):
+            source = self._list(seq, "item")
+            if not (0 <= position < len(items) and 0 <= at < len(source)):
+                raise TranscriptError(f"transcript points at item {at} of request {seq}: none")
+            items[position] = source[at]
+        for key, seq in marker.get("fields", {}).items():
+            source_body, _ = self._body(seq, "field")
+            if key not in source_body or key not in body:
+                raise TranscriptError(f"transcript points at field {key!r} of request {seq}: none")
+            body[key] = source_body[key]
+        whole = before[:keep] + items
         if len(whole) != length:
             raise TranscriptError(f"transcript has {len(whole)} items, its marker says {length}")
-        self.last[api] = (whole, keep)
+        self.bodies[event["seq"]] = ({**body, name: whole}, name)  # as recorded, for later
+        self.last[api] = event["seq"]
         body[name] = list(whole)  # the caller's to change
+
+    def _body(self, seq: Any, what: str) -> tuple[dict[str, Any], str]:
+        found = self.bodies.get(seq) if isinstance(seq, int) else None
+        if found is None:
+            raise TranscriptError(f"transcript's {what} names request {seq!r}, not before it")
+        return found
+
+    def _list(self, seq: Any, what: str) -> list[Any]:
+        body, name = self._body(seq, what)
+        return body[name]

@@ -26,7 +26,7 @@ import orjson
 
 from taplog.recorder.events import Event, error_event, seal, verify_line
 from taplog.recorder.store.blobs import NEW_FILE, BlobStore
-from taplog.recorder.store.deltas import Ledger
+from taplog.recorder.store.deltas import Batch, Ledger
 
 _BLOCK = 64 * 1024
 
@@ -109,7 +109,7 @@ class SessionFile:
     def append(self, events: Iterable[Event]) -> None:
         """Write events as one batch; on any error the file is left as before.
 
-        A request's resent history is stored as a delta on the one before
+        A request is stored as what it adds to earlier ones of the file
         (`recorder.store.deltas`), and large bodies go to blobs first
         (`recorder.store.blobs`), so a line never points at a blob that is not written; a
         blob that cannot be written fails the batch.
@@ -119,10 +119,10 @@ class SessionFile:
         Whole lines of that batch which did reach the file stay, and are written
         again after them (the same event ids twice, each line verifiable).
         """
-        seq, prev, lines, learnt = self.seq, self.prev, [], {}
+        seq, prev, lines, learnt = self.seq, self.prev, [], Batch()
         for event in events:
             seq += 1
-            stored = self.transcripts.stored_form(event, learnt)
+            stored = self.transcripts.stored_form(event, seq, learnt)
             line, digest = seal(stored, seq, prev)
             if self.blobs is not None and self.blobs.move_out(stored, len(line)):
                 line, digest = seal(stored, seq, prev)  # now pointing at its blob

@@ -243,7 +243,7 @@ def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_histo
         messages.append({"role": "assistant", "content": answer.choices[0].message.content})
     proxy.flush()
     stored = (tmp_path / "data" / "sessions" / "grow.jsonl").read_bytes().splitlines()
-    assert b'"transcript":{"keep":3,"length":5}' in stored[-3]  # only its new turns stored
+    assert b'"transcript":{"base":5,"keep":3,"length":5}' in stored[-3]  # only what is new
     followed = [event for _, event in _sse(f"{proxy.url}/ui/api/sessions/grow/events", 10)]
     assert followed == read_session(tmp_path / "data", "grow")
     assert [len(e["body"]["messages"]) for e in followed if e["type"] == "llm.request"] == [

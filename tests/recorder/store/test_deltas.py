@@ -12,9 +12,13 @@ import anthropic
 import openai
 import orjson
 import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from taplog.proxy.cli.main import main as main_command
 from taplog.recorder.bodies import decode_body
-from taplog.recorder.events import LLM_REQUEST, make_event
+from taplog.recorder.events import FORMAT_VERSION, LLM_REQUEST, make_event, seal
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
@@ -83,7 +87,8 @@ def test_growing_transcripts_are_logged_once_and_read_back_whole(servers, fake, 
         assert stored[-1]["transcript"]["keep"] > 0
     chat = [e for e in read_events(taplog.data_dir / "sessions" / "chat.jsonl", as_stored=True)]
     kept = [e["transcript"]["keep"] for e in chat if e["type"] == "llm.request"]
-    assert kept[0] == 0 and kept[TURNS // 2] == 0  # the trimmed history starts afresh
+    # the trimmed history keeps only its system prompt: the rest is new
+    assert kept[0] == 0 and kept[TURNS // 2] == 1
     pasted = [e for e in chat if e["type"] == "llm.request" and "blob" in e]
     # the turn with the pasted log, and the next one (whose delta holds its echo)
     assert [e["transcript"]["keep"] for e in pasted] == [20, 22]
@@ -120,10 +125,10 @@ def test_a_delta_that_does_not_fit_its_history_is_damage(servers, fake, tmp_path
     lines = path.read_bytes().splitlines(keepends=True)
     cut = [n for n, line in enumerate(lines) if b'"type":"llm.request"' in line][1]
     path.write_bytes(b"".join(lines[:cut] + lines[cut + 2 :]))  # a request (and answer) lost
-    with pytest.raises(DamagedLine, match=r"chat\.jsonl:\d+ .*transcript keeps"):
+    with pytest.raises(DamagedLine, match=r"chat\.jsonl:\d+ .*base names request \d+, not before"):
         read_session(taplog.data_dir, "chat")
     (report,) = verify(taplog.data_dir)
-    assert any("transcript keeps" in finding.reason for finding in report.damage)
+    assert any("base names request" in finding.reason for finding in report.damage)
 
 
 def test_a_log_reopened_by_the_writer_starts_its_deltas_afresh(tmp_path):
@@ -148,3 +153,149 @@ def test_a_log_reopened_by_the_writer_starts_its_deltas_afresh(tmp_path):
         assert kept == expected
         assert [e["body"]["messages"] for e in read_session(tmp_path, session)] == lists
     assert all(report.ok for report in verify(tmp_path))
+
+
+# -- threads, pieces and versions -----------------------------------------------------------
+
+LONG = "A tool printed this line of its long output, one of many like it.\n" * 12  # > a piece
+
+
+def _request(session: str, turn: int, api: str, body: dict) -> EventRecord:
+    return EventRecord(make_event(LLM_REQUEST, session, f"ex{turn:03}", api=api, body=body))
+
+
+@st.composite
+def _agent_day(draw) -> list[dict]:
+    """Request bodies as a coding agent sends them: threads interleaved, histories that
+    grow, cache markers that move, old turns edited, tools reordered, a history restarted,
+    large tool results met again in other threads."""
+    threads = draw(st.integers(1, 4))
+    histories: list[list] = [[{"role": "user", "content": f"task {t}"}] for t in range(threads)]
+    tools = [{"name": f"tool{n}", "description": LONG[: 100 * (n + 1)]} for n in range(4)]
+    bodies = []
+    for turn in range(draw(st.integers(1, 14))):
+        thread = draw(st.integers(0, threads - 1))
+        history = histories[thread]
+        action = draw(st.sampled_from(["grow", "grow", "marker", "edit", "tools", "restart"]))
+        if action == "marker":  # the cache marker moves to the newest message
+            for message in history:
+                message.pop("cache_control", None)
+            history[-1]["cache_control"] = {"type": "ephemeral"}
+        elif action == "edit":  # an old turn changes (a reminder rewritten)
+            at = draw(st.integers(0, len(history) - 1))
+            history[at] = {**history[at], "content": f"{history[at]['content']} (edited {turn})"}
+        elif action == "tools":
+            tools = draw(st.permutations(tools))
+        elif action == "restart":  # a compaction: the history starts again from a summary
+            history[:] = [{"role": "user", "content": f"summary of thread {thread} at {turn}"}]
+        result = draw(st.sampled_from(["ok", LONG, LONG + str(thread), "x" * 700]))
+        history.append({"role": "assistant", "content": f"step {turn}"})
+        history.append({"role": "user", "content": result})
+        system = draw(st.sampled_from(["You code.", LONG]))
+        bodies.append(
+            {
+                "model": "m",
+                "system": system,
+                "tools": list(tools),
+                "messages": list(orjson.loads(orjson.dumps(history))),
+            }
+        )
+    return bodies
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(day=_agent_day(), open_files=st.sampled_from([1, 8]))
+def test_any_interleaving_of_threads_comes_back_byte_for_byte(tmp_path_factory, day, open_files):
+    """Whatever the agents do, every request reads back as the exact bytes sent: from the
+    reader, from `taplog verify`'s rebuild, and from the SQL views."""
+    data = tmp_path_factory.mktemp("day")
+    recorder = Recorder(data, fsync="never", max_open_files=open_files)
+    recorder.start()
+    for turn, body in enumerate(day):
+        recorder.record(_request("day", turn, "anthropic.messages", body))
+        if open_files == 1:  # another session's call between: the log is closed and reopened
+            recorder.record(_request("other", turn, "anthropic.messages", {"messages": []}))
+        assert recorder.flush(10)
+    recorder.close()
+    read = [e for e in read_session(data, "day") if e["type"] == LLM_REQUEST]
+    assert [orjson.dumps(e["body"]) for e in read] == [orjson.dumps(b) for b in day]
+    assert all(report.ok for report in verify(data))
+    rows = sql_rows(
+        data, "SELECT request_body FROM llm_calls WHERE session = 'day' ORDER BY exchange"
+    )
+    assert [row["request_body"] for row in rows] == day
+
+
+def test_interleaved_threads_store_what_is_new_and_large_values_once(tmp_path):
+    """A main agent, a sub-agent and side calls in turn, each resending a 30 KB system
+    prompt and tool list: the log grows by each turn's new messages, not by its history."""
+    recorder = Recorder(tmp_path, fsync="never")
+    recorder.start()
+    system, tools = LONG * 40, [{"name": "Bash", "description": LONG * 10}]
+    main, agent, raw = [], [], 0
+    for turn in range(60):
+        history, first = (main, "fix the bug") if turn % 3 == 0 else (agent, "explore")
+        if turn % 3 == 2:  # a side call to a small model: its own short conversation
+            history, first = [], "title?"
+        history[:] = history or [{"role": "user", "content": first}]
+        history.append({"role": "assistant", "content": f"step {turn}"})
+        history.append({"role": "user", "content": f"output {turn}: " + LONG})
+        body = {"model": "m", "system": system, "tools": tools, "messages": list(history)}
+        raw += len(orjson.dumps(body))
+        recorder.record(_request("s", turn, "anthropic.messages", body))
+    assert recorder.flush(10)
+    recorder.close()
+    stored = (tmp_path / "sessions" / "s.jsonl").stat().st_size
+    assert stored < raw / 20, (stored, raw)  # each turn adds ~1 KB to a history of ~45 KB
+    lines = [e for e in read_events(tmp_path / "sessions" / "s.jsonl", as_stored=True)]
+    assert sum(1 for e in lines if e["body"]["system"] is not None) == 1  # written once
+    assert all(len(e["body"]["messages"]) <= 3 for e in lines[3:])  # only what is new
+
+
+def _v3_log(path, bodies: list[dict]) -> None:
+    """Requests as taplog 3 stored them: each list a delta on the previous request's."""
+    lines, prev, before, before_keep = [], None, [], 0
+    for seq, body in enumerate(bodies, start=1):
+        items = body["messages"]
+        keep = 0
+        for old, new in zip(before, items, strict=False):
+            if old != new:
+                break
+            keep += 1
+        keep = 0 if keep < before_keep else keep
+        event = make_event(LLM_REQUEST, "old", f"ex{seq:03}", api="anthropic.messages")
+        event.update(
+            v=3,
+            body={**body, "messages": items[keep:]},
+            transcript={"keep": keep, "length": len(items)},
+        )
+        line, prev = seal(event, seq, prev)
+        lines.append(line)
+        before, before_keep = items, keep
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(lines))
+
+
+def test_a_version_3_log_reads_the_same_and_migrates_smaller(tmp_path):
+    bodies, main, side = [], [], []
+    for turn in range(30):
+        history = main if turn % 2 == 0 else side  # two threads in turn: v3 stores both whole
+        history.append({"role": "user", "content": f"turn {turn} " + LONG})
+        bodies.append({"model": "m", "system": LONG * 5, "messages": list(history)})
+    path = tmp_path / "sessions" / "old.jsonl"
+    _v3_log(path, bodies)
+    before = path.stat().st_size
+
+    def read_back() -> list[dict]:
+        return [e["body"] for e in read_session(tmp_path, "old")]
+
+    assert read_back() == bodies
+    sql = "SELECT request_body FROM llm_calls ORDER BY exchange"
+    assert [row["request_body"] for row in sql_rows(tmp_path, sql)] == bodies
+    result = CliRunner().invoke(main_command, ["migrate", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0 and "1 session files upgraded" in result.output, result.output
+    assert read_back() == bodies
+    assert [row["request_body"] for row in sql_rows(tmp_path, sql)] == bodies
+    assert all(report.ok for report in verify(tmp_path))
+    assert {e["v"] for e in read_events(path, as_stored=True)} == {FORMAT_VERSION}
+    assert path.stat().st_size < before / 5

@@ -390,6 +390,9 @@ def test_when_the_log_fails_mid_call_always_cuts_the_client_off_interval_finishe
 # -- kill -9 under load ---------------------------------------------------------------------
 
 
+SYSTEM = "You are a careful coding agent. Follow the house rules. " * 40
+
+
 class Traffic:
     """Client threads streaming through taplog until it dies; each keeps what completed."""
 
@@ -414,30 +417,46 @@ class Traffic:
                 base_url=base, api_key=ANTHROPIC_KEY, max_retries=0, default_headers=session
             ) as ant,
         ):
+            histories: dict[bool, list] = {False: [], True: []}  # one conversation per API
             for i in range(1000):
                 if self.stop.is_set():
                     return
-                prompt = f"{name}-{i}"
+                prompt, anthropic_api = f"{name}-{i}", (n + i) % 2 == 1
+                history = histories[anthropic_api]
                 try:
-                    text = self._call(oai, ant, prompt, (n + i) % 2 == 1)
+                    text = self._call(oai, ant, history, prompt, anthropic_api)
                 except Exception:  # taplog died under us (SDKs raise their transports' errors)
                     return
                 if text == f"Echo: {prompt}":
                     self.completed.append(prompt)
                     self.first_completed.set()
+                    history[:] = history[-8:]  # a history that grows, and is trimmed now and then
 
     @staticmethod
     def _call(
-        oai: openai.OpenAI, ant: anthropic.Anthropic, prompt: str, anthropic_api: bool
+        oai: openai.OpenAI,
+        ant: anthropic.Anthropic,
+        history: list,
+        prompt: str,
+        anthropic_api: bool,
     ) -> str:
-        messages = [{"role": "user", "content": prompt + " !events=6 !delay=0.02"}]
+        """One streamed turn of a conversation with a large system prompt (which the log
+        stores once) and its history (stored as what each turn adds to an earlier one)."""
+        history.append({"role": "user", "content": prompt + " !events=6 !delay=0.02"})
         if anthropic_api:
             with ant.messages.stream(
-                model="claude-sonnet-4-6", max_tokens=50, messages=messages
+                model="claude-sonnet-4-6", max_tokens=50, system=SYSTEM, messages=history
             ) as stream:
-                return stream.get_final_text()
-        chunks = oai.chat.completions.create(model="gpt-4.1", messages=messages, stream=True)
-        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                text = stream.get_final_text()
+        else:
+            chunks = oai.chat.completions.create(
+                model="gpt-4.1",
+                messages=[{"role": "system", "content": SYSTEM}, *history],
+                stream=True,
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        history.append({"role": "assistant", "content": text})
+        return text
 
     def join(self) -> None:
         self.stop.set()
