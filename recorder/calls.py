@@ -94,11 +94,21 @@ class LlmRequest:
         redaction: Redaction | None = None,
     ) -> Iterable[Event]:
         scrub_fields(self.event, self.secrets)
-        raw = scrub(self.body, self.secrets)
-        # Scrubbing changed the bytes: the parsed copy no longer describes them.
-        parsed = self.parsed if raw is self.body else UNPARSED
+
+        def search(raw: bytes, parsed: Any) -> tuple[bytes, Any]:
+            found = scrub(raw, self.secrets)
+            # Scrubbing changed the bytes: the parsed copy no longer describes them.
+            parsed = parsed if found is raw else UNPARSED
+            if redaction:
+                found, parsed = redaction.body(
+                    found, parse_json(found) if parsed is UNPARSED else parsed
+                )
+            return found, parsed
+
+        raw, parsed = state.clean_parts.searched(
+            self.body, self.parsed, self.api, self.secrets, search
+        )
         if redaction:
-            raw, parsed = redaction.body(raw, parse_json(raw) if parsed is UNPARSED else parsed)
             redaction.fields(self.event, _REDACTED_FIELDS)
         self.event.update(encode_body(raw, parsed))
         module, body = api_module(self.api), self.event.get("body")

@@ -64,6 +64,7 @@ from typing import Any, Protocol
 
 from taplog.recorder.events import Event, error_event
 from taplog.recorder.redaction import Redaction
+from taplog.recorder.scrub_parts import CleanParts
 from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
 from taplog.recorder.store.inbox import WRITE_DELAY, Inbox, PendingLines
 from taplog.recorder.store.logfile import SessionFile, open_session_file, reseal
@@ -107,6 +108,7 @@ class SessionState:
     """What the writer remembers about a session between records."""
 
     tools: ToolLedger = field(default_factory=ToolLedger)
+    clean_parts: CleanParts = field(default_factory=CleanParts)  # searched, held no secret
     last_seen: float = field(default_factory=time.monotonic)
     started: bool = False  # its `session.started` is written
 
