@@ -105,12 +105,15 @@ class LlmRequest:
                 )
             return found, parsed
 
+        fields = encode_body(self.body, self.parsed)
+        exact = fields["body"] is not None and len(fields) == 1  # the body is its compact JSON
+        parsed = fields["body"] if exact else self.parsed
         raw, parsed = state.clean_parts.searched(
-            self.body, self.parsed, self.api, self.secrets, search
+            self.body, parsed, exact, self.api, self.secrets, search
         )
         if redaction:
             redaction.fields(self.event, _REDACTED_FIELDS)
-        self.event.update(encode_body(raw, parsed))
+        self.event.update(fields if raw is self.body else encode_body(raw, parsed))
         module, body = api_module(self.api), self.event.get("body")
         if module is None or not isinstance(body, dict):
             return (self.event,)

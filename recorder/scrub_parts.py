@@ -43,17 +43,19 @@ class CleanParts:
         self._secrets: tuple[bytes, ...] = ()
 
     def searched(
-        self, raw: bytes, parsed: Any, api: str, secrets: tuple[bytes, ...], search: Search
+        self,
+        raw: bytes,
+        parsed: Any,
+        exact: bool,
+        api: str,
+        secrets: tuple[bytes, ...],
+        search: Search,
     ) -> tuple[bytes, Any]:
         """`raw` and `parsed` as `search` leaves them, searching only the parts not known
-        clean; the same objects when nothing was found."""
+        clean when `raw` is `parsed`'s compact JSON (`exact`), else the whole; the same
+        objects when nothing was found."""
         name = _LIST_FIELDS.get(api)
-        if name is None or not isinstance(parsed, dict) or not isinstance(parsed.get(name), list):
-            return search(raw, parsed)
-        try:
-            if orjson.dumps(parsed) != raw:  # not the exact bytes: searched whole
-                return search(raw, parsed)
-        except TypeError:  # too deep or odd for orjson: searched whole
+        if not exact or not isinstance(parsed, dict) or not isinstance(parsed.get(name), list):
             return search(raw, parsed)
         if secrets != self._secrets:  # clean under other keys says nothing about these
             self._digests.clear()
