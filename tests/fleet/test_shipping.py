@@ -135,3 +135,31 @@ def test_a_manifest_naming_a_path_outside_the_layout_is_refused_and_nothing_is_f
     with pytest.raises(StoreError, match="names"):
         fetch(parse_location(TO), tmp_path / "cache")
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_shipped_session_of_interleaved_threads_reads_back_whole_from_the_fleet(
+    taplog, oai, store_env: SeaweedFS, tmp_path
+):
+    """Requests stored as what they add to earlier ones (a thread's history, a system prompt
+    met again) are put back whole from the shipped Parquet, as from the local log."""
+    task = "Find why the nightly build fails and fix it; the log is below. " * 20
+    threads: dict[str, list] = {
+        "main": [{"role": "system", "content": "You are a careful coding agent."}],
+        "agent": [{"role": "system", "content": "You explore a repository and report."}],
+    }
+    for turn in range(6):
+        history = threads["main" if turn % 2 == 0 else "agent"]
+        history.append({"role": "user", "content": task if turn < 2 else f"turn {turn}"})
+        answer = oai.chat.completions.create(
+            model="gpt-4.1", messages=history, extra_headers={"X-Taplog-Session": "day"}
+        )
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    taplog.flush()
+    _shipper(taplog.data_dir).ship_once()
+    sql = "SELECT request_body FROM llm_calls ORDER BY started_at"
+    shipped = [orjson.loads(body) for (body,) in _fleet(tmp_path, sql)]
+    assert len(shipped) == 6
+    assert shipped[-1]["messages"] == threads["agent"][:-1]
+    assert shipped[-2]["messages"] == threads["main"][:-1]
+    log = next((taplog.data_dir / "sessions").glob("day.jsonl")).read_bytes()
+    assert b'"base":' in log and b'"items":' in log  # stored apart, not whole
