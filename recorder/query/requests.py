@@ -8,7 +8,8 @@ list into every row) and Python does in one pass. So the views call
 a query reads their `data`: the first call for a file reads its request lines
 once, in order, and keeps them rebuilt (every whole list shares its items with
 the lines it came from, so a file costs about what it stores); each call then
-serialises one event. A few files are kept, the least recently asked for let go.
+serialises one event. A few files are kept, the least recently asked for let go
+(a file is read by one thread at a time: DuckDB may call from several).
 
 `source` is the log (`sessions/<id>.jsonl`) or the compacted Parquet file the
 row was read from; a line that does not fit the lines before it is an error
@@ -17,6 +18,7 @@ that names it, as `taplog verify` would.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ class Requests:
         self._blobs = folders.pop() if len(folders) == 1 else None
         self._blob_files = {Path(path).stem: Path(path) for path in blobs}
         self._files: OrderedDict[tuple[str, str], dict[int, Event]] = OrderedDict()
+        self._lock = threading.Lock()  # DuckDB may call from several of its threads
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
         con.create_function(
@@ -57,7 +60,8 @@ class Requests:
 
     def whole(self, source: str, session: str, seq: int) -> str:
         """The request at `seq` of `session` in `source`, whole, as JSON text."""
-        requests = self._file(source, session)
+        with self._lock:
+            requests = self._file(source, session)
         event = requests.get(seq)
         if event is None:
             raise RequestError(f"no request at seq {seq} of session {session} in {source}")
