@@ -129,6 +129,12 @@ def test_a_delta_that_does_not_fit_its_history_is_damage(servers, fake, tmp_path
         read_session(taplog.data_dir, "chat")
     (report,) = verify(taplog.data_dir)
     assert any("base names request" in finding.reason for finding in report.damage)
+    result = CliRunner().invoke(
+        main_command,
+        ["sql", "SELECT request_body FROM llm_calls", "--data-dir", str(taplog.data_dir)],
+    )
+    assert result.exit_code != 0
+    assert "base names request" in result.output and "run taplog verify" in result.output
 
 
 def test_a_log_reopened_by_the_writer_starts_its_deltas_afresh(tmp_path):
