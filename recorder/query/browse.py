@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from taplog.recorder.bodies import decode_body
-from taplog.recorder.query.timeline import UnknownSession, openings, session_conditions
+from taplog.recorder.query.openings import openings
+from taplog.recorder.query.timeline import UnknownSession, session_conditions
 from taplog.recorder.stitching import new_messages
 from taplog.recorder.store.reader import read_events
 from taplog.recorder.vendors.clients import tool_run
