@@ -64,6 +64,9 @@ def sessions(
 ) -> None:
     """Recent sessions, newest first, with calls, tokens, cost and errors.
 
+    Each with its client and the person's first prompt (not a probe or a side call the
+    agent makes beside its work), read from about one request body a session.
+
     With --fleet, every instance's shipped sessions, each with the instances that wrote it.
 
     Example: taplog sessions --since 2d --model gpt-4.1
@@ -115,8 +118,12 @@ def show(
 ) -> None:
     """A session as a timeline: calls, tool runs with arguments and results, failovers.
 
-    With --messages, the conversation's last entries; a footer says how to read the ones
-    before (--before SEQ, or --all). Output is printed as it is read.
+    Printed as it is read; no request body is read.
+
+    With --messages, the conversation's last 100 entries; a footer says how to read the
+    ones before (--before SEQ, or --all). A page reads the answers of its calls and the
+    requests that end their chains (one or two for a page of a long tool loop), not
+    every request: see docs/sessions.md.
 
     Example: taplog show 20261130T004933Z-1a2b3c4d --messages
     """
