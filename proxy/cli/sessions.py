@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from taplog.proxy.cli.options import data_dir_option, fleet_options, format_option
 from taplog.proxy.cli.sql import open_fleet, open_logs
@@ -130,6 +131,9 @@ def show(
     from taplog.recorder.query.connect import connect
     from taplog.recorder.query.timeline import UnknownSession, show_lines
 
+    given = click.get_current_context().get_parameter_source("last")
+    if not messages and (before is not None or whole or given is ParameterSource.COMMANDLINE):
+        raise click.UsageError("--last, --before and --all go with --messages")
     _log(data_dir, session)
     con = connect(data_dir, only=session, warn=lambda message: click.echo(message, err=True))
     width = None if full else 100

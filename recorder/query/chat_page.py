@@ -29,7 +29,7 @@ nothing for what is before it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -164,6 +164,7 @@ class _Reader:
         self._con, self._session, self._calls = con, session, found
         self._answered = until  # answers from this seq on are read
         self._read: list[ChatCall] = []  # calls whose requests were read, newest first
+        self._marks: dict[int, dict[bytes, list[int]]] = {}  # by seq: a read one's answers
 
     def answer(self, first: int) -> None:
         """Read the answers from seq `first` on (of the calls of a page from there)."""
@@ -203,10 +204,13 @@ class _Reader:
         return found
 
     def read(self, wanted: list[ChatCall]) -> None:
+        """Read these calls' requests (those not covered yet); each covers the earlier
+        calls it resends, but for these (read already: no need)."""
         unread = [c for c in wanted if c.request is None]
         if not unread:
             return
         got = request_bodies(self._con, {self._session: [c.seq for c in unread]})
+        batch = {c.seq for c in unread}
         for call in sorted(unread, key=lambda c: c.seq, reverse=True):
             request = got.get((self._session, call.seq))
             module = api_conversation(call.api)
@@ -216,24 +220,31 @@ class _Reader:
                 call.request = module.read_request(request.body)
                 call.agent = sub_agent(request.headers)
                 self._read = sorted([*self._read, call], key=lambda c: c.seq, reverse=True)
-                self._cover(call)
+                self._cover(call, batch)
 
-    def _cover(self, reader: ChatCall) -> None:
+    def _cover(self, reader: ChatCall, batch: Collection[int] = ()) -> None:
         """Give each earlier call of `reader`'s API and model whose answer `reader`
-        resends its request: `reader`'s turns before that answer."""
+        resends (and that is not in `batch`) its request: `reader`'s turns before it."""
         reading = reader.request
         if reading is None or reading.chained_to is not None:
             return  # a chained request holds only its new turns
-        answers = _answers(reading.turns)
-        start = 0
-        for call in self._calls:
-            if call.seq >= reader.seq:
-                break
-            if call.request is not None or call.answer is None:
-                continue
-            if (call.api, call.model) != (reader.api, reader.model):
-                continue
-            mark = _mark(call.answer)
+        kind = (reader.api, reader.model)
+        candidates = [
+            c
+            for c in self._calls
+            if c.seq < reader.seq
+            and c.request is None
+            and c.answer is not None
+            and c.seq not in batch
+            and (c.api, c.model) == kind
+        ]
+        if not candidates:
+            return
+        if reader.seq not in self._marks:
+            self._marks[reader.seq] = _answers(reading.turns)
+        answers, start = self._marks[reader.seq], 0
+        for call in candidates:
+            mark = _mark(call.answer or [])
             at = next((i for i in answers.get(mark, []) if i >= start), None) if mark else None
             if at is None:
                 continue

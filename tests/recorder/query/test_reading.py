@@ -102,3 +102,12 @@ def test_a_page_reads_a_body_or_two_however_long_the_session(reading_recording, 
     page = chat_page(con, session, last=20)
     assert 20 <= page.entries < 25 and page.earlier is not None
     assert bodies_read(counted) <= 2
+
+
+def test_paging_options_go_with_messages(reading_recording):
+    data = ["--data-dir", str(reading_recording.data_dir)]
+    for option in (["--all"], ["--last", "5"], ["--before", "9"]):
+        done = CliRunner().invoke(main, ["show", LONG, *option, *data])
+        assert (
+            done.exit_code == 2 and "--last, --before and --all go with --messages" in done.output
+        )
