@@ -7,8 +7,8 @@ none:
 
 1. one body a session: the first request of the model that took most of the session's
    input tokens (an agent's own loop, not the small model of its side calls). It is
-   kept when it offers tools and is among the session's first `PROBED` requests, or when
-   it is the session's very first request and not a probe;
+   kept when it holds a prompt and offers tools and is among the session's first
+   `PROBED` requests, or is the session's very first request and not a probe;
 2. otherwise the session's first `PROBED` requests: the first that offers tools, else
    the first that is not a probe (`vendors.clients`) and holds a prompt.
 
@@ -73,8 +73,10 @@ def openings(
     prompts: dict[str, str | None] = {}
     for session, candidate in found.items():
         request = read.get((session, candidate.likeliest or 0))
-        if request is not None and _kept(request, candidate.first or []):
-            prompts[session] = _prompt(request)
+        kept = request is not None and _kept(request, candidate.first or [])
+        prompt = _prompt(request) if request is not None and kept else None
+        if prompt is not None:
+            prompts[session] = prompt
     rest = {s: c.first or [] for s, c in found.items() if s not in prompts}
     unread = {s: [n for n in seqs if (s, n) not in read] for s, seqs in rest.items()}
     read |= request_bodies(con, unread)

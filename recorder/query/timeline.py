@@ -126,10 +126,11 @@ def show_lines(
         f"  ({safe_text(info['source'] or '?')}, {safe_text(info['user_agent'] or '?')})"
         + _origin(info)
     )
-    parts = [_calls(con, session), _failovers(con, session), _refusals(con, session, width)]
-    parts.insert(1, _tools(con, session, width))  # the one open result: read after the rest
-    merged = heapq.merge(*parts, key=lambda entry: entry[0])  # ties: the parts' order
-    for at, line in merged:
+    # the tool runs' query runs as the merge starts, after the others have been read: the
+    # one result left open on the connection. Ties keep the parts' order.
+    parts = [_calls(con, session), _tools(con, session, width), _failovers(con, session)]
+    parts.append(_refusals(con, session, width))
+    for at, line in heapq.merge(*parts, key=lambda entry: entry[0]):
         yield f"{_when(at)}  {line}"
     seconds = (info["last_at"] - info["started_at"]).total_seconds()
     yield (
