@@ -16,7 +16,16 @@ from taplog.recorder.query.chat import conversation
 from taplog.recorder.query.chat_page import chat_page
 from taplog.recorder.query.connect import connect
 from taplog.recorder.store.reader import read_session
-from tests.fakes.reading_traffic import LONG, SHORTS, TOOL_STEPS, output, prompt
+from tests.fakes.clients import anthropic_at
+from tests.fakes.reading_traffic import (
+    LONG,
+    SHORTS,
+    SMALL_MODEL,
+    TOOL_STEPS,
+    TOOLS,
+    output,
+    prompt,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -111,3 +120,37 @@ def test_paging_options_go_with_messages(reading_recording):
         assert (
             done.exit_code == 2 and "--last, --before and --all go with --messages" in done.output
         )
+
+
+def test_a_session_whose_small_model_took_most_input_reads_its_first_requests(taplog, counted):
+    """The likeliest request (the first of the model that took most input) is the quota
+    probe here: the first requests are read, and the one that offers tools has the prompt.
+    A session of a probe alone has none."""
+    heavy = anthropic_at(f"{taplog.url}/s/side-heavy")
+    heavy.messages.create(
+        model=SMALL_MODEL, max_tokens=1, messages=[{"role": "user", "content": "quota"}]
+    )
+    heavy.messages.create(
+        model=SMALL_MODEL,
+        max_tokens=64,
+        system="Say whether this starts a new topic. " * 500,
+        messages=[{"role": "user", "content": "Is this new?"}],
+    )
+    heavy.messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=64,
+        tools=TOOLS,
+        messages=[{"role": "user", "content": "Fix the build."}],
+    )
+    probe = anthropic_at(f"{taplog.url}/s/probe-only")
+    probe.messages.create(
+        model=SMALL_MODEL, max_tokens=1, messages=[{"role": "user", "content": "quota"}]
+    )
+    taplog.wait_responses(4)
+    taplog.flush()
+    listed = CliRunner().invoke(
+        main, ["sessions", "--format", "jsonl", "--data-dir", str(taplog.data_dir)]
+    )
+    prompts = {r["session"]: r["prompt"] for r in map(orjson.loads, listed.output.splitlines())}
+    assert prompts == {"side-heavy": "Fix the build.", "probe-only": None}
+    assert bodies_read(counted) == 2 + 2  # a likeliest each, then the first ones not read
