@@ -7,6 +7,7 @@ from there, and only ask for fixtures here by name.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import anthropic
@@ -118,6 +119,13 @@ def ui_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]
             vendors = Vendors(servers)
             data_dir = tmp_path_factory.mktemp("ui") / "data"
             yield Recorded(record_sessions(servers, vendors, data_dir, ui=True), vendors)
+
+
+@pytest.fixture
+def counted(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """`caplog` with the reading tools' DEBUG lines (`reading_traffic.bodies_read`)."""
+    caplog.set_level(logging.DEBUG, "taplog.query")
+    return caplog
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,9 @@ from real SDK traffic through taplog.
                  whole history, every tenth tool printing `LONG_OUTPUT` characters
     short-NN     `SHORTS` sessions opened the same way, with a loop of one tool call
 
-`reading_recording` (tests/conftest.py) records them once for the whole run.
+`reading_recording` (tests/conftest.py) records them once for the whole run; `counted`
+(there too) lets a test read `bodies_read`: the request bodies the reading tools asked SQL
+for, from the DEBUG lines of `recorder.query.requests`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anthropic
+import pytest
 
 from tests.fakes.harness import Taplog, Vendors
 from tests.fakes.servers import ServerThread
@@ -26,6 +29,12 @@ SHORTS = 19
 LONG_OUTPUT = 1200
 SMALL_MODEL = "claude-haiku-4-5"
 TOOLS = [{"name": "read_file", "input_schema": {"type": "object"}}]
+
+
+def bodies_read(caplog: pytest.LogCaptureFixture) -> int:
+    """How many request bodies the reading tools asked SQL for, by their DEBUG log."""
+    said = [r.getMessage() for r in caplog.records if r.name == "taplog.query"]
+    return sum(int(m.split(": ")[1].split()[0]) for m in said if "request bodies read" in m)
 
 
 def prompt(session: str, steps: int) -> str:

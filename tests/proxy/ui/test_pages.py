@@ -4,14 +4,20 @@ tests/fakes/reading_traffic.py, with the request bodies each answer read."""
 
 from __future__ import annotations
 
-import logging
-
 import httpx
 import pytest
 
 from taplog.recorder.query.browse import PREVIEW
 from taplog.recorder.store.reader import read_session
-from tests.fakes.reading_traffic import LONG, LONG_OUTPUT, SHORTS, TOOL_STEPS, output, prompt
+from tests.fakes.reading_traffic import (
+    LONG,
+    LONG_OUTPUT,
+    SHORTS,
+    TOOL_STEPS,
+    bodies_read,
+    output,
+    prompt,
+)
 
 pytestmark = pytest.mark.slow
 CALLS = TOOL_STEPS + 3  # the quota probe, the title, the loop's calls and its answer
@@ -19,17 +25,6 @@ CALLS = TOOL_STEPS + 3  # the quota probe, the title, the loop's calls and its a
 
 def api(recorded, path: str, **params: str | int) -> httpx.Response:
     return httpx.get(f"{recorded.proxy.url}/ui/api/{path}", params=params, timeout=30)
-
-
-@pytest.fixture
-def counted(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.DEBUG, "taplog.query")
-    return caplog
-
-
-def bodies_read(caplog: pytest.LogCaptureFixture) -> int:
-    found = [r.getMessage() for r in caplog.records if r.name == "taplog.query"]
-    return sum(int(m.split(": ")[1].split()[0]) for m in found if "request bodies read" in m)
 
 
 def test_the_list_shows_each_persons_prompt_from_a_body_each(reading_recording, counted):

@@ -4,8 +4,6 @@ sub-agent, items no reader knows)."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from taplog.recorder.query.chat import chat_text, conversation
@@ -23,6 +21,7 @@ from tests.builders import (
 )
 from tests.fakes.agents import AGENTS, PLAN
 from tests.fakes.harness import FAILOVER_RULES
+from tests.fakes.reading_traffic import bodies_read
 from tests.fakes.ui_traffic import openai_client
 
 
@@ -166,15 +165,11 @@ def test_what_no_reader_knows_is_shown_by_its_type_and_a_failed_call_is_noted():
     ]
 
 
-def _bodies_read(caplog) -> int:
-    """How many request bodies the reading tools asked SQL for (their DEBUG log)."""
-    said = [r.getMessage() for r in caplog.records if r.name == "taplog.query"]
-    return sum(int(m.split(": ")[1].split()[0]) for m in said if "request bodies read" in m)
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
 @pytest.mark.parametrize("api", sorted(AGENTS))
-def test_the_whole_conversation_is_read_from_its_last_request(request, taplog, api, stream, caplog):
+def test_the_whole_conversation_is_read_from_its_last_request(
+    request, taplog, api, stream, counted
+):
     """Each earlier call's answer is resent in the last request, so that request alone
     gives every turn, where it was first sent; a Responses stream chains its calls (each
     request holds only its new items), so each is read."""
@@ -182,8 +177,7 @@ def test_the_whole_conversation_is_read_from_its_last_request(request, taplog, a
     agent(request.getfixturevalue(client_fixture), stream)
     ((session, events),) = taplog.wait_responses(8).items()
     taplog.flush()
-    caplog.set_level(logging.DEBUG, "taplog.query")
     page = chat_page(connect(taplog.data_dir, only=session), session, last=None)
     assert page.threads == conversation(events)
     chained = api == "responses" and stream
-    assert _bodies_read(caplog) == (page.calls if chained else 1)
+    assert bodies_read(counted) == (page.calls if chained else 1)

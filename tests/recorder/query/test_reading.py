@@ -5,8 +5,6 @@ read as a user reads them, with the request bodies each command read (the DEBUG 
 
 from __future__ import annotations
 
-import logging
-
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -23,6 +21,7 @@ from tests.fakes.reading_traffic import (
     SMALL_MODEL,
     TOOL_STEPS,
     TOOLS,
+    bodies_read,
     output,
     prompt,
 )
@@ -35,18 +34,6 @@ def taplog(recorded, *args: str) -> list[str]:
     done = CliRunner().invoke(main, [*args, "--data-dir", str(recorded.data_dir)])
     assert done.exit_code == 0, done.output
     return done.output.splitlines()
-
-
-def bodies_read(caplog: pytest.LogCaptureFixture) -> int:
-    """How many request bodies the reading tools asked SQL for, by their DEBUG log."""
-    found = [r.getMessage() for r in caplog.records if r.name == "taplog.query"]
-    return sum(int(m.split(": ")[1].split()[0]) for m in found if "request bodies read" in m)
-
-
-@pytest.fixture
-def counted(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.DEBUG, "taplog.query")
-    return caplog
 
 
 def test_sessions_show_the_persons_prompt_from_a_body_each(reading_recording, counted):
