@@ -7,6 +7,7 @@ from there, and only ask for fixtures here by name.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import anthropic
@@ -26,6 +27,7 @@ from tests.fakes.keys import (
     ANTHROPIC_FALLBACK_KEY,
     OPENAI_FALLBACK_KEY,
 )
+from tests.fakes.reading_traffic import record_day
 from tests.fakes.servers import ServerThread
 from tests.fakes.ui_traffic import Recorded, record_sessions
 from tests.fakes.vendor import FakeVendor
@@ -117,3 +119,22 @@ def ui_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]
             vendors = Vendors(servers)
             data_dir = tmp_path_factory.mktemp("ui") / "data"
             yield Recorded(record_sessions(servers, vendors, data_dir, ui=True), vendors)
+
+
+@pytest.fixture
+def counted(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """`caplog` with the reading tools' DEBUG lines (`reading_traffic.bodies_read`)."""
+    caplog.set_level(logging.DEBUG, "taplog.query")
+    return caplog
+
+
+@pytest.fixture(scope="session")
+def reading_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    """A long agent session and short ones (tests/fakes/reading_traffic.py), recorded once."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
+        env.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
+        with ServerThread() as servers:
+            vendors = Vendors(servers)
+            data_dir = tmp_path_factory.mktemp("reading") / "data"
+            yield Recorded(record_day(servers, vendors, data_dir), vendors)

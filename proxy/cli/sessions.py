@@ -7,8 +7,10 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from taplog.proxy.cli.options import data_dir_option, fleet_options, format_option
 from taplog.proxy.cli.sql import open_fleet, open_logs
@@ -20,6 +22,7 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 FOLLOW_SECONDS = 0.25
+LAST_ENTRIES = 100  # of a conversation, shown by `show --messages` (recorder.query.chat_page)
 
 
 def _since(value: str | None) -> datetime | None:
@@ -62,6 +65,9 @@ def sessions(
 ) -> None:
     """Recent sessions, newest first, with calls, tokens, cost and errors.
 
+    Each with its client and the person's first prompt (not a probe or a side call the
+    agent makes beside its work), read from about one request body a session.
+
     With --fleet, every instance's shipped sessions, each with the instances that wrote it.
 
     Example: taplog sessions --since 2d --model gpt-4.1
@@ -87,34 +93,74 @@ def sessions(
     "--messages",
     is_flag=True,
     help="The conversation instead: prompts, answers, tool calls and their results, "
-    "each turn once, sub-agents nested.",
+    "each turn once, sub-agents nested; its last entries (see --last).",
 )
-def show(session: str, data_dir: Path, full: bool, messages: bool) -> None:
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=LAST_ENTRIES,
+    show_default=True,
+    help="With --messages: this many of the conversation's last entries.",
+)
+@click.option(
+    "--before",
+    type=click.IntRange(min=1),
+    help="With --messages: the entries before this seq (the footer of a page names it).",
+)
+@click.option("--all", "whole", is_flag=True, help="With --messages: the whole conversation.")
+def show(
+    session: str,
+    data_dir: Path,
+    full: bool,
+    messages: bool,
+    last: int,
+    before: int | None,
+    whole: bool,
+) -> None:
     """A session as a timeline: calls, tool runs with arguments and results, failovers.
+
+    Printed as it is read; no request body is read.
+
+    With --messages, the conversation's last 100 entries; a footer says how to read the
+    ones before (--before SEQ, or --all). A page reads the answers of its calls and the
+    requests that end their chains (one or two for a page of a long tool loop), not
+    every request: see docs/sessions.md.
 
     Example: taplog show 20261130T004933Z-1a2b3c4d --messages
     """
-    from taplog.recorder.query.timeline import UnknownSession, show_session
+    from taplog.recorder.query.connect import connect
+    from taplog.recorder.query.timeline import UnknownSession, show_lines
 
+    given = click.get_current_context().get_parameter_source("last")
+    if not messages and (before is not None or whole or given is ParameterSource.COMMANDLINE):
+        raise click.UsageError("--last, --before and --all go with --messages")
+    _log(data_dir, session)
+    con = connect(data_dir, only=session, warn=lambda message: click.echo(message, err=True))
     width = None if full else 100
     if messages:
-        click.echo(_messages(data_dir, session, width))
+        _messages(con, session, width, None if whole else last, before)
         return
     try:
-        click.echo(show_session(open_logs(data_dir), session, width))
+        for line in show_lines(con, session, width):
+            click.echo(line)
     except UnknownSession as exc:
         raise click.ClickException(str(exc)) from None
 
 
-def _messages(data_dir: Path, session: str, width: int | None) -> str:
-    from taplog.recorder.query.chat import chat_text, conversation
-    from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events
+def _messages(
+    con: Any, session: str, width: int | None, last: int | None, before: int | None
+) -> None:
+    from taplog.recorder.query.chat import chat_text
+    from taplog.recorder.query.chat_page import chat_page
 
-    try:
-        events = list(read_events(_log(data_dir, session)))
-    except (DamagedLine, UnsupportedEvent) as exc:
-        raise click.ClickException(str(exc)) from None
-    return "\n".join(chat_text(conversation(events), width))
+    page = chat_page(con, session, last, before)
+    for line in chat_text(page.threads, width):
+        click.echo(line)
+    if page.earlier is not None:
+        click.echo(
+            f"── the last {page.entries} entries, from seq {page.earlier}; the ones before: "
+            f"taplog show {session} --messages --before {page.earlier} (or --all)"
+        )
 
 
 def _log(data_dir: Path, session: str) -> Path:

@@ -9,8 +9,10 @@ the proxy), the same way, under two prefixes:
     …/                                       the page (plain HTML, CSS, JS
     …/static/<file>                          modules shipped in static/)
     …/api/sessions?since&until&model&text&sort&order&limit
-    …/api/sessions/<session>                 summary, calls, tool runs, marks
+    …/api/sessions/<session>?before&limit   summary; a page of calls, tool runs (clipped), marks
     …/api/sessions/<session>/calls/<exchange>
+    …/api/sessions/<session>/tools/<call_id> a tool run whole
+    …/api/sessions/<session>/chat?last&before a page of the conversation
     …/api/sessions/<session>/events          live: SSE from a seq (proxy.ui.live)
     …/api/overview?since
 
@@ -92,6 +94,7 @@ def add_ui(app: web.Application, data_dir: Path, tokens: Tokens, loopback_only: 
         "sessions": ("/api/sessions", api.sessions),
         "session": ("/api/sessions/{session}", api.session),
         "call": ("/api/sessions/{session}/calls/{exchange}", api.call),
+        "tool": ("/api/sessions/{session}/tools/{call_id}", api.tool),
         "chat": ("/api/sessions/{session}/chat", api.chat),
         "events": ("/api/sessions/{session}/events", live.session_events),
         "overview": ("/api/overview", api.overview),

@@ -118,10 +118,35 @@ async def sessions(request: web.Request) -> dict[str, Any]:
     return await _query(request, work)
 
 
+def _whole(request: web.Request, name: str, default: int | None, most: int) -> int | None:
+    """A whole number from 1 to `most` from the query string, or `default`."""
+    value = request.query.get(name)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or not 1 <= int(value) <= most:
+        raise BadParameter(f"{name}: give a whole number from 1 to {most}")
+    return int(value)
+
+
 @_answer
 async def session(request: web.Request) -> dict[str, Any]:
+    """A page of the session's timeline: `limit` calls before the `before`-th (default:
+    the last ones), their tool runs clipped."""
     name = _session(request)
-    return await _query(request, lambda con: browse.session_detail(con, name), name)
+    limit = _whole(request, "limit", browse.PAGE, browse.MAX_PAGE) or browse.PAGE
+    before = _whole(request, "before", None, 1 << 40)
+
+    def work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        return browse.session_detail(con, name, before, limit)
+
+    return await _query(request, work, name)
+
+
+@_answer
+async def tool(request: web.Request) -> dict[str, Any]:
+    """One tool run whole: arguments, result, what it printed."""
+    name, call_id = _session(request), request.match_info["call_id"]
+    return await _query(request, lambda con: browse.tool_detail(con, name, call_id), name)
 
 
 @_answer
@@ -133,12 +158,20 @@ async def call(request: web.Request) -> dict[str, Any]:
 
 @_answer
 async def chat(request: web.Request) -> dict[str, Any]:
-    """The session's conversation (`recorder.query.chat`), read from its log alone."""
-    from taplog.recorder.query.chat import conversation
-    from taplog.recorder.store.reader import read_events
+    """A page of the session's conversation (`recorder.query.chat_page`): its `last`
+    entries before seq `before`, tool runs clipped; `earlier` is the next page's `before`."""
+    from taplog.recorder.query.chat_page import LAST, MAX_LAST, chat_page, clipped
 
-    log = request.app[UI].data_dir / "sessions" / f"{_session(request)}.jsonl"
-    return {"threads": await asyncio.to_thread(lambda: conversation(list(read_events(log))))}
+    name = _session(request)
+    last = _whole(request, "last", LAST, MAX_LAST)
+    before = _whole(request, "before", None, 1 << 62)
+
+    def work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        page = chat_page(con, name, last, before)
+        threads = clipped(page.threads, browse.PREVIEW)
+        return {"threads": threads, "entries": page.entries, "earlier": page.earlier}
+
+    return await _query(request, work, name)
 
 
 @_answer

@@ -1,8 +1,10 @@
 """A session's events as Server-Sent Events, from a given seq on, following the log.
 
-    GET …/api/sessions/<session>/events[?from=SEQ]
+    GET …/api/sessions/<session>/events[?from=SEQ][&watch=1]
 
-Each event goes out as `id: <seq>` and `data: <the event as JSON>`. A client
+Each event goes out as `id: <seq>` and `data: <the event as JSON>`. With `watch`, only
+that the log grew: `data: {"size": <its bytes>}`, the log never read (a page that
+refreshes itself needs no more, and a long session's requests are large). A client
 that reconnects sends the last id it saw as `Last-Event-ID` (browsers do so
 by themselves) and gets every later event, read back from the log: no gaps,
 no repeats. The log is checked for growth every POLL_SECONDS (a `stat`);
@@ -15,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import orjson
 from aiohttp import web
@@ -40,24 +44,24 @@ async def session_events(request: web.Request) -> web.StreamResponse:
     after = _start_seq(request)
     if after is None:
         return json_error(400, "from / Last-Event-ID: give the seq of the last event seen")
-    follower = LogFollower(path, after)
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
     )
     await response.prepare(request)
+    news = _growth(path) if request.query.get("watch") else _events(LogFollower(path, after))
     closing = request.app[UI].closing
     quiet_since = time.monotonic()
     with contextlib.suppress(ConnectionResetError):
         await response.write(b"retry: 1000\n\n")
         while not closing.is_set():
             try:
-                events = await asyncio.to_thread(follower.poll) if follower.has_more() else []
+                messages = await news()
             except (DamagedLine, UnsupportedEvent, LogRewritten, OSError) as exc:
                 problem = orjson.dumps({"error": str(exc)})
                 await response.write(b"event: problem\ndata: " + problem + b"\n\n")
                 break
-            for event in events:
-                await response.write(b"id: %d\ndata: %s\n\n" % (event["seq"], orjson.dumps(event)))
+            for message in messages:
+                await response.write(message)
                 quiet_since = time.monotonic()
             if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
                 await response.write(b": keep-alive\n\n")
@@ -65,3 +69,31 @@ async def session_events(request: web.Request) -> web.StreamResponse:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(closing.wait(), POLL_SECONDS)
     return response
+
+
+News = Callable[[], Awaitable[list[bytes]]]
+
+
+def _events(follower: LogFollower) -> News:
+    """The events recorded since the last look, each as a message with its seq as id."""
+
+    async def news() -> list[bytes]:
+        events = await asyncio.to_thread(follower.poll) if follower.has_more() else []
+        return [b"id: %d\ndata: %s\n\n" % (e["seq"], orjson.dumps(e)) for e in events]
+
+    return news
+
+
+def _growth(path: Path) -> News:
+    """A message when the log's size changed since the last look (a `stat`, nothing read)."""
+    seen = path.stat().st_size
+
+    async def news() -> list[bytes]:
+        nonlocal seen
+        size = path.stat().st_size
+        if size == seen:
+            return []
+        seen = size
+        return [b"data: %s\n\n" % orjson.dumps({"size": size})]
+
+    return news

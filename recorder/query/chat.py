@@ -17,16 +17,19 @@ A tool result joins the call it answers, judged as the ledger's `tool.post` judg
 says so: `vendors.clients.sub_agent`) sits in the tool call that started it
 (`vendors.clients.started_agent`); a session's other threads follow its first.
 
-`conversation(events)` gives the threads, `{"agent", "entries"}`; each entry a dict for
-JSON with the `seq` of the event it came from and its `kind`:
+`conversation(events)` gives the threads, `{"agent", "entries"}`; `threads(calls, posts)`
+gives them for calls whose requests were read elsewhere (`recorder.query.chat_page` reads
+only those a page needs). Each entry is a dict for JSON with the `seq` of the event it
+came from and its `kind`:
 
     system     the system prompt, or its change                       text
     context    text a client added (tagged user text, a system turn)  text
     user       what the person wrote                                  text
     assistant  the model's text                                       text
-    tool       a call: name, call_id, arguments; answered, and its result, printed,
-               exit_code, is_error (None until answered); agent: the sub-agent it
-               started (a thread), or None
+    tool       a call: name, call_id, arguments; answered, and its answered_seq (the
+               request that carried its result back), result, printed, exit_code,
+               is_error (None until answered); agent: the sub-agent it started (a
+               thread), or None
     item       something not read, shown by its type                  text, e.g. "[image]"
     note       a failover, or a call without an answer                text
 """
@@ -55,15 +58,20 @@ _PEOPLE = frozenset({"user", "system"})  # the roles of turns the model did not 
 
 
 @dataclass(slots=True)
-class _Call:
-    """One client call: its request as the client sent it, and what answered it."""
+class ChatCall:
+    """One client call: its request as the client sent it (None until read), and what
+    answered it."""
 
     seq: int
-    request: Reading
-    agent: str | None  # the sub-agent that made it, when its client says so
+    exchange: Any
+    api: str  # of its first try, as the client sent it
+    model: str | None
+    request: Reading | None = None
+    agent: str | None = None  # the sub-agent that made it, when its client says so
     answer: list[dict[str, Any]] | None = None  # the turns it added
     answer_id: Any = None
     answer_seq: int = 0
+    answer_api: str | None = None  # the API of the try that gave it
     failure: str | None = None
     failovers: list[Event] = field(default_factory=list)
 
@@ -82,15 +90,23 @@ class _Thread:
 def conversation(events: list[Event]) -> list[dict[str, Any]]:
     """The session's conversation: its threads, sub-agents nested, each turn once."""
     posts = {e.get("call_id"): e for e in events if e.get("type") == TOOL_POST}
+    return threads([c for c in calls(events) if c.request is not None], posts)
+
+
+def threads(read: list[ChatCall], posts: dict[Any, Any]) -> list[dict[str, Any]]:
+    """The conversation of these calls (in order, each with its request read), the
+    results' `tool.post` events by call id judging which failed."""
     tools: dict[Any, Entry] = {}
-    threads: list[_Thread] = []
-    for call in _calls(events):
+    found: list[_Thread] = []
+    keyed: dict[int, bytes] = {}  # a turn's key by its id: calls read from one request share turns
+    for call in read:
         reading = call.request
-        keys = [turn_key(turn) for turn in reading.turns]
-        thread, kept = _continued(threads, call.agent, reading, keys)
+        assert reading is not None
+        keys = [keyed.get(id(t)) or keyed.setdefault(id(t), turn_key(t)) for t in reading.turns]
+        thread, kept = _continued(found, call.agent, reading, keys)
         if thread is None:
             thread = _Thread(call.agent, prompt_text(reading.turns))
-            threads.append(thread)
+            found.append(thread)
         if reading.system != thread.system and reading.system:
             thread.entries.append(_entry("system", call.seq, text="\n\n".join(reading.system)))
         thread.system, thread.seen = reading.system, keys
@@ -100,44 +116,48 @@ def conversation(events: list[Event]) -> list[dict[str, Any]]:
         for turn in new:
             _add(thread.entries, turn, call.seq, tools, posts)
         _answer(thread, call, tools, posts)
-    return _nested(threads, tools)
+    return _nested(found, tools)
 
 
-def _calls(events: list[Event]) -> list[_Call]:
-    """The client calls in the order they came, each with the answer of its last try."""
-    calls: dict[Any, _Call] = {}
+def calls(events: list[Event]) -> list[ChatCall]:
+    """The client calls in the order they came, each with the answer of its last try; a
+    call's request is read when its first readable try's event holds the body."""
+    found: dict[Any, ChatCall] = {}
     tried: dict[Any, Any] = {}  # exchange -> the conversation module of its latest try's API
     for event in events:
         kind, exchange = event.get("type"), event.get("exchange")
         if kind == LLM_REQUEST:
             module, body = api_conversation(event.get("api") or ""), event.get("body")
-            if exchange not in calls and module is not None and isinstance(body, dict):
-                agent = sub_agent(event.get("headers") or {})
-                calls[exchange] = _Call(event["seq"], module.read_request(body), agent)
+            if exchange not in found and module is not None:
+                found[exchange] = ChatCall(event["seq"], exchange, event["api"], event.get("model"))
+            call = found.get(exchange)
+            if call is not None and call.request is None and isinstance(body, dict) and module:
+                call.request = module.read_request(body)
+                call.agent = sub_agent(event.get("headers") or {})
             tried[exchange] = module
-        elif exchange not in calls:
+        elif exchange not in found:
             continue
         elif kind == LLM_RESPONSE:
-            call, body, module = calls[exchange], event.get("body"), tried[exchange]
+            call, body, module = found[exchange], event.get("body"), tried[exchange]
             if event.get("status") == 200 and isinstance(body, dict) and module is not None:
                 call.answer, call.answer_id = module.read_answer(body), body.get("id")
                 call.answer_seq, call.failure = event["seq"], None
             elif call.answer is None:
                 call.failure = f"{event.get('status') or '-'} {event.get('outcome') or '?'}"
         elif kind == FAILOVER:
-            calls[exchange].failovers.append(event)
-    return list(calls.values())
+            found[exchange].failovers.append(event)
+    return list(found.values())
 
 
 def _continued(
-    threads: list[_Thread], agent: str | None, reading: Reading, keys: list[bytes]
+    found: list[_Thread], agent: str | None, reading: Reading, keys: list[bytes]
 ) -> tuple[_Thread | None, int]:
     """The thread a request continues, and how many of its turns that thread has seen."""
     if reading.chained_to is not None:
-        chained = (t for t in threads if reading.chained_to in t.answers)
+        chained = (t for t in found if reading.chained_to in t.answers)
         return next(chained, None), 0
     best, most = None, 0
-    for thread in threads:
+    for thread in found:
         if thread.agent != agent:
             continue
         shared = next(
@@ -149,7 +169,7 @@ def _continued(
     return best, most
 
 
-def _answer(thread: _Thread, call: _Call, tools: dict[Any, Entry], posts: dict) -> None:
+def _answer(thread: _Thread, call: ChatCall, tools: dict[Any, Entry], posts: dict) -> None:
     for failover in call.failovers:
         where = f"{failover.get('from_provider')}:{failover.get('from_model')}"
         to = f"{failover.get('to_provider')}:{failover.get('to_model')}"
@@ -202,6 +222,7 @@ def _result(entries: list[Entry], part: Said, seq: int, tools: dict, posts: dict
     run = tool_run(result_text(part.value))
     tool.update(
         answered=True,
+        answered_seq=seq,
         result=part.value,
         printed=run.printed,
         exit_code=run.exit_code,
@@ -210,10 +231,10 @@ def _result(entries: list[Entry], part: Said, seq: int, tools: dict, posts: dict
     )
 
 
-def _nested(threads: list[_Thread], tools: dict[Any, Entry]) -> list[dict[str, Any]]:
+def _nested(found: list[_Thread], tools: dict[Any, Entry]) -> list[dict[str, Any]]:
     """Each sub-agent's thread in the tool call that started it; the rest in order."""
     shown = []
-    for thread in threads:
+    for thread in found:
         block = {"agent": thread.agent, "entries": thread.entries}
         starter = None
         if thread.agent is not None:
@@ -236,7 +257,7 @@ def _nested(threads: list[_Thread], tools: dict[Any, Entry]) -> list[dict[str, A
 def _tool(seq: int, name: str | None, call_id: Any, arguments: Any) -> Entry:
     """A tool call's entry, waiting for its result (and, for an agent's tool, its thread)."""
     fields = {"name": name, "call_id": call_id, "arguments": arguments, "answered": False}
-    unknown = dict.fromkeys(("result", "printed", "exit_code", "is_error", "agent"))
+    unknown = dict.fromkeys(("answered_seq", "result", "printed", "exit_code", "is_error", "agent"))
     return _entry("tool", seq, **fields, **unknown)
 
 

@@ -11,7 +11,7 @@ that file matches the log (same size), else the JSONL itself, which stays the
 source of truth; a row is never counted twice. A torn last line of a file
 being written is skipped. Bodies stored beside the log (`recorder.store.blobs`)
 are spliced back into `data` from `blobs/`, and a request stored as what it
-adds to earlier ones is put back whole (`recorder.query.requests`), so
+adds to earlier ones is put back whole (`recorder.query.rebuilt_requests`), so
 `data -> 'body'` and the views' `request_body` / `response_body` read as if
 they were inline; a missing blob makes the query fail with a message that names it.
 
@@ -33,7 +33,7 @@ import duckdb
 
 from taplog.recorder.query.compaction import compacted_sessions, sql_list
 from taplog.recorder.query.read_only import QueryError, check_read_only, lock_down
-from taplog.recorder.query.requests import FUNCTION, Requests
+from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
 from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, typed_events
 from taplog.recorder.store.blobs import BLOBS_DIR
 
@@ -72,7 +72,7 @@ _MISSING_BLOB = (
 
 
 # A request stored as what it adds to earlier ones (recorder.store.deltas) is put back
-# whole by Python (recorder.query.requests), only for rows whose `data` a query reads.
+# whole by Python (recorder.query.rebuilt_requests), only for rows whose `data` a query reads.
 _REBUILT = (
     "SELECT * EXCLUDE (source_file) REPLACE (CASE WHEN transcript_keep IS NULL THEN data "
     f"ELSE {FUNCTION}(source_file, session, seq)::JSON END AS data) FROM ({{rows}})"

@@ -6,6 +6,8 @@ passed as a parameter.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,15 +15,16 @@ from typing import Any
 import duckdb
 import orjson
 
+from taplog.recorder.query.openings import openings
 from taplog.recorder.query.tables import cell, safe_text
-from taplog.recorder.vendors.apis import conversation
-from taplog.recorder.vendors.clients import client_name, prompt_text, tool_run
+from taplog.recorder.vendors.clients import tool_run
 
 SESSION_COLUMNS = (
     "session, started_at, last_at, calls, models, input_tokens, output_tokens, cost_usd, "
     "tool_calls, tool_errors, failovers, failed_calls, "
     "coalesce(forked_from, resumed_from) AS origin"  # the session a fork or resume came from
 )
+BATCH = 256  # tool runs read at a time by `show`
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,29 +88,6 @@ class UnknownSession(LookupError):
     pass
 
 
-def openings(con: duckdb.DuckDBPyConnection, sessions: list[str]) -> dict[str, tuple]:
-    """Session -> (client, prompt): the agent or SDK it came from, and the person's prompt
-    of its first call (a fork's is its origin's: the conversation began there)."""
-    if not sessions:
-        return {}
-    rows = con.execute(
-        "SELECT s.session, s.user_agent, c.api, c.request_body FROM sessions s LEFT JOIN "
-        "(SELECT session, arg_min(api, started_at) AS api, "
-        "arg_min(request_body, started_at) AS request_body FROM llm_calls GROUP BY session) c "
-        "USING (session) WHERE s.session IN (SELECT unnest(?))",
-        [sessions],
-    ).fetchall()
-    return {session: (client_name(agent), _prompt(api, body)) for session, agent, api, body in rows}
-
-
-def _prompt(api: str | None, body: str | None) -> str | None:
-    module = conversation(api) if api else None
-    parsed = orjson.loads(body) if body else None
-    if module is None or not isinstance(parsed, dict):
-        return None
-    return prompt_text(module.transcript(parsed)[1])
-
-
 def _result(result: Any, width: int | None) -> str:
     """A tool's result as a line shows it: what the tool printed first (a client's header,
     such as Codex's, would fill the clipped line), with the exit code the client states."""
@@ -129,30 +109,36 @@ def _money(value: float | None) -> str:
     return "$?" if value is None else f"${value:.6f}"
 
 
-def show_session(con: duckdb.DuckDBPyConnection, session: str, width: int | None = 100) -> str:
-    """A readable timeline of one session: calls, tool runs, failovers, a summary."""
+def show_lines(
+    con: duckdb.DuckDBPyConnection, session: str, width: int | None = 100
+) -> Iterator[str]:
+    """A readable timeline of one session, line by line as it is read: calls, tool runs,
+    failovers, refusals, then a summary. Calls, failovers and refusals (a few columns
+    each) are read first; tool runs, with their arguments and results, stream in batches
+    of `BATCH` beside them."""
     cursor = con.execute("SELECT * FROM sessions WHERE session = ?", [session])
     summary = cursor.fetchone()
     if summary is None:
         raise UnknownSession(f"no session {session!r} in this data dir")
     info = dict(zip([d[0] for d in cursor.description], summary, strict=True))
-    lines = [
+    yield (
         f"session {safe_text(session)}  started {info['started_at']:%Y-%m-%d %H:%M:%S} UTC"
         f"  ({safe_text(info['source'] or '?')}, {safe_text(info['user_agent'] or '?')})"
         + _origin(info)
-    ]
-    timeline = _calls(con, session) + _tools(con, session, width) + _failovers(con, session)
-    timeline += _refusals(con, session, width)
-    for at, line in sorted(timeline, key=lambda entry: entry[0]):  # stable: keeps log order
-        lines.append(f"{_when(at)}  {line}")
+    )
+    # the tool runs' query runs as the merge starts, after the others have been read: the
+    # one result left open on the connection. Ties keep the parts' order.
+    parts = [_calls(con, session), _tools(con, session, width), _failovers(con, session)]
+    parts.append(_refusals(con, session, width))
+    for at, line in heapq.merge(*parts, key=lambda entry: entry[0]):
+        yield f"{_when(at)}  {line}"
     seconds = (info["last_at"] - info["started_at"]).total_seconds()
-    lines.append(
+    yield (
         f"{info['calls']} calls · {info['tool_calls']} tool calls ({info['tool_errors']} failed) · "
         f"{_count(info['input_tokens'])} in / {_count(info['output_tokens'])} out tokens · "
         f"{_money(info['cost_usd'])}{_unpriced(con, session)} · {info['failovers']} failovers"
         f" · {seconds:.2f} s"
     )
-    return "\n".join(lines)
 
 
 def _unpriced(con: duckdb.DuckDBPyConnection, session: str) -> str:
@@ -170,7 +156,8 @@ def _refusals(
 ) -> list[tuple[datetime, str]]:
     """Calls taplog refused before any vendor (a budget, the loop guard)."""
     rows = con.execute(
-        "SELECT ts, reason, status, error FROM events WHERE session = ? AND type = 'call.refused'",
+        "SELECT ts, reason, status, error FROM events WHERE session = ? AND type = 'call.refused' "
+        "ORDER BY ts, seq",
         [session],
     ).fetchall()
     return [
@@ -208,27 +195,29 @@ def _calls(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datetime,
 
 def _tools(
     con: duckdb.DuckDBPyConnection, session: str, width: int | None
-) -> list[tuple[datetime, str]]:
-    rows = con.execute(
-        "SELECT coalesce(asked_at, answered_at), tool_name, arguments, result, is_error, "
-        "duration_ms, server, flags FROM tool_calls WHERE session = ? AND NOT copied ORDER BY seq",
+) -> Iterator[tuple[datetime, str]]:
+    """Tool runs in time order, read `BATCH` at a time (their arguments and results may
+    be large): the query stays open while they are printed."""
+    result = con.execute(
+        "SELECT coalesce(asked_at, answered_at) AS shown_at, tool_name, arguments, result, "
+        "is_error, duration_ms, server, flags FROM tool_calls WHERE session = ? AND NOT copied "
+        "ORDER BY shown_at, seq",
         [session],
-    ).fetchall()
-    lines = []
-    for at, name, arguments, result, is_error, duration, server, flags in rows:
-        outcome = "ERROR " if is_error else ""
-        took = "" if duration is None else f"  {duration:.1f} ms"
-        marks = "".join(f"  [{cell(f)}]" for f in flags) + ("  [server]" if server else "")
-        args = _clip(orjson.loads(arguments) if arguments else None, width)
-        shown = _result(orjson.loads(result) if result else None, width)
-        lines.append((at, f"  tool {cell(name)} {args} → {outcome}{shown}{took}{marks}"))
-    return lines
+    )
+    while rows := result.fetchmany(BATCH):
+        for at, name, arguments, answer, is_error, duration, server, flags in rows:
+            outcome = "ERROR " if is_error else ""
+            took = "" if duration is None else f"  {duration:.1f} ms"
+            marks = "".join(f"  [{cell(f)}]" for f in flags) + ("  [server]" if server else "")
+            args = _clip(orjson.loads(arguments) if arguments else None, width)
+            shown = _result(orjson.loads(answer) if answer else None, width)
+            yield at, f"  tool {cell(name)} {args} → {outcome}{shown}{took}{marks}"
 
 
 def _failovers(con: duckdb.DuckDBPyConnection, session: str) -> list[tuple[datetime, str]]:
     rows = con.execute(
         "SELECT ts, from_provider, from_model, to_provider, to_model, reason FROM events "
-        "WHERE session = ? AND type = 'failover'",
+        "WHERE session = ? AND type = 'failover' ORDER BY ts, seq",
         [session],
     ).fetchall()
     return [

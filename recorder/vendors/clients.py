@@ -8,6 +8,7 @@ tool results  a result that states its own exit code: OpenAI's APIs have no erro
               a tool result, so a failed command is known from what the client wrote
 names         which agent or SDK a `user-agent` names; which user text is the person's
               prompt (the coding agents put their context in tagged text beside it)
+side calls    which calls are the agent's own loop, not a probe or a small side call
 sub-agents    which calls a sub-agent made, and the tool call that started it
 """
 
@@ -127,6 +128,30 @@ def prompt_text(turns: Any) -> str | None:
                 if text.strip() and not is_context(text):
                     return text.strip()
     return None
+
+
+# Besides its own loop, a coding agent calls a small model for itself: Claude Code
+# probes its quota as it starts (`max_tokens: 1`, the one word "quota"), asks for the
+# session's title, whether a prompt starts a new topic, a shell command's prefix, a label
+# for a tool batch. None of these offers tools; the agent's loop (and a sub-agent's)
+# always does.
+_TOKEN_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def is_probe(body: Any) -> bool:
+    """A call that asks for at most one token: a client checking it may call (Claude
+    Code's quota probe), not work."""
+    if not isinstance(body, dict):
+        return False
+    limits = [body.get(name) for name in _TOKEN_LIMITS]
+    return any(isinstance(n, int) and not isinstance(n, bool) and n <= 1 for n in limits)
+
+
+def offers_tools(body: Any) -> bool:
+    """Whether a request offers the model tools: an agent's own loop does, its side calls
+    to a small model do not."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return isinstance(tools, list) and bool(tools)
 
 
 def is_context(text: str) -> bool:

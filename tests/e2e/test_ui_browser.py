@@ -24,6 +24,7 @@ from taplog.recorder.tools.fork import fork_session
 from tests.fakes.agents import PLAN
 from tests.fakes.clis import SUB_AGENT_PROMPT, run_claude
 from tests.fakes.harness import TAPLOG, taplog_env
+from tests.fakes.reading_traffic import LONG, TOOL_STEPS, output
 from tests.fakes.ui_traffic import SCRIPT_PROMPT, SESSIONS, ask
 
 try:
@@ -316,3 +317,33 @@ def test_a_fork_names_its_origin_and_shows_only_its_own_calls(browser, ui_url, u
     card.find_element(By.TAG_NAME, "a").click()
     wait(browser, lambda d: d.current_url.endswith("#/session/anthropic-tools"))
     wait(browser, lambda d: len(rows(d, ".tl-row.call")) == 8)
+
+
+def test_a_long_session_is_shown_a_page_at_a_time(browser, reading_recording):
+    """Its calls 200 at a time with links to the others, its conversation's last entries
+    with a button for more, a long tool output clipped until asked for whole."""
+    calls = TOOL_STEPS + 3
+    open_page(browser, f"{reading_recording.proxy.url}/ui/#/session/{LONG}")
+    pager = wait(browser, lambda d: rows(d, ".pager"))[0]
+    assert f"calls {calls - 199} to {calls} of {calls}" in pager.text
+    assert len(rows(browser, ".tl-row.call")) == 200
+    pager.find_element(By.XPATH, ".//button[. = '← Earlier calls']").click()
+    wait(
+        browser,
+        lambda d: f"calls 1 to {calls - 200} of" in d.find_element(By.CSS_SELECTOR, ".pager").text,
+    )
+    assert len(rows(browser, ".tl-row.call")) == calls - 200
+
+    chat = wait(browser, lambda d: rows(d, ".chat-box .chat"))[0]
+    shown = len(chat.find_elements(By.CSS_SELECTOR, ".chat-tool"))
+    assert 40 <= shown < TOOL_STEPS
+    earlier = browser.find_element(By.CSS_SELECTOR, ".chat-earlier")
+    assert earlier.text.startswith("The last 100 entries.")
+    earlier.find_element(By.TAG_NAME, "button").click()
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chat-box .chat-tool")) > shown)
+
+    listing = browser.find_elements(By.CSS_SELECTOR, ".chat-box .chat-tool")[-1]
+    listing.find_element(By.TAG_NAME, "summary").click()
+    listing.find_element(By.CSS_SELECTOR, "button.chat-whole").click()
+    tool = wait(browser, lambda d: rows(d, ".detail[data-call]"))[0]
+    wait(browser, lambda d: output(TOOL_STEPS - 1).splitlines()[-1] in tool.text)

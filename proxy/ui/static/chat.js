@@ -1,7 +1,8 @@
 // The session's conversation as a chat: prompts and answers in order, each tool call
 // collapsible with its result, a sub-agent's conversation inside the call that started
 // it, the system prompt and the clients' added context collapsed. Model text is
-// untrusted: it only ever becomes text nodes (h() never parses HTML).
+// untrusted: it only ever becomes text nodes (h() never parses HTML). The API sends
+// a page of it, each tool run's arguments and output clipped (`clipped` says so).
 
 import { h, pretty, clip } from "./dom.js";
 
@@ -21,7 +22,7 @@ function outcome(tool) {
     h("span", { class: "mono" }, clip(pretty(tool.printed ?? ""), 80))];
 }
 
-function toolEntry(tool) {
+function toolEntry(tool, show) {
   const args = tool.arguments == null ? "" : pretty(tool.arguments);
   return h("details", { class: "chat-entry chat-tool" + (tool.is_error ? " bad" : ""), dataset: { call: tool.call_id || "" } },
     h("summary", {}, h("span", { class: "chat-role" }, "tool"), " ",
@@ -29,13 +30,15 @@ function toolEntry(tool) {
       h("span", { class: "mono muted" }, clip(args, 60)), " ", outcome(tool)),
     h("div", { class: "chat-label" }, "arguments"), h("pre", { class: "code" }, args),
     tool.agent ? h("div", { class: "chat-agent" },
-      h("div", { class: "chat-label" }, `sub-agent ${tool.agent.agent}`), thread(tool.agent)) : null,
+      h("div", { class: "chat-label" }, `sub-agent ${tool.agent.agent}`), thread(tool.agent, show)) : null,
     tool.answered ? [h("div", { class: "chat-label" }, tool.is_error ? "result (error)" : "result"),
-      h("pre", { class: "code" }, pretty(tool.printed ?? ""))] : null);
+      h("pre", { class: "code" }, pretty(tool.printed ?? ""))] : null,
+    tool.clipped && tool.call_id ? h("button", { type: "button", class: "plain chat-whole",
+      onclick: () => show.onTool(tool.call_id) }, "Clipped: show the tool run whole") : null);
 }
 
-function entry(item) {
-  if (item.kind === "tool") return toolEntry(item);
+function entry(item, show) {
+  if (item.kind === "tool") return toolEntry(item, show);
   if (item.kind === "system" || item.kind === "context") return folded(item.kind, item.text);
   if (item.kind === "note") return h("div", { class: "chat-entry chat-note" }, item.text);
   return h("div", { class: `chat-entry chat-${item.kind}` },
@@ -43,13 +46,18 @@ function entry(item) {
     h("div", { class: "chat-text" }, item.text));
 }
 
-function thread(found) {
-  return h("div", { class: "chat" }, found.entries.map(entry));
+function thread(found, show) {
+  return h("div", { class: "chat" }, found.entries.map((item) => entry(item, show)));
 }
 
-export function renderChat(found) {
+// `found` is a page of the conversation, its last entries; `show.more()` asks for more
+// of them, `show.onTool(callId)` shows a clipped tool run whole.
+export function renderChat(found, show) {
   if (!found.threads.length) return h("p", { class: "muted" }, "No conversation recorded.");
-  return h("div", { class: "chat-threads" }, found.threads.map((one, index) => [
+  const earlier = found.earlier == null ? null : h("p", { class: "chat-earlier" },
+    h("span", { class: "muted" }, `The last ${found.entries} entries. `),
+    h("button", { type: "button", class: "plain", onclick: () => show.more() }, "Show earlier entries"));
+  return h("div", { class: "chat-threads" }, earlier, found.threads.map((one, index) => [
     index ? h("h3", {}, one.agent ? `Sub-agent ${one.agent}` : "Another conversation in this session") : null,
-    thread(one)]));
+    thread(one, show)]));
 }

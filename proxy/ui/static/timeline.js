@@ -13,6 +13,12 @@ function niceStep(span, most) {
   }
 }
 
+// Where the page's time axis ends: where the next page's first call starts, or the
+// session's last event on its last page.
+function pageEnd(detail) {
+  return at(detail.page && detail.page.until) ?? at(detail.summary.last_at);
+}
+
 /** Rows to draw, in time order: {kind, key, start, end, label, note, classes, marks}. */
 export function timelineRows(detail) {
   const calls = detail.calls.map((call, index) => {
@@ -31,7 +37,7 @@ export function timelineRows(detail) {
   const byExchange = new Map(calls.map((row) => [row.key, row]));
   const tools = detail.tools.map((tool) => {
     const start = at(tool.asked_at) ?? at(tool.answered_at);
-    const end = at(tool.answered_at) ?? at(detail.summary.last_at);
+    const end = at(tool.answered_at) ?? pageEnd(detail);
     return {
       kind: "tool", key: tool.call_id, start, end,
       label: `↳ ${tool.tool_name || "tool"}`,
@@ -71,7 +77,7 @@ export function renderTimeline(detail, selected, onPick) {
   const rows = timelineRows(detail);
   if (!rows.length) return h("p", { class: "muted" }, "No calls recorded yet.");
   const start = Math.min(...rows.map((r) => r.start));
-  const end = Math.max(...rows.map((r) => r.end), at(detail.summary.last_at));
+  const end = Math.max(...rows.map((r) => r.end), pageEnd(detail));
   const span = Math.max(end - start, 1);
   const place = (node, from, to) => {
     node.style.left = `${((from - start) / span) * 100}%`;

@@ -98,12 +98,16 @@ def test_session_detail_has_every_call_tool_run_and_failover(ui_recording):
     failovers = [e["seq"] for e in events if e["type"] == "failover"]
     assert [m["seq"] for m in detail["marks"] if m["type"] == "failover"] == failovers
     assert detail["last_seq"] == events[-1]["seq"]
+    assert detail["page"] == {"start": 0, "end": 8, "total": 8, "limit": 200, "until": None}
     tools = api(ui_recording, "sessions/anthropic-tools").json()["tools"]
     failed = [t for t in tools if t["is_error"]]
-    assert [(t["tool_name"], t["result"]) for t in failed] == [
+    assert [(t["tool_name"], t["printed_preview"]) for t in failed] == [
         ("read_file", "error: README.md: no such file")
     ]
-    assert all(t["duration_ms"] > 0 and t["arguments"] for t in tools)
+    assert all(t["duration_ms"] > 0 and t["arguments_preview"] for t in tools)
+    whole = api(ui_recording, f"sessions/anthropic-tools/tools/{failed[0]['call_id']}").json()
+    assert (whole["result"], whole["printed"]) == ("error: README.md: no such file",) * 2
+    assert whole["arguments"] == orjson.loads(failed[0]["arguments_preview"])
 
 
 @pytest.mark.parametrize("session", ["no-such-session", "..", "a/b", "x" * 200, "%2e%2e%2fx"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from taplog.recorder.query.chat import chat_text, conversation
+from taplog.recorder.query.chat_page import chat_page
+from taplog.recorder.query.connect import connect
 from tests.builders import (
     a_response,
     chat,
@@ -19,6 +21,7 @@ from tests.builders import (
 )
 from tests.fakes.agents import AGENTS, PLAN
 from tests.fakes.harness import FAILOVER_RULES
+from tests.fakes.reading_traffic import bodies_read
 from tests.fakes.ui_traffic import openai_client
 
 
@@ -160,3 +163,21 @@ def test_what_no_reader_knows_is_shown_by_its_type_and_a_failed_call_is_noted():
         ("note", "no answer: 529 upstream_error"),
         ("item", "[reasoning]"),
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+@pytest.mark.parametrize("api", sorted(AGENTS))
+def test_the_whole_conversation_is_read_from_its_last_request(
+    request, taplog, api, stream, counted
+):
+    """Each earlier call's answer is resent in the last request, so that request alone
+    gives every turn, where it was first sent; a Responses stream chains its calls (each
+    request holds only its new items), so each is read."""
+    agent, client_fixture, _, _ = AGENTS[api]
+    agent(request.getfixturevalue(client_fixture), stream)
+    ((session, events),) = taplog.wait_responses(8).items()
+    taplog.flush()
+    page = chat_page(connect(taplog.data_dir, only=session), session, last=None)
+    assert page.threads == conversation(events)
+    chained = api == "responses" and stream
+    assert bodies_read(counted) == (page.calls if chained else 1)
