@@ -79,12 +79,13 @@ _REBUILT = (
 )
 
 
-def events_sql(found: Sources) -> str:
+def events_sql(found: Sources, log_rows: str | None = None) -> str:
     """Every event once, as recorded: blobs and resent history put back into `data`.
 
     Compacted rows that need neither stay a plain scan, so filters (a session, a
     type) still reach the Parquet reader; only the others go through the blob join
-    and the rebuild.
+    and the rebuild. `log_rows` names a table holding the logs' lines already typed
+    (`_log_lines`), read instead of the files.
     """
     blobs = _blob_files(found)
     parts = []
@@ -106,12 +107,16 @@ def events_sql(found: Sources) -> str:
         )
         parts.append(_as_recorded(others, blobs))
     if found.jsonl:
-        logs = sql_list(found.jsonl)
-        lines = f"read_ndjson_objects({logs}, ignore_errors = true, filename = true)"
-        parts.append(_as_recorded(typed_events(lines, source=True), blobs))
+        parts.append(_as_recorded(log_rows or _log_lines(found.jsonl), blobs))
     if not parts:  # an empty data dir still answers queries, with no rows
         parts.append(typed_events("(SELECT NULL::JSON AS json WHERE false)"))
     return " UNION ALL ".join(parts)
+
+
+def _log_lines(logs: list[str]) -> str:
+    """The lines of these session logs, typed, each with the file it came from."""
+    lines = f"read_ndjson_objects({sql_list(logs)}, ignore_errors = true, filename = true)"
+    return typed_events(lines, source=True)
 
 
 def _as_recorded(rows: str, blobs: str | None) -> str:
@@ -155,8 +160,11 @@ def connect(
     """A locked-down connection with the views; `output` is a file taplog may write to.
 
     With `only`, the views hold that one session alone: a query about it reads its
-    own log, not the whole history. A session log that is a symbolic link is left
-    unread (it could point anywhere) and named through `warn`.
+    own log, not the whole history, and parses its lines once for all the queries the
+    connection runs (`show` and the UI's pages run several; the lines hold only what
+    each request added, so they are few megabytes even for a long day). A session log
+    that is a symbolic link is left unread (it could point anywhere) and named through
+    `warn`.
     """
     data_dir = data_dir.resolve()
     found = sources(data_dir, only)
@@ -164,7 +172,11 @@ def connect(
         warn(f"taplog: {link} is a symbolic link; it is not read")
     readable = [*found.jsonl, *set(found.compacted.values()), *found.blobs]
     con = locked(readable, output, found.blobs, list(found.compacted.items()))
-    con.execute("CREATE VIEW events AS " + events_sql(found))
+    log_rows = None
+    if only is not None and found.jsonl:
+        con.execute("CREATE TEMP TABLE session_lines AS " + _log_lines(found.jsonl))
+        log_rows = "SELECT * FROM session_lines"
+    con.execute("CREATE VIEW events AS " + events_sql(found, log_rows))
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     return con
