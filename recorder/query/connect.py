@@ -75,7 +75,8 @@ _MISSING_BLOB = (
 # whole by Python (recorder.query.rebuilt_requests), only for rows whose `data` a query reads.
 _REBUILT = (
     "SELECT * EXCLUDE (source_file) REPLACE (CASE WHEN transcript_keep IS NULL THEN data "
-    f"ELSE {FUNCTION}(source_file, session, seq)::JSON END AS data) FROM ({{rows}})"
+    f"ELSE {FUNCTION}(source_file, session, seq, data::VARCHAR)::JSON END AS data) "
+    "FROM ({rows})"
 )
 
 

@@ -3,13 +3,15 @@
 A request line holds only what is new in it (`recorder.store.deltas`): the rest
 is in earlier lines of its file, found by `seq`. Putting a body back is a walk
 over those lines, which SQL expresses badly (a window that copies every earlier
-list into every row) and Python does in one pass. So the views call
-`taplog_request(source, session, seq)` for the rows that need it, and only when
-a query reads their `data`: the first call for a file reads its request lines
-once, in order, and keeps them rebuilt (every whole list shares its items with
-the lines it came from, so a file costs about what it stores); each call then
-serialises one event. A few files are kept, the least recently asked for let go
-(a file is read by one thread at a time: DuckDB may call from several).
+list into every row) and Python does well. So the views call
+`taplog_request(source, session, seq, data)` for the rows that need it, and only
+when a query reads their `data`. A log's request lines are read once, as they are (a
+Parquet segment's up to the latest seq asked for); a request is parsed and
+rebuilt with the lines it builds on (its thread's earlier requests, the lines its
+pointers name) when first asked for, and kept: every whole list shares its items
+with the lines it came from, so a file costs about what it stores. Each call then
+serialises one event. A few files are kept, the least recently asked for let go;
+a file is read by one thread at a time (DuckDB may call from several).
 
 `source` is the log (`sessions/<id>.jsonl`) or the compacted Parquet file the
 row was read from; a line that does not fit the lines before it is an error
@@ -18,10 +20,11 @@ that names it, as `taplog verify` would.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import orjson
@@ -46,48 +49,47 @@ class Requests:
         folders = {Path(path).parents[1] for path in blobs}
         self._blobs = folders.pop() if len(folders) == 1 else None
         self._blob_files = {Path(path).stem: Path(path) for path in blobs}
-        self._files: OrderedDict[tuple[str, str], dict[int, Event]] = OrderedDict()
+        self._files: OrderedDict[tuple[str, str], _File] = OrderedDict()
         self._lock = threading.Lock()  # DuckDB may call from several of its threads
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
         con.create_function(
             FUNCTION,
             self.whole,
-            [duckdb.sqltype("VARCHAR"), duckdb.sqltype("VARCHAR"), duckdb.sqltype("BIGINT")],
+            [duckdb.sqltype(kind) for kind in ("VARCHAR", "VARCHAR", "BIGINT", "VARCHAR")],
             duckdb.sqltype("VARCHAR"),
             side_effects=False,
         )
 
-    def whole(self, source: str, session: str, seq: int) -> str:
-        """The request at `seq` of `session` in `source`, whole, as JSON text."""
+    def whole(self, source: str, session: str, seq: int, stored: str) -> str:
+        """The request at `seq` of `session` in `source`, whole, as JSON text; `stored`
+        is its line, whole already when it names no other line (a thread's first request)
+        and no blob."""
+        line = orjson.loads(stored)
+        marker = line.get("transcript")
+        names_none = isinstance(marker, dict) and not (set(marker) - {"keep", "length"})
+        if names_none and not marker["keep"] and "blob" not in line:
+            return stored
         with self._lock:
-            requests = self._file(source, session)
-        event = requests.get(seq)
+            try:
+                event = self._file(source, session).event(seq)
+            except (BlobError, TranscriptError) as exc:
+                raise RequestError(
+                    f"session {session} seq {seq} in {source}: {exc}; run taplog verify"
+                ) from None
         if event is None:
             raise RequestError(f"no request at seq {seq} of session {session} in {source}")
         return orjson.dumps(event).decode()
 
-    def _file(self, source: str, session: str) -> dict[int, Event]:
+    def _file(self, source: str, session: str) -> _File:
         key = (source, session)
         if key in self._files:
             self._files.move_to_end(key)
             return self._files[key]
-        rebuilder, requests = Rebuilder(), {}
-        for event in _stored_requests(source, session):
-            try:
-                if "blob" in event:
-                    resolve(self._blob_folder(event), event)
-                rebuilder.rebuild(event)
-            except (BlobError, TranscriptError) as exc:
-                raise RequestError(
-                    f"session {session} seq {event.get('seq')} in {source}: {exc}; "
-                    "run taplog verify"
-                ) from None
-            requests[event["seq"]] = event
-        self._files[key] = requests
+        found = self._files[key] = _File(_loader(source, session), self._blob_folder)
         while len(self._files) > FILES_KEPT:
             self._files.popitem(last=False)
-        return requests
+        return found
 
     def _blob_folder(self, event: Event) -> Path:
         ref = event.get("blob")
@@ -97,22 +99,114 @@ class Requests:
         return self._blobs
 
 
-def _stored_requests(source: str, session: str) -> list[Event]:
-    """The request events of `session` in `source`, in order, as stored."""
-    if source.endswith(".parquet"):
+class _File:
+    """One log's (or segment's) request lines, each parsed and rebuilt when first needed:
+    a request needs the lines its marker names (its base, the lines its pointers point
+    at) and theirs, not the whole file. A version-3 line builds on the previous request
+    of its API, so a file holding one is rebuilt whole, in order, once."""
+
+    def __init__(self, load: Load, blob_folder: Callable[[Event], Path]):
+        self._load = load
+        self._lines: dict[int, bytes | str] = {}  # seq -> the line as stored
+        self._upto: int | None = 0  # the lines up to this seq are loaded (None: all)
+        self._blob_folder = blob_folder
+        self._parsed: dict[int, Event] = {}  # parsed, not rebuilt yet
+        self._events: dict[int, Event] = {}  # rebuilt
+        self._rebuilder = Rebuilder()
+
+    def event(self, seq: int) -> Event | None:
+        self._loaded(seq)  # a request builds only on requests before it
+        if seq not in self._lines:
+            return None
+        needed, in_order = self._needed(seq)
+        if in_order:  # version-3 deltas: every request, in order, from the lines again
+            self._parsed, self._events, self._rebuilder = {}, {}, Rebuilder()
+            needed = {each for each in self._lines if each <= seq}
+        for each in sorted(needed - self._events.keys()):
+            event = self._stored(each)
+            if "blob" in event:
+                resolve(self._blob_folder(event), event)
+            self._rebuilder.rebuild(event)
+            self._events[each] = self._parsed.pop(each)
+        return self._events.get(seq)
+
+    def _needed(self, seq: int) -> tuple[set[int], bool]:
+        """The requests `seq` builds on, itself included, not yet rebuilt; and whether one
+        of them is a version-3 delta."""
+        needed, todo = set(), [seq]
+        while todo:
+            each = todo.pop()
+            if each in needed or each in self._events or each not in self._lines:
+                continue  # one not in the file: `Rebuilder` names it
+            needed.add(each)
+            marker = self._stored(each).get("transcript")
+            if not isinstance(marker, dict):
+                continue
+            if "base" not in marker and marker.get("keep"):
+                return needed, True
+            named = [marker.get("base"), *dict(marker.get("fields") or {}).values()]
+            for pointer in marker.get("items") or ():
+                if isinstance(pointer, list) and len(pointer) == 3:
+                    named.append(pointer[1])
+            todo += [n for n in named if isinstance(n, int)]
+        return needed, False
+
+    def _loaded(self, seq: int) -> None:
+        if self._upto is not None and seq > self._upto:
+            lines, whole = self._load(self._upto, seq)
+            self._lines.update(lines)
+            self._upto = None if whole else seq
+
+    def _stored(self, seq: int) -> Event:
+        """Line `seq` parsed as stored (or as rebuilt, once it is)."""
+        if seq in self._events:
+            return self._events[seq]
+        if seq not in self._parsed:
+            self._parsed[seq] = orjson.loads(self._lines[seq])
+        return self._parsed[seq]
+
+
+_SEQ = re.compile(rb'^\{"v":\d+,"seq":(\d+),')
+
+
+# (after, upto) -> the request lines with `after < seq <= upto`, by seq, as stored, and
+# whether they are all the file holds (a log is read whole at once)
+Load = Callable[[int, int], tuple[dict[int, bytes | str], bool]]
+
+
+def _loader(source: str, session: str) -> Load:
+    """How the request lines of `session` in `source` are read: a log at once, a Parquet
+    segment (which holds many sessions' rows) by the range of seqs asked for."""
+    if not source.endswith(".parquet"):
+        return lambda after, upto: (_log_requests(source), True)
+
+    def rows(after: int, upto: int) -> tuple[dict[int, bytes | str], bool]:
         with duckdb.connect() as con:
-            rows = con.execute(
-                "SELECT data FROM read_parquet(?) WHERE session = ? AND type = 'llm.request' "
-                "ORDER BY seq",
-                [source, session],
+            found = con.execute(
+                "SELECT seq, data FROM read_parquet(?) WHERE session = ? "
+                "AND type = 'llm.request' AND seq > ? AND seq <= ?",
+                [source, session, after, upto],
             ).fetchall()
-        return [orjson.loads(data) for (data,) in rows]
-    requests: list[Any] = []
+        return dict(found), False
+
+    return rows
+
+
+def _log_requests(source: str) -> dict[int, bytes | str]:
+    """The request lines of a session log by seq, as stored (not parsed)."""
+    requests: dict[int, bytes | str] = {}
     with open(source, "rb") as log_file:
         for line in log_file:
-            if _REQUEST_LINE in line and line.endswith(b"\n"):
-                try:
-                    requests.append(orjson.loads(line))
-                except orjson.JSONDecodeError:
-                    continue  # damage is `taplog verify`'s to name; the views skip it too
+            if _REQUEST_LINE not in line or not line.endswith(b"\n"):
+                continue
+            numbered = _SEQ.match(line)
+            if numbered:
+                requests[int(numbered[1])] = line
+                continue
+            try:  # an older line's keys may come in another order
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # damage is `taplog verify`'s to name; the views skip it too
+            if isinstance(event, dict) and isinstance(event.get("seq"), int):
+                requests[event["seq"]] = line
     return requests

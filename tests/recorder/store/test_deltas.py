@@ -20,6 +20,7 @@ from taplog.proxy.cli.main import main as main_command
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FORMAT_VERSION, LLM_REQUEST, make_event, seal
 from taplog.recorder.query.compaction import compact
+from taplog.recorder.query.connect import connect
 from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
@@ -305,3 +306,27 @@ def test_a_version_3_log_reads_the_same_and_migrates_smaller(tmp_path):
     assert all(report.ok for report in verify(tmp_path))
     assert {e["v"] for e in read_events(path, as_stored=True)} == {FORMAT_VERSION}
     assert path.stat().st_size < before / 5
+
+
+def test_a_version_3_log_written_on_by_version_4_reads_back_in_any_order(tmp_path):
+    """A v3 log that today's taplog appends to holds both kinds of lines: the views rebuild
+    a v4 request from the lines it names, a v3 one from every request before it, whichever
+    a query asks for first."""
+    history = [{"role": "user", "content": f"turn {n} " + LONG} for n in range(8)]
+    old = [{"model": "m", "messages": history[: n + 1]} for n in range(4)]
+    _v3_log(tmp_path / "sessions" / "old.jsonl", old)
+    recorder = Recorder(tmp_path, fsync="never")
+    recorder.start()
+    new = [{"model": "m", "messages": history[: n + 1]} for n in range(4, 8)]
+    for turn, body in enumerate(new, start=len(old) + 1):
+        recorder.record(_request("old", turn, "anthropic.messages", body))
+    assert recorder.flush(10)
+    recorder.close()
+    assert [e["body"] for e in read_session(tmp_path, "old")] == old + new
+    con = connect(tmp_path)
+    bodies = {}
+    for exchange in ("ex008", "ex002", "ex006", "ex001", "ex004"):  # v4, v3, v4, v3, v3
+        sql = "SELECT request_body FROM llm_calls WHERE exchange = ?"
+        ((body,),) = con.execute(sql, [exchange]).fetchall()
+        bodies[exchange] = orjson.loads(body)
+    assert bodies == {f"ex{n:03}": (old + new)[n - 1] for n in (8, 2, 6, 1, 4)}
