@@ -23,10 +23,7 @@ from typing import Any
 import orjson
 
 from taplog.recorder.bodies import UNPARSED
-from taplog.recorder.vendors.apis import API_MODULES, conversation
-
-# API -> the request field that holds its transcript (`recorder.vendors.apis.conversation`)
-_LIST_FIELDS = {api: module.TURNS for api in API_MODULES if (module := conversation(api))}
+from taplog.recorder.store.deltas import LIST_FIELDS
 
 # A search of one part (or a whole body): its bytes and parsed JSON (UNPARSED: not known),
 # searched; the same bytes object when nothing was found.
@@ -54,7 +51,7 @@ class CleanParts:
         """`raw` and `parsed` as `search` leaves them, searching only the parts not known
         clean when `raw` is `parsed`'s compact JSON (`exact`), else the whole; the same
         objects when nothing was found."""
-        name = _LIST_FIELDS.get(api)
+        name = LIST_FIELDS.get(api)
         if not exact or not isinstance(parsed, dict) or not isinstance(parsed.get(name), list):
             return search(raw, parsed)
         if secrets != self._secrets:  # clean under other keys says nothing about these

@@ -8,7 +8,9 @@ from there, and only ask for fixtures here by name.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import anthropic
 import openai
@@ -110,15 +112,26 @@ def fallback_client(fallback_proxy: Taplog) -> openai.OpenAI:
 # -- the web UI's sessions (tests/fakes/ui_traffic.py) ----------------------------------
 
 
-@pytest.fixture(scope="module")
-def ui_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+def _recorded(
+    tmp_path_factory: pytest.TempPathFactory, name: str, record: Callable[..., Any]
+) -> Iterator[Recorded]:
+    """`record(servers, vendors, data_dir)` run once against fresh vendors, with taplog's
+    fallback keys in the environment, and what it recorded."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
         env.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
         with ServerThread() as servers:
             vendors = Vendors(servers)
-            data_dir = tmp_path_factory.mktemp("ui") / "data"
-            yield Recorded(record_sessions(servers, vendors, data_dir, ui=True), vendors)
+            data_dir = tmp_path_factory.mktemp(name) / "data"
+            yield Recorded(record(servers, vendors, data_dir), vendors)
+
+
+@pytest.fixture(scope="module")
+def ui_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    def record(servers: ServerThread, vendors: Vendors, data_dir: Path) -> Any:
+        return record_sessions(servers, vendors, data_dir, ui=True)
+
+    yield from _recorded(tmp_path_factory, "ui", record)
 
 
 @pytest.fixture
@@ -131,10 +144,4 @@ def counted(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 @pytest.fixture(scope="session")
 def reading_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     """A long agent session and short ones (tests/fakes/reading_traffic.py), recorded once."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
-        env.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
-        with ServerThread() as servers:
-            vendors = Vendors(servers)
-            data_dir = tmp_path_factory.mktemp("reading") / "data"
-            yield Recorded(record_day(servers, vendors, data_dir), vendors)
+    yield from _recorded(tmp_path_factory, "reading", record_day)
