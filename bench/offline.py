@@ -22,6 +22,7 @@ import orjson
 from bench.common import BODY, HEADERS, dir_bytes, p50, settle, start_taplog
 from taplog.recorder.events import LLM_REQUEST, make_event
 from taplog.recorder.store.blobs import BLOBS_DIR, blob_path
+from taplog.recorder.store.lognames import iter_lines, session_logs
 from taplog.recorder.store.writer import EventRecord, Recorder
 
 TURN_TEXT = "Please look at the next part of the code and tell me what to change. " * 3
@@ -88,8 +89,8 @@ def growth(fake_url: str, turns: int = 200) -> list[int]:
     per_exchange: dict[str | None, int] = defaultdict(int)
     order: list[str | None] = []
     counted: set[str] = set()  # blobs, each counted with the first line that points at it
-    for path in sorted((data_dir / "sessions").glob("*.jsonl")):
-        for line in path.read_bytes().splitlines(keepends=True):
+    for path in session_logs(data_dir / "sessions"):
+        for line in iter_lines(path):
             event = orjson.loads(line)
             exchange = event.get("exchange")
             if exchange not in per_exchange:

@@ -23,6 +23,7 @@ import bench.tree  # noqa: E402, F401  (`import taplog` loads this tree)
 from bench import synth_history  # noqa: E402
 from taplog.recorder.query.compaction import COMPACTED_DIR, compact  # noqa: E402
 from taplog.recorder.query.connect import connect, query  # noqa: E402
+from taplog.recorder.store.lognames import iter_lines, session_logs  # noqa: E402
 
 QUESTIONS = {
     "Which sessions cost most?": "SELECT session, calls, tool_calls, tool_errors, cost_usd "
@@ -62,10 +63,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not any((args.data_dir / "sessions").glob("*.jsonl")):
+    if not session_logs(args.data_dir / "sessions"):
         synth_history.main(["--data-dir", str(args.data_dir), "--events", str(args.events)])
     shutil.rmtree(args.data_dir / COMPACTED_DIR, ignore_errors=True)
-    events = sum(1 for p in (args.data_dir / "sessions").glob("*.jsonl") for _ in p.open("rb"))
+    events = sum(1 for p in session_logs(args.data_dir / "sessions") for _ in iter_lines(p))
 
     before = _timed(args.data_dir, 1)  # minutes per question over JSONL: once is enough
     started = time.perf_counter()

@@ -32,6 +32,7 @@ if __package__ in (None, ""):
 
 from bench.common import PYTHON, ROOT, free_port
 from bench.tree import environment
+from taplog.recorder.store.lognames import session_logs, session_name
 
 TIME = Path("/usr/bin/time")
 TIMEOUT = 1800
@@ -155,10 +156,10 @@ def _fastest(runs: list[Cost]) -> Cost:
 
 
 def _session(data_dir: Path) -> str:
-    logs = sorted((data_dir / "sessions").glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    logs = sorted(session_logs(data_dir / "sessions"), key=lambda p: p.stat().st_size)
     if not logs:
         raise SystemExit(f"no session logs in {data_dir}")
-    return logs[-1].stem  # the largest
+    return session_name(logs[-1])  # the largest
 
 
 def measure(data_dir: Path, session: str, tree: Path, repeats: int) -> list[Cost]:

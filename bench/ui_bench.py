@@ -34,6 +34,7 @@ from taplog.proxy.config import Settings  # noqa: E402
 from taplog.proxy.runner import ProxyRunner  # noqa: E402
 from taplog.recorder.query.compaction import COMPACTED_DIR, compact  # noqa: E402
 from taplog.recorder.query.connect import connect  # noqa: E402
+from taplog.recorder.store.lognames import session_logs  # noqa: E402
 from tests.fakes.servers import ServerThread  # noqa: E402
 from tests.fakes.vendor import FakeVendor  # noqa: E402
 
@@ -126,10 +127,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
-    if not any((args.data_dir / "sessions").glob("*.jsonl")):
+    if not session_logs(args.data_dir / "sessions"):
         synth_history.main(["--data-dir", str(args.data_dir), "--events", str(args.events)])
-    logs = sum(p.stat().st_size for p in (args.data_dir / "sessions").glob("*.jsonl"))
-    print(f"endpoints over {args.data_dir} ({logs / 2**20:.0f} MiB of JSONL), median ms:")
+    logs = sum(p.stat().st_size for p in session_logs(args.data_dir / "sessions"))
+    print(f"endpoints over {args.data_dir} ({logs / 2**20:.0f} MiB of logs), median ms:")
     compacted = (args.data_dir / COMPACTED_DIR).exists()  # then the logs are never read alone
     before = {} if compacted else endpoints(args.data_dir, args.repeats)
     compact(args.data_dir, 0)

@@ -69,6 +69,7 @@ from taplog.recorder.events import new_id
 from taplog.recorder.retention import start_retention
 from taplog.recorder.sessions import SessionResolver
 from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.lognames import log_exists
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.tools.recorded_answers import load_index
 from taplog.recorder.usage import UsageTables
@@ -314,7 +315,7 @@ def create_app(
     sessions_dir = settings.data_dir / "sessions"
     app[RESOLVER] = SessionResolver(
         idle_seconds=settings.session_idle_minutes * 60,
-        logged=lambda session: (sessions_dir / f"{session}.jsonl").exists(),
+        logged=lambda session: log_exists(sessions_dir, session),
     )
     app[RESPONSES_HISTORY] = ResponsesHistory()
     if settings.replay:

@@ -41,6 +41,7 @@ from taplog.recorder.events import Event, new_id, session_started
 from taplog.recorder.secrets import is_secret_header
 from taplog.recorder.sessions import InvalidSessionId, check_session_id, new_session_id
 from taplog.recorder.store.lock import DataDirBusy, DataDirLock
+from taplog.recorder.store.lognames import log_exists
 from taplog.recorder.store.reader import read_events
 from taplog.recorder.store.writer import Recorder, SessionStart
 from taplog.recorder.tools.export import API_FORMATS, ExportError, session_path
@@ -90,7 +91,7 @@ def plan_resume(
         check_session_id(new)
     except InvalidSessionId as exc:
         raise ResumeError(str(exc)) from None
-    if (data_dir / "sessions" / f"{new}.jsonl").exists():
+    if log_exists(data_dir / "sessions", new):
         raise ResumeError(f"session {new!r} already exists in {data_dir}")
     # A call of taplog's own, as to a failover target: no client provider, so the
     # target's own URL and key (from its variable), the body re-serialised.

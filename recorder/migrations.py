@@ -15,12 +15,13 @@ Version 4 lets a request build on any earlier one of its file and point at large
 values the file already holds (`recorder.store.deltas`); a version-3 delta, on the
 previous request of its API, is read as it is.
 
-`migrate_data_dir` rewrites the files that hold older events: every event
-read whole, upgraded, stored as the current writer stores it (so a version-3
-log of interleaved threads shrinks to what is new in each request) and resealed
-into a new hash chain (`seq` kept), written aside and moved into place, the
-original kept in `quarantine/` (never deleted). It takes the data dir's lock:
-files are not rewritten under a running `taplog serve`.
+`migrate_data_dir` rewrites the files that hold older events, and the plain
+logs (an older taplog's `<id>.jsonl`): every event read whole, upgraded, stored
+as the current writer stores it (so a version-3 log of interleaved threads
+shrinks to what is new in each request), resealed into a new hash chain (`seq`
+kept) and compressed (`<id>.jsonl.zst`, `recorder.store.zstd_stream`), written
+aside and moved into place, the original kept in `quarantine/` (never deleted).
+It takes the data dir's lock: files are not rewritten under a running `taplog serve`.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from taplog.recorder.events import Event, seal
 from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
 from taplog.recorder.store.deltas import Batch, Ledger
 from taplog.recorder.store.lock import DataDirLock
-from taplog.recorder.store.logfile import quarantine_name, write_aside
+from taplog.recorder.store.logfile import aside_name, write_aside
+from taplog.recorder.store.lognames import COMPRESSED, is_compressed, session_name
 from taplog.recorder.store.reader import read_events, session_files
+from taplog.recorder.store.zstd_stream import compress_whole
 
 Migration = Callable[[Event], Event]
 
@@ -80,12 +83,16 @@ def upgrade(event: Event) -> Event:
 
 
 def outdated(path: Path) -> bool:
+    """A plain log, or one holding events of an older format version."""
+    if not is_compressed(path):
+        return True
     events = read_events(path, as_stored=True)
     return any(event.get("v", 1) < format_.FORMAT_VERSION for event in events)
 
 
 def migrate_data_dir(data_dir: Path) -> list[Path]:
-    """Rewrite every session file that holds older events; returns the files rewritten."""
+    """Rewrite every session file that is plain or holds older events; returns the files
+    rewritten (as they were named)."""
     lock = DataDirLock(data_dir)
     lock.acquire()
     try:
@@ -110,11 +117,14 @@ def _rewrite(path: Path, quarantine: Path, blobs: BlobStore) -> None:
         ledger.commit(batch)
         lines.append(line)
         prev = digest
-    aside = path.with_name(f".{path.name}.migrating")
-    write_aside(aside, b"".join(lines))
+    compressed = path.with_name(session_name(path) + COMPRESSED)
+    aside = path.with_name(f".{compressed.name}.migrating")
+    write_aside(aside, compress_whole(b"".join(lines)))
     quarantine.mkdir(parents=True, exist_ok=True)
-    os.link(path, quarantine / quarantine_name(path.stem, f"v{_oldest(path)}.jsonl"))
-    os.replace(aside, path)
+    os.link(path, quarantine / aside_name(path, f"v{_oldest(path)}"))
+    os.replace(aside, compressed)
+    if compressed != path:  # a plain log: readers take it while it is there
+        path.unlink()
 
 
 def _oldest(path: Path) -> int:

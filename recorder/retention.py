@@ -44,6 +44,14 @@ import orjson
 
 from taplog.recorder.store.blobs import BLOBS_DIR, blob_path
 from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.lognames import (
+    is_compressed,
+    iter_lines,
+    log_path,
+    session_logs,
+    session_name,
+)
+from taplog.recorder.store.zstd_stream import DamagedStream, Decoder
 
 log = logging.getLogger("taplog.retention")
 
@@ -159,7 +167,7 @@ def _pass(
     gone = []
     with writer.held():
         for pruned in old:
-            path = logs / f"{pruned.session}.jsonl"
+            path = log_path(logs, pruned.session)
             if writer.busy(pruned.session) or _size(path) != pruned.bytes:
                 continue  # in use: it got a call since it was looked at
             writer.forget(pruned.session)
@@ -178,6 +186,8 @@ def _pass(
 
 def last_event(path: Path) -> str | None:
     """The `ts` of the log's last whole line (a torn tail ignored), or None."""
+    if is_compressed(path):
+        return _ts(_last_compressed_line(path))
     with open(path, "rb") as log_file:
         end = log_file.seek(0, os.SEEK_END)
         tail = b""
@@ -187,7 +197,21 @@ def last_event(path: Path) -> str | None:
             tail = log_file.read(end - start) + tail
             end = start
     whole = tail[: tail.rfind(b"\n") + 1]  # what follows the last newline is torn
-    line = whole[whole.rfind(b"\n", 0, len(whole) - 1) + 1 :]
+    return _ts(whole[whole.rfind(b"\n", 0, len(whole) - 1) + 1 :])
+
+
+def _last_compressed_line(path: Path) -> bytes:
+    """A compressed log's last whole line: its stream is read from the start (there is no
+    reading it from the end), up to any block that does not decode."""
+    last = b""
+    with contextlib.suppress(DamagedStream):
+        for line in iter_lines(path):
+            if line.endswith(b"\n"):
+                last = line
+    return last
+
+
+def _ts(line: bytes) -> str | None:
     try:
         ts = orjson.loads(line).get("ts")
     except (orjson.JSONDecodeError, AttributeError):
@@ -198,7 +222,7 @@ def last_event(path: Path) -> str | None:
 def _old_sessions(logs: Path, cutoff: datetime, shipped: dict[str, int] | None) -> list[Pruned]:
     """The sessions whose last event is before `cutoff`, each read once (lines, blobs)."""
     old = []
-    for path in sorted(logs.glob("*.jsonl")):
+    for path in session_logs(logs):
         if path.is_symlink():
             continue
         ts = last_event(path)
@@ -206,13 +230,14 @@ def _old_sessions(logs: Path, cutoff: datetime, shipped: dict[str, int] | None) 
         if ts is None or when is None or when >= cutoff:
             continue
         size = _size(path)
-        if shipped is not None and shipped.get(path.stem) != size:
+        session = session_name(path)
+        if shipped is not None and shipped.get(session) != size:
             continue  # a fleet's: kept until shipped as it is
         refs, lines = set(), 0
         for chunk in _chunks(path, 0):
             refs.update(_refs(chunk))
             lines += chunk.count(b"\n")
-        old.append(Pruned(path.stem, ts, lines, size, refs))
+        old.append(Pruned(session, ts, lines, size, refs))
     return old
 
 
@@ -242,7 +267,7 @@ def _references(
     each file was read; with `since`, only what each file gained after it."""
     found: set[str] = set()
     seen = {}
-    files = [p for p in (data_dir / "sessions").glob("*.jsonl") if p.stem not in skip]
+    files = [p for p in session_logs(data_dir / "sessions") if session_name(p) not in skip]
     files += [p for p in (data_dir / "quarantine").glob("*") if _owner(p.name) not in skip]
     for path in files:
         if path.is_symlink():
@@ -256,11 +281,19 @@ def _references(
 
 
 def _chunks(path: Path, start: int) -> Iterator[bytes]:
-    """The file from `start`, in chunks that overlap by OVERLAP bytes."""
+    """The file's lines from byte `start` (a compressed file's from its start, decoded up
+    to any block that does not decode), in chunks that overlap by OVERLAP bytes."""
+    decoder = Decoder() if is_compressed(path) else None
     with open(path, "rb") as source:
-        source.seek(start)
+        if decoder is None:
+            source.seek(start)
         carry = b""
         while block := source.read(CHUNK):
+            if decoder is not None:
+                try:
+                    block = decoder.feed(block)
+                except DamagedStream:
+                    return  # what follows cannot be read, by anyone
             yield carry + block
             carry = block[-OVERLAP:]
 

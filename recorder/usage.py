@@ -20,6 +20,7 @@ times with a per-minute limit, keys with a key limit.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -38,6 +39,8 @@ from taplog.recorder.events import (
     Event,
     verify_line,
 )
+from taplog.recorder.store.lognames import iter_lines, log_path
+from taplog.recorder.store.zstd_stream import DamagedStream
 
 MAX_TRACKED = 100_000  # sessions (and keys) held; a forgotten session reads back from its log
 MAX_EXCHANGES = 10_000  # calls in flight whose API key is remembered
@@ -182,7 +185,7 @@ class UsageLedger:
         if totals is None:
             totals = Totals()
             if seq > 2:  # met in the middle (line 1 is its start): the rest is in its log
-                path = self._sessions_dir / f"{session}.jsonl"
+                path = log_path(self._sessions_dir, session)
                 restore(totals, _earlier(path, seq), self._tracked)
             self.tables.put(SESSION, session, totals)
         return totals
@@ -223,12 +226,8 @@ def restore(totals: Totals, events: Iterable[Event], tracked: Tracked) -> None:
 def _earlier(path: Path, before_seq: int) -> Iterator[Event]:
     """The events that count of a session's log, up to line `before_seq` (skipping any line
     that does not verify: the writer repairs, the readers report)."""
-    try:
-        log_file = open(path, "rb")  # noqa: SIM115 - closed below, after the generator's end
-    except OSError:
-        return
-    with log_file:
-        for line in log_file:
+    with contextlib.suppress(OSError, DamagedStream):
+        for line in iter_lines(path):
             if any(kind in line for kind in _RESTORED_TYPES) and verify_line(line):
                 event = orjson.loads(line)
                 if event.get("seq", 0) >= before_seq:

@@ -17,7 +17,11 @@ does on demand what the writer does when it opens a file
 and the file is cut back to its last whole line; a file whose last whole line
 fails its checksum is set aside whole and the session starts anew with an
 `error` event. Damage in the middle of a file is reported and left alone:
-nothing is ever truncated away but a torn tail.
+nothing is ever truncated away but a torn tail. A compressed log
+(`recorder.store.zstd_stream`) is read up to its last whole block: bytes after it
+that end no line are its torn tail, and a whole block that does not decode is
+damage, named by its byte in the file, which `repair` sets aside as the writer
+would (the lines after it cannot be read).
 
 The checksum is a plain hash, not a signature: it proves a log complete and
 free of accidental damage, and catches any edit that does not also rewrite
@@ -38,6 +42,8 @@ from taplog.recorder.store import blobs
 from taplog.recorder.store.deltas import Rebuilder
 from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.logfile import open_session_file
+from taplog.recorder.store.lognames import is_compressed, log_path, session_logs, session_name
+from taplog.recorder.store.zstd_stream import whole_prefix
 
 MAX_FINDINGS = 20
 
@@ -111,8 +117,10 @@ def verify_file(path: Path, session: str | None = None, blobs_folder: Path | Non
     `blobs_folder` (default: its data dir's), for a copy kept elsewhere (a fleet's cache).
     """
     report, chain, offset = Report(path), _Chain(), 0
-    session = path.stem if session is None else session
+    session = session_name(path) if session is None else session
     contents = _Contents(blobs.blobs_folder(path) if blobs_folder is None else blobs_folder)
+    if is_compressed(path):
+        return _verify_compressed(path, report, session, chain, contents)
     with open(path, "rb") as log_file:
         for number, line in enumerate(log_file, start=1):
             start, offset = offset, offset + len(line)
@@ -128,6 +136,34 @@ def verify_file(path: Path, session: str | None = None, blobs_folder: Path | Non
             if reasons:
                 report._damaged(number, start, reasons)
     report.size = offset
+    return report
+
+
+def _verify_compressed(
+    path: Path, report: Report, session: str, chain: _Chain, contents: _Contents
+) -> Report:
+    """A compressed log: its lines up to its last whole block, then what follows them:
+    a torn last write, or blocks that do not decode (damage, named by compressed byte)."""
+    data = path.read_bytes()
+    whole = whole_prefix(data)
+    offset = 0
+    for number, line in enumerate(whole.text.splitlines(keepends=True), start=1):
+        report.lines = number
+        reasons = _check_line(line, session, chain, contents)
+        if reasons:
+            report._damaged(number, offset, reasons)
+        offset += len(line)
+    report.size = offset
+    after = report.lines + 1
+    if whole.damage is not None:
+        report._damaged(after, whole.length, [f"the compressed stream {whole.damage}"])
+    elif whole.length < len(data):
+        reason = (
+            f"torn last write ({len(data) - whole.length} bytes of the compressed stream at "
+            f"byte {whole.length} that end no line): a write cut short by a crash; readers "
+            "skip it, `taplog repair` moves it to quarantine/"
+        )
+        report.torn = Finding(path, after, whole.length, reason, torn=True)
     return report
 
 
@@ -177,14 +213,14 @@ def session_paths(data_dir: Path, sessions: Iterable[str] = ()) -> list[Path]:
     folder = data_dir / "sessions"
     names = list(sessions)
     if not names:
-        return sorted(folder.glob("*.jsonl"))
+        return session_logs(folder)
     bad = [name for name in names if not SESSION_ID.fullmatch(name)]
     if bad:
         raise UnknownSessions(f"not a session id: {bad[0]!r}")
-    missing = [name for name in names if not (folder / f"{name}.jsonl").is_file()]
+    missing = [name for name in names if not log_path(folder, name).is_file()]
     if missing:
         raise UnknownSessions(f"no log for session {missing[0]!r} in {folder}")
-    return [folder / f"{name}.jsonl" for name in names]
+    return [log_path(folder, name) for name in names]
 
 
 def verify(data_dir: Path, sessions: Iterable[str] = ()) -> list[Report]:
@@ -208,7 +244,8 @@ def repair(data_dir: Path, sessions: Iterable[str] = ()) -> list[Report]:
         reports = []
         for path in paths:
             before = verify_file(path)
-            last_damaged = bool(before.damage) and before.damage[-1].line == before.lines
+            # the last line, or the compressed blocks after it (the writer's repair on open)
+            last_damaged = bool(before.damage) and before.damage[-1].line >= before.lines
             repaired = None
             if before.torn is not None or last_damaged:
                 repaired = _repair_file(path, quarantine)

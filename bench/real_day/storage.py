@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import dir_bytes
+from taplog.recorder.store.lognames import session_logs, session_name
 
 ZSTD = ("zstd", "-19", "--long=27", "-T2", "-q", "-c")
 ZSTD_TIMEOUT = 1800
@@ -33,8 +34,8 @@ def breakdown(data_dir: Path) -> dict[str, int]:
 
 def session_ids(data_dir: Path) -> list[str]:
     """The sessions in the data dir, largest log first (a day is one session)."""
-    logs = sorted((data_dir / "sessions").glob("*.jsonl"), key=lambda p: -p.stat().st_size)
-    return [p.stem for p in logs]
+    logs = sorted(session_logs(data_dir / "sessions"), key=lambda p: -p.stat().st_size)
+    return [session_name(p) for p in logs]
 
 
 def zstd_bytes(data_dir: Path) -> int | None:

@@ -19,6 +19,8 @@ from bench.synth.common import SECOND
 from bench.synth.plan import Plan, make_plans
 from bench.synth.session import Session
 from bench.synth.vocabulary import pools
+from taplog.recorder.store.lognames import COMPRESSED, session_logs
+from taplog.recorder.store.zstd_stream import compress_whole
 
 
 def generate(
@@ -39,7 +41,7 @@ def generate(
     folder = data_dir / "sessions"
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.mkdir(exist_ok=True, mode=0o700)
-    if any(folder.glob("*.jsonl")):
+    if session_logs(folder):
         raise SystemExit(f"{folder} already holds session logs; use an empty --data-dir")
     plans = make_plans(events, sessions or max(1, events // 200), seed, end_us, days)
     workers = max(1, workers or os.cpu_count() or 1)
@@ -83,7 +85,7 @@ def write_chunk(job: tuple[list[Plan], int, int, str]) -> tuple[int, int, Counte
         session = Session(plan, seed, end_us)
         lines = session.run()
         data = b"".join(lines)
-        _write_new(os.path.join(folder, f"{plan.session}.jsonl"), data)
+        _write_new(os.path.join(folder, f"{plan.session}{COMPRESSED}"), compress_whole(data))
         total_events += len(lines)
         total_bytes += len(data)
         stats.update(session.stats)

@@ -166,8 +166,9 @@ def _messages(
 def _log(data_dir: Path, session: str) -> Path:
     """A session's log file, refused with a clear message when there is none."""
     from taplog.recorder.sessions import SESSION_ID
+    from taplog.recorder.store.lognames import log_path
 
-    path = data_dir / "sessions" / f"{session}.jsonl"
+    path = log_path(data_dir / "sessions", session)
     if not SESSION_ID.fullmatch(session) or not path.is_file():
         raise click.ClickException(f"no session {session!r} in {data_dir} (see --data-dir)")
     return path

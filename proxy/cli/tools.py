@@ -270,7 +270,7 @@ def replay(
 
     Beyond loopback it needs inbound tokens, as `serve` does.
 
-    Example: taplog replay taplog-data/sessions/run-7.jsonl --port 8788 --speed 0
+    Example: taplog replay taplog-data/sessions/run-7.jsonl.zst --port 8788 --speed 0
     """
     import asyncio
 

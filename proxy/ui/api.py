@@ -15,6 +15,7 @@ from aiohttp import web
 
 from taplog.proxy.ui.common import UI, guarded, json_error, json_response, session_file
 from taplog.recorder.query import browse
+from taplog.recorder.store.lognames import log_path
 
 if TYPE_CHECKING:
     import duckdb
@@ -152,7 +153,7 @@ async def tool(request: web.Request) -> dict[str, Any]:
 @_answer
 async def call(request: web.Request) -> dict[str, Any]:
     name, exchange = _session(request), request.match_info["exchange"]
-    log = request.app[UI].data_dir / "sessions" / f"{name}.jsonl"
+    log = log_path(request.app[UI].data_dir / "sessions", name)
     return await _query(request, lambda con: browse.call_detail(con, log, name, exchange), name)
 
 

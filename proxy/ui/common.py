@@ -25,6 +25,7 @@ from aiohttp import web
 from taplog.proxy import auth
 from taplog.proxy.auth import Tokens
 from taplog.recorder.sessions import SESSION_ID
+from taplog.recorder.store.lognames import log_path
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -109,5 +110,5 @@ def session_file(request: web.Request) -> Path | None:
     session = request.match_info["session"]
     if not SESSION_ID.fullmatch(session):
         return None
-    path = request.app[UI].sessions_dir / f"{session}.jsonl"
+    path = log_path(request.app[UI].sessions_dir, session)
     return path if path.is_file() else None

@@ -111,17 +111,19 @@ def _named(instance: str, manifest: dict[str, Any]) -> dict[str, _Entry]:
 def _log(instance: str, session: str, entry: _Entry) -> str:
     """The session's log key, checked: the layout's shape, this instance and this session."""
     key = entry.log or ""
-    sha = key.rpartition("/")[2].removesuffix(".jsonl")
-    if not layout.LOG_KEY.fullmatch(key) or key != layout.log_key(instance, session, sha):
+    match = layout.LOG_KEY.fullmatch(key)
+    if match is None or key != layout.log_key(instance, session, match["sha"], match["suffix"]):
         raise StoreError(f"instance {instance}: session {session!r} names the log {key!r}")
     return key
 
 
 def _sha_of(key: str) -> str:
     """The SHA-256 a checked key names its object by."""
-    if layout.LOG_KEY.fullmatch(key):
-        return key.rpartition("/")[2].removesuffix(".jsonl")
-    match = layout.EVENTS_KEY.fullmatch(key) or layout.BLOB_KEY.fullmatch(key)
+    match = (
+        layout.LOG_KEY.fullmatch(key)
+        or layout.EVENTS_KEY.fullmatch(key)
+        or layout.BLOB_KEY.fullmatch(key)
+    )
     assert match is not None  # only checked keys are fetched
     return match["sha"]
 

@@ -1,7 +1,9 @@
 """Where a fleet's shipped data lives: one bucket and prefix for every instance.
 
     PREFIX/blobs/<2 hex>/<sha256>.json                 large bodies, content-addressed, shared
-    PREFIX/logs/instance=<I>/<session>/<sha256>.jsonl  a closed session log, as shipped
+    PREFIX/logs/instance=<I>/<session>/<sha256>.jsonl.zst  a closed session log, as shipped
+                                                       (`.jsonl`: a plain one, as an older
+                                                       taplog wrote it)
     PREFIX/events/day=<YYYY-MM-DD>/instance=<I>/<sha256>.parquet
                                                        the typed events of the sessions one
                                                        round shipped, by the day each started
@@ -30,7 +32,10 @@ _SHA = r"[0-9a-f]{64}"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 BLOB_KEY = re.compile(rf"blobs/[0-9a-f]{{2}}/(?P<sha>{_SHA})\.json")
-LOG_KEY = re.compile(rf"logs/instance=(?P<instance>{INSTANCE.pattern})/{_SESSION}/{_SHA}\.jsonl")
+LOG_KEY = re.compile(
+    rf"logs/instance=(?P<instance>{INSTANCE.pattern})/{_SESSION}/"
+    rf"(?P<sha>{_SHA})(?P<suffix>\.jsonl(?:\.zst)?)"
+)
 EVENTS_KEY = re.compile(
     rf"events/day=\d{{4}}-\d{{2}}-\d{{2}}/instance=(?P<instance>{INSTANCE.pattern})/"
     rf"(?P<sha>{_SHA})\.parquet"
@@ -86,8 +91,9 @@ def blob_key(sha256: str) -> str:
     return f"blobs/{sha256[:2]}/{sha256}.json"
 
 
-def log_key(instance: str, session: str, sha256: str) -> str:
-    return f"logs/instance={instance}/{session}/{sha256}.jsonl"
+def log_key(instance: str, session: str, sha256: str, suffix: str) -> str:
+    """`suffix`: the log's own (`.jsonl.zst`, or `.jsonl` for a plain one)."""
+    return f"logs/instance={instance}/{session}/{sha256}{suffix}"
 
 
 def events_key(day: str, instance: str, sha256: str) -> str:

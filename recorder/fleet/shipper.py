@@ -40,6 +40,16 @@ from taplog.recorder.fleet import layout
 from taplog.recorder.fleet.store import Conflict, Digest, Store, StoreError
 from taplog.recorder.store.blobs import BLOBS_DIR
 from taplog.recorder.store.logfile import write_aside
+from taplog.recorder.store.lognames import (
+    COMPRESSED,
+    PLAIN,
+    is_compressed,
+    iter_lines,
+    log_path,
+    session_logs,
+    session_name,
+)
+from taplog.recorder.store.zstd_stream import DamagedStream
 
 log = logging.getLogger("taplog.shipping")
 
@@ -165,13 +175,13 @@ class Shipper:
         once the state is known."""
         horizon = time.time() - self.idle_seconds
         found = {}
-        for path in (self.data_dir / "sessions").glob("*.jsonl"):
+        for path in session_logs(self.data_dir / "sessions"):
             if path.is_symlink():
                 continue
-            stat = path.stat()
-            known = self._state.sessions.get(path.stem, {}) if self._state else {}
+            stat, session = path.stat(), session_name(path)
+            known = self._state.sessions.get(session, {}) if self._state else {}
             if stat.st_size and stat.st_mtime <= horizon and known.get("size") != stat.st_size:
-                found[path.stem] = stat.st_size
+                found[session] = stat.st_size
         return found
 
     def _backlog(self, uploads: list[_Upload]) -> None:
@@ -194,10 +204,12 @@ class Shipper:
         (outbox / "logs").mkdir(parents=True, mode=0o700)
         logs, days, entries = [], {}, {}
         for session, size in sorted(due.items()):
-            copy = outbox / "logs" / f"{session}.jsonl"
-            _copy_prefix(self.data_dir / "sessions" / f"{session}.jsonl", copy, size)
+            log = log_path(self.data_dir / "sessions", session)
+            copy = outbox / "logs" / log.name
+            _copy_prefix(log, copy, size)
             digest = Digest.of_file(copy)
-            key = layout.log_key(self.instance, session, digest.sha256)
+            suffix = COMPRESSED if is_compressed(log) else PLAIN
+            key = layout.log_key(self.instance, session, digest.sha256, suffix)
             logs.append(_Upload(key, copy, digest))
             days.setdefault(_first_day(copy), []).append(copy)
             entries[session] = {"size": size, "log": key}
@@ -311,11 +323,10 @@ def _copy_prefix(source: Path, target: Path, size: int) -> None:
 
 def _first_day(log_copy: Path) -> str:
     """The day a session started (its first line's `ts`), or today when that is unreadable."""
-    with open(log_copy, "rb") as lines:
-        first = lines.readline()
     try:
+        first = next(iter_lines(log_copy), b"")
         return str(orjson.loads(first)["ts"])[:10]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except (DamagedStream, orjson.JSONDecodeError, KeyError, TypeError):
         return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
@@ -342,7 +353,7 @@ def _parquet(
             key = layout.events_key(day, instance, digest.sha256)
             uploads.append(_Upload(key, target, digest))
             for copy in copies:
-                entries[copy.stem]["events"] = key
+                entries[session_name(copy)]["events"] = key
             refs = con.execute(
                 "SELECT session, list(DISTINCT blob_sha256 ORDER BY blob_sha256) "
                 "FROM read_parquet(?) WHERE blob_sha256 IS NOT NULL GROUP BY session",

@@ -25,6 +25,7 @@ reads the logs a fetch brought (`recorder.fleet.fetch`) and adds 1.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ import orjson
 
 from taplog.recorder.events import SESSION_RESUMED, Event, verify_line
 from taplog.recorder.sessions import SESSION_ID
+from taplog.recorder.store.lognames import iter_lines
+from taplog.recorder.store.zstd_stream import DamagedStream
 from taplog.recorder.verify import Report, UnknownSessions, verify_file
 
 _READ = ("seq", "ts", "epoch", "type", "h", "previous", "reason")
@@ -124,8 +127,8 @@ def read_log(path: Path) -> list[Event]:
     """The lines of a log that verify, as far as the checks read them (the envelope, and a
     `session.resumed`'s link); the other lines are `verify_file`'s to report."""
     events = []
-    with open(path, "rb") as lines:
-        for line in lines:
+    with contextlib.suppress(DamagedStream):  # lines after it are `verify_file`'s to report
+        for line in iter_lines(path):
             if not line.endswith(b"\n") or verify_line(line) is None:
                 continue
             try:

@@ -31,6 +31,7 @@ import orjson
 
 from taplog.recorder.query.views import typed_events
 from taplog.recorder.store.logfile import write_aside
+from taplog.recorder.store.lognames import log_exists, session_logs, session_name
 
 COMPACTED_DIR = "compacted"
 MANIFEST = "manifest.json"
@@ -110,12 +111,12 @@ def compact(data_dir: Path, idle_seconds: float = 0.0) -> list[str]:
 def _compact(data_dir: Path, folder: Path, idle_seconds: float) -> list[str]:
     manifest = _read_manifest(folder)
     due: dict[str, tuple[Path, int]] = {}
-    for log in sorted((data_dir / "sessions").glob("*.jsonl")):
-        stat = log.stat()
+    for log in session_logs(data_dir / "sessions"):
+        stat, session = log.stat(), session_name(log)
         idle = time.time() - stat.st_mtime >= idle_seconds
-        entry = manifest.get(log.stem, {})
+        entry = manifest.get(session, {})
         if idle and (entry.get("size"), entry.get("layout")) != (stat.st_size, SEGMENT_LAYOUT):
-            due[log.stem] = (log, stat.st_size)
+            due[session] = (log, stat.st_size)
     if not due:
         return []
     con = duckdb.connect()
@@ -179,7 +180,7 @@ def drop_sessions(data_dir: Path, sessions: Iterable[str]) -> int:
         return 0
     with _changing(folder):
         manifest = _read_manifest(folder)
-        gone = sorted(set(sessions) | {s for s in manifest if not (logs / f"{s}.jsonl").exists()})
+        gone = sorted(set(sessions) | {s for s in manifest if not log_exists(logs, s)})
         if not gone:
             return 0
         manifest = {s: e for s, e in manifest.items() if s not in gone}

@@ -36,6 +36,7 @@ from taplog.recorder.query.read_only import QueryError, check_read_only, lock_do
 from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
 from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, typed_events
 from taplog.recorder.store.blobs import BLOBS_DIR
+from taplog.recorder.store.lognames import session_logs, session_name
 
 log = logging.getLogger("taplog.query")
 
@@ -52,9 +53,8 @@ class Sources:
 
 def sources(data_dir: Path, only: str | None = None) -> Sources:
     """Where each session is read from; just session `only` when given."""
-    pattern = "*.jsonl" if only is None else f"{glob.escape(only)}.jsonl"
-    found = list((data_dir / "sessions").glob(pattern))
-    logs = {p.stem: p for p in found if not p.is_symlink()}
+    found = session_logs(data_dir / "sessions", "*" if only is None else glob.escape(only))
+    logs = {session_name(p): p for p in found if not p.is_symlink()}
     compacted = compacted_sessions(data_dir, logs)
     blobs = data_dir / BLOBS_DIR
     return Sources(

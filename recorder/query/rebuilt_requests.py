@@ -20,6 +20,7 @@ that names it, as `taplog verify` would.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections import OrderedDict
@@ -32,6 +33,8 @@ import orjson
 from taplog.recorder.events import Event
 from taplog.recorder.store.blobs import BlobError, resolve
 from taplog.recorder.store.deltas import Rebuilder, TranscriptError
+from taplog.recorder.store.lognames import iter_lines
+from taplog.recorder.store.zstd_stream import DamagedStream
 
 FUNCTION = "taplog_request"
 FILES_KEPT = 4
@@ -195,8 +198,8 @@ def _loader(source: str, session: str) -> Load:
 def _log_requests(source: str) -> dict[int, bytes | str]:
     """The request lines of a session log by seq, as stored (not parsed)."""
     requests: dict[int, bytes | str] = {}
-    with open(source, "rb") as log_file:
-        for line in log_file:
+    with contextlib.suppress(DamagedStream):  # the views read up to it too
+        for line in iter_lines(Path(source)):
             if _REQUEST_LINE not in line or not line.endswith(b"\n"):
                 continue
             numbered = _SEQ.match(line)

@@ -1,8 +1,13 @@
 """One session's log file: append-only, hash-chained, repaired on open.
 
-A crash can leave a torn last line. Opening the file detects it, moves the
+A new log is a zstd stream of its lines (`recorder.store.zstd_stream`), each write
+compressed with the history of the file and flushed to whole blocks; a log of an
+older taplog stays plain JSON lines and is written on as such (`recorder.store.lognames`).
+
+A crash can leave a torn last write. Opening the file detects it, moves the
 cut bytes to `quarantine/` (kept, never deleted) and truncates back to the
-last complete line, so the chain continues from there. A last complete line
+last complete line (of a compressed log: the last whole block that ends one),
+so the chain continues from there. A last complete line
 that fails its own checksum is damage, not a tear: the file is set aside
 whole and the caller is told, loudly; `open_session_file` then starts the
 session anew with an `error` event that says so. The writer does this when it
@@ -27,6 +32,13 @@ import orjson
 from taplog.recorder.events import Event, error_event, seal, verify_line
 from taplog.recorder.store.blobs import NEW_FILE, BlobStore
 from taplog.recorder.store.deltas import Batch, Ledger
+from taplog.recorder.store.lognames import COMPRESSED, PLAIN, is_compressed, session_name
+from taplog.recorder.store.zstd_stream import (
+    FRAME_END,
+    Compressor,
+    compress_whole,
+    whole_prefix,
+)
 
 _BLOCK = 64 * 1024
 
@@ -38,6 +50,12 @@ class DamagedLog(Exception):
 def quarantine_name(session: str, kind: str) -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return f"{session}.{stamp}.{kind}"
+
+
+def aside_name(path: Path, kind: str) -> str:
+    """The name a whole log `path` gets in `quarantine/`, in the form it is in."""
+    suffix = COMPRESSED if is_compressed(path) else PLAIN
+    return quarantine_name(session_name(path), kind + suffix)
 
 
 def _last_newline_before(fd: int, end: int) -> int:
@@ -72,20 +90,30 @@ class SessionFile:
         self.dirty = False
         self.torn: tuple[int, int, Path] | None = None  # repaired: (offset, bytes, kept in)
         self.broken = False  # a failed write could not be undone: reopen (and repair) it
+        self.failed_sync = False  # never written again: sealed as suspect (`reseal`)
+        self.compressed = is_compressed(path)
+        self._frame: Compressor | None = None  # the zstd frame this handle writes
+        self._open_frame = False  # the file's last frame is not ended
         try:
-            self._repair_tail(quarantine)
-            self._read_last_line()
+            if self.compressed:
+                self._repair_compressed(quarantine)
+            else:
+                self._repair_tail(quarantine)
+                self._read_last_line()
         except DamagedLog:
             os.close(self.fd)
-            os.replace(path, quarantine / quarantine_name(path.stem, "damaged.jsonl"))
+            os.replace(path, quarantine / aside_name(path, "damaged"))
             raise
 
     def _repair_tail(self, quarantine: Path) -> None:
         if self.size == 0 or os.pread(self.fd, 1, self.size - 1) == b"\n":
             return
-        cut = _last_newline_before(self.fd, self.size) + 1
+        self._cut(quarantine, _last_newline_before(self.fd, self.size) + 1)
+
+    def _cut(self, quarantine: Path, cut: int) -> None:
+        """Move the bytes after `cut` to `quarantine/` and truncate the file there."""
         torn = os.pread(self.fd, self.size - cut, cut)
-        keep = quarantine / quarantine_name(self.path.stem, "torn")
+        keep = quarantine / quarantine_name(session_name(self.path), "torn")
         with open(os.open(keep, NEW_FILE, 0o600), "wb") as out:
             out.write(torn)
             out.flush()
@@ -99,10 +127,25 @@ class SessionFile:
         if self.size == 0:
             return
         start = _last_newline_before(self.fd, self.size - 1) + 1
-        line = os.pread(self.fd, self.size - start, start)
+        self._go_on_from(os.pread(self.fd, self.size - start, start), f"offset {start}")
+
+    def _repair_compressed(self, quarantine: Path) -> None:
+        """Cut a compressed log back to its last whole block that ends a line; go on from
+        the line before it. A block that does not decode is damage."""
+        whole = whole_prefix(os.pread(self.fd, self.size, 0))
+        if whole.damage is not None:
+            raise DamagedLog(f"{self.path}: the compressed stream {whole.damage}")
+        if whole.length < self.size:
+            self._cut(quarantine, whole.length)
+        self._open_frame = whole.open_frame
+        if whole.text:
+            start = whole.text.rfind(b"\n", 0, len(whole.text) - 1) + 1
+            self._go_on_from(whole.text[start:], f"text offset {start}")
+
+    def _go_on_from(self, line: bytes, where: str) -> None:
         digest = verify_line(line)
         if digest is None:
-            raise DamagedLog(f"{self.path}: last line at offset {start} fails its checksum")
+            raise DamagedLog(f"{self.path}: last line at {where} fails its checksum")
         self.seq = int(orjson.loads(line)["seq"])
         self.prev = digest
 
@@ -129,12 +172,13 @@ class SessionFile:
             event["seq"], event["prev"], event["h"] = seq, prev, digest
             prev = digest
             lines.append(line)
-        data = b"".join(lines)
+        data = self._encoded(b"".join(lines))
         try:
             written = 0
             while written < len(data):
                 written += os.write(self.fd, data[written:])
         except OSError:
+            self._frame = None  # its history holds what did not reach the file
             try:
                 os.ftruncate(self.fd, self.size)
             except OSError:
@@ -142,11 +186,45 @@ class SessionFile:
             raise
         self.size += len(data)
         self.seq, self.prev, self.dirty = seq, prev, True
+        self._open_frame = self.compressed
         self.transcripts.commit(learnt)
+
+    def _encoded(self, lines: bytes) -> bytes:
+        """The bytes that go on the file for these lines: themselves, or of a compressed
+        log their next blocks (after ending the frame before, when this begins one)."""
+        if not self.compressed:
+            return lines
+        begin = b""
+        if self._frame is None:
+            begin = FRAME_END if self._open_frame else b""
+            self._frame = Compressor()
+        return begin + self._frame.write(lines)
+
+    def rest(self) -> None:
+        """Let go of the compressor and its history (a few MB) while the log is idle; the
+        next write ends the frame and begins a new one."""
+        self._frame = None
+
+    def _end_frame(self) -> None:
+        """End the open frame, so that any zstd tool reads the file whole. Not on a file that
+        must not be written again (the next opener's first write ends it), nor when the
+        disk refuses the three bytes (likewise)."""
+        if not self._open_frame or self.broken or self.failed_sync:
+            return
+        try:
+            os.write(self.fd, FRAME_END)
+        except OSError:
+            return
+        self.size += len(FRAME_END)
+        self._open_frame, self.dirty = False, True
 
     def sync(self) -> None:
         if self.dirty:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError:
+                self.failed_sync = True
+                raise
             self.dirty = False
 
     def close(self, sync: bool) -> None:
@@ -154,6 +232,8 @@ class SessionFile:
         if self.fd < 0:
             return
         try:
+            self.rest()
+            self._end_frame()
             if sync:
                 self.sync()
         finally:
@@ -161,9 +241,15 @@ class SessionFile:
             self.fd = -1
 
 
-def _whole_prefix(path: Path) -> tuple[bytes, int]:
-    """The leading lines of `path` that verify and chain, and how many there are."""
+def _whole_prefix(path: Path) -> tuple[bytes, int, int]:
+    """The leading lines of `path` that verify and chain, how many there are, and how
+    many bytes of the file (of a compressed one: of its text, or blocks that do not
+    decode) come after them."""
     data = path.read_bytes()
+    after = 0
+    if is_compressed(path):
+        whole = whole_prefix(data)
+        data, after = whole.text, len(data) - whole.length
     end, lines, seq, prev = 0, 0, 0, None
     while end < len(data):
         newline = data.find(b"\n", end)
@@ -177,7 +263,7 @@ def _whole_prefix(path: Path) -> tuple[bytes, int]:
         if event.get("seq") != seq + 1 or event.get("prev") != prev:
             break
         end, lines, seq, prev = newline + 1, lines + 1, seq + 1, digest
-    return data[:end], lines
+    return data[:end], lines, after + len(data) - end
 
 
 def reseal(
@@ -192,11 +278,10 @@ def reseal(
     of those bytes. Raises OSError when the disk fails again.
     """
     path = session_file.path
-    kept = quarantine / quarantine_name(path.stem, "suspect.jsonl")
-    whole, lines = _whole_prefix(path)
-    left_behind = path.stat().st_size - len(whole)
-    copy = path.with_name(f".{path.name}.resealing")  # not a *.jsonl: readers skip it
-    write_aside(copy, whole)
+    kept = quarantine / aside_name(path, "suspect")
+    whole, lines, left_behind = _whole_prefix(path)
+    copy = path.with_name(f".{path.name}.resealing")  # not a log's name: readers skip it
+    write_aside(copy, compress_whole(whole) if session_file.compressed else whole)
     os.link(path, kept)
     os.replace(copy, path)
     _sync_directory(path.parent)
@@ -208,7 +293,7 @@ def reseal(
     if left_behind:
         reason += f"; {left_behind} bytes after them did not read back whole and stay there"
     fresh = SessionFile(path, quarantine, sync_dir=True, blobs=session_file.blobs)
-    event = error_event(path.stem, None, reason)
+    event = error_event(session_name(path), None, reason)
     fresh.append([event])
     fresh.sync()
     return fresh, event, left_behind
@@ -243,18 +328,19 @@ def open_session_file(
     the link itself is moved to `quarantine` the same way.
     """
     if path.is_symlink():
-        aside = quarantine / quarantine_name(path.stem, "symlink")
+        aside = quarantine / quarantine_name(session_name(path), "symlink")
         os.replace(path, aside)  # the link itself, never what it points at
         reason = (
             f"{path.name} was a symbolic link, which taplog never follows; "
             f"the link was moved to {aside} and the log starts anew"
         )
+        path = path.with_name(session_name(path) + COMPRESSED)  # a new log is compressed
         session_file = SessionFile(path, quarantine, sync_dir, blobs)
-        session_file.append([error_event(path.stem, None, reason)])
+        session_file.append([error_event(session_name(path), None, reason)])
         return session_file, reason
     try:
         return SessionFile(path, quarantine, sync_dir, blobs), None
     except DamagedLog as exc:
         session_file = SessionFile(path, quarantine, sync_dir, blobs)
-        session_file.append([error_event(path.stem, None, str(exc))])
+        session_file.append([error_event(session_name(path), None, str(exc))])
         return session_file, str(exc)

@@ -1,6 +1,7 @@
 """Reading session logs back: line by line, verified, tolerant of a torn tail.
 
-A last line without its newline is a write cut short by a crash: it is
+A log is plain JSON lines or a zstd stream of them (`recorder.store.lognames`);
+both read alike. A last line without its newline is a write cut short by a crash: it is
 skipped (the writer repairs it when it opens the file again). Anything else
 that does not parse or verify is damage and raises `DamagedLine`, naming the
 file and byte offset; it is never skipped silently. Bodies stored beside the
@@ -11,6 +12,7 @@ that is missing or changed is damage too.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,14 @@ import orjson
 from taplog.recorder.events import EVENT_TYPES, FORMAT_VERSION, Event, verify_line
 from taplog.recorder.store.blobs import BlobError, blobs_folder, resolve
 from taplog.recorder.store.deltas import Rebuilder, TranscriptError
+from taplog.recorder.store.lognames import (
+    is_compressed,
+    iter_lines,
+    log_path,
+    session_logs,
+    session_name,
+)
+from taplog.recorder.store.zstd_stream import DamagedStream, Decoder
 
 
 class DamagedLine(ValueError):
@@ -73,15 +83,17 @@ def read_events(path: Path, as_stored: bool = False) -> Iterator[Event]:
     blobs and resent history stored once are put back, unless `as_stored` (for copying
     lines as they are)."""
     restore = None if as_stored else _Restorer(path)
-    offset = 0
-    with open(path, "rb") as log_file:
-        for number, line in enumerate(log_file, start=1):
+    offset, number = 0, 0
+    try:
+        for number, line in enumerate(iter_lines(path), start=1):
             where = f"{path}:{number} (byte {offset})"
             offset += len(line)
             if not line.endswith(b"\n"):
                 return  # torn tail of an interrupted write
             event = parse_line(line, where)
             yield event if restore is None else restore(event, where)
+    except DamagedStream as exc:
+        raise DamagedLine(f"{path}: the compressed stream {exc} (lines read: {number})") from None
 
 
 class LogRewritten(RuntimeError):
@@ -92,14 +104,17 @@ class LogFollower:
     """The events of a session file as it grows, after a given seq; whole lines only.
 
     Each `poll` reads just the bytes appended since the last one (a size check when
-    nothing changed), so a reader can poll often; a line still being written is left
+    nothing changed), so a reader can poll often; a line still being written is kept
     for the next poll.
     """
 
     def __init__(self, path: Path, after_seq: int = 0) -> None:
         self.path = path
         self.after_seq = after_seq
-        self._offset = 0
+        self._offset = 0  # bytes of the file read
+        self._text_offset = 0  # of the lines they hold, up to the last whole one
+        self._partial = b""  # the start of a line still being written
+        self._decoder = Decoder() if is_compressed(path) else None
         self._line = 0
         self._restore = _Restorer(path)  # from the first line: deltas build on earlier ones
 
@@ -116,13 +131,21 @@ class LogFollower:
         with open(self.path, "rb") as log_file:
             log_file.seek(self._offset)
             chunk = log_file.read(size - self._offset)
-        whole = chunk[: chunk.rfind(b"\n") + 1]
+        self._offset += len(chunk)
+        if self._decoder is not None:
+            try:
+                chunk = self._decoder.feed(chunk)
+            except DamagedStream as exc:
+                raise DamagedLine(f"{self.path}: the compressed stream {exc}") from None
+        text = self._partial + chunk
+        end = text.rfind(b"\n") + 1
+        self._partial = text[end:]
         events = []
-        for line in whole.splitlines(keepends=True):
+        for line in text[:end].splitlines(keepends=True):
             self._line += 1
-            where = f"{self.path}:{self._line} (byte {self._offset})"
+            where = f"{self.path}:{self._line} (byte {self._text_offset})"
             event = self._restore(parse_line(line, where), where)
-            self._offset += len(line)
+            self._text_offset += len(line)
             if event.get("seq", 0) > self.after_seq:
                 events.append(event)
                 self.after_seq = event["seq"]
@@ -130,16 +153,16 @@ class LogFollower:
 
 
 def session_files(data_dir: Path) -> list[Path]:
-    return sorted((data_dir / "sessions").glob("*.jsonl"))
+    return session_logs(data_dir / "sessions")
 
 
 def read_session(data_dir: Path, session: str) -> list[Event]:
-    return list(read_events(data_dir / "sessions" / f"{session}.jsonl"))
+    return list(read_events(log_path(data_dir / "sessions", session)))
 
 
 def read_all(data_dir: Path) -> dict[str, list[Event]]:
     """Every session's events, by session id."""
-    return {path.stem: list(read_events(path)) for path in session_files(data_dir)}
+    return {session_name(path): list(read_events(path)) for path in session_files(data_dir)}
 
 
 def pairing_events(path: Path) -> Iterator[Event]:
@@ -149,8 +172,8 @@ def pairing_events(path: Path) -> Iterator[Event]:
     Used to restore pairing state after a restart: lines that do not verify
     are left for the writer's repair and the full readers to report.
     """
-    with open(path, "rb") as log_file:
-        for line in log_file:
+    with contextlib.suppress(DamagedStream):  # the writer's repair reports it
+        for line in iter_lines(path):
             if (b'"type":"tool.' in line or b'"type":"session.forked"' in line) and verify_line(
                 line
             ):

@@ -68,6 +68,7 @@ from taplog.recorder.scrub_parts import CleanParts
 from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
 from taplog.recorder.store.inbox import WRITE_DELAY, Inbox, PendingLines
 from taplog.recorder.store.logfile import SessionFile, open_session_file, reseal
+from taplog.recorder.store.lognames import log_path, session_name
 from taplog.recorder.store.memory import give_back_memory
 from taplog.recorder.store.reader import pairing_events
 from taplog.recorder.store.syncing import SyncPlan
@@ -78,6 +79,9 @@ log = logging.getLogger("taplog.recorder")
 FSYNC_POLICIES = ("always", "interval", "never")
 FSYNC_INTERVAL = 0.1
 MAX_SESSION_STATES = 4096  # remembered sessions; a forgotten one is restored from its log
+# Logs written with their compression history at hand (a few MB each); the longest unused
+# lets go of it, and its next write begins a new zstd frame (recorder.store.zstd_stream).
+MAX_COMPRESSING = 32
 SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 Observer = Callable[[Event], None]
@@ -238,6 +242,7 @@ class Recorder:
         self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
         self._closed = False
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
+        self._compressing: OrderedDict[str, SessionFile] = OrderedDict()  # newest last
         self._unsynced = SyncPlan(self.sessions_dir)
         self._states: dict[str, SessionState] = {}
         self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
@@ -511,7 +516,7 @@ class Recorder:
     def _build(self, record: Record) -> list[Event]:
         state = self._states.get(record.session)
         if state is None:
-            state = SessionState.restored(self.sessions_dir / f"{record.session}.jsonl")
+            state = SessionState.restored(log_path(self.sessions_dir, record.session))
             self._states[record.session] = state
         state.last_seen = time.monotonic()
         try:
@@ -568,17 +573,20 @@ class Recorder:
 
     def _file(self, session: str) -> SessionFile:
         session_file = self._files.get(session)
-        if session_file is not None:
-            self._files.move_to_end(session)
-            return session_file
-        if len(self._files) >= self._max_open:
-            self._evict(*self._files.popitem(last=False))
-        session_file = self._unsynced.reclaim(session) or self._open(session)
+        if session_file is None:
+            if len(self._files) >= self._max_open:
+                self._evict(*self._files.popitem(last=False))
+            session_file = self._unsynced.reclaim(session) or self._open(session)
         self._files[session] = session_file
+        self._files.move_to_end(session)
+        self._compressing[session] = session_file
+        self._compressing.move_to_end(session)
+        if len(self._compressing) > MAX_COMPRESSING:
+            self._compressing.popitem(last=False)[1].rest()
         return session_file
 
     def _open(self, session: str) -> SessionFile:
-        path = self.sessions_dir / f"{session}.jsonl"
+        path = log_path(self.sessions_dir, session)
         session_file, damage = open_session_file(
             path, self.quarantine_dir, sync_dir=False, blobs=self.blobs
         )
@@ -603,7 +611,8 @@ class Recorder:
         Should that fail too, the disk is failing: new calls are refused until restart.
         """
         self.stats.write_errors += 1
-        session = session_file.path.stem
+        session_file.failed_sync = True  # a syncfs of many files may have failed for it
+        session = session_name(session_file.path)
         if self._files.get(session) is session_file:
             del self._files[session]
         with contextlib.suppress(OSError):

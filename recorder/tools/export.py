@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
+from taplog.recorder.store.lognames import iter_lines, log_path
 from taplog.recorder.store.reader import read_events
 from taplog.recorder.vendors.apis import STREAMING_FIELDS, api_module, conversation
 from taplog.recorder.vendors.openai_responses import chaining
@@ -66,7 +67,7 @@ class Exported:
 
 
 def session_path(data_dir: Path, session: str) -> Path:
-    path = data_dir / "sessions" / f"{session}.jsonl"
+    path = log_path(data_dir / "sessions", session)
     if not path.is_file():
         raise ExportError(f"no session {session!r} in {data_dir}")
     return path
@@ -74,11 +75,10 @@ def session_path(data_dir: Path, session: str) -> Path:
 
 def export_lines(path: Path, at: int | None = None) -> Iterator[bytes]:
     """The session's raw event lines (verified), up to seq `at` when given."""
-    with open(path, "rb") as log_file:
-        for event, line in zip(read_events(path, as_stored=True), log_file, strict=False):
-            if at is not None and event["seq"] > at:
-                return
-            yield line
+    for event, line in zip(read_events(path, as_stored=True), iter_lines(path), strict=False):
+        if at is not None and event["seq"] > at:
+            return
+        yield line
 
 
 @dataclass(frozen=True)

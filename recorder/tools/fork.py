@@ -21,7 +21,9 @@ from pathlib import Path
 from taplog.recorder.events import Event, seal, session_forked
 from taplog.recorder.sessions import InvalidSessionId, check_session_id
 from taplog.recorder.store.logfile import write_aside
+from taplog.recorder.store.lognames import COMPRESSED, log_exists, log_path, session_name
 from taplog.recorder.store.reader import read_events
+from taplog.recorder.store.zstd_stream import compress_whole
 
 
 class ForkError(ValueError):
@@ -31,7 +33,7 @@ class ForkError(ValueError):
 def fork_session(data_dir: Path, session: str, at: int, new: str | None = None) -> str:
     """Fork `session` after its event `at` into session `new`; returns the new id."""
     sessions = data_dir / "sessions"
-    origin = sessions / f"{session}.jsonl"
+    origin = log_path(sessions, session)
     if not origin.is_file():
         raise ForkError(f"no session {session!r} in {data_dir}")
     # Copied as stored: blob references stay references to the same blobs.
@@ -45,7 +47,9 @@ def fork_session(data_dir: Path, session: str, at: int, new: str | None = None) 
     except InvalidSessionId as exc:
         raise ForkError(str(exc)) from None
     forked = session_forked(new, origin=session, at=at, origin_hash=prefix[-1]["h"])
-    _write_new(sessions / f"{new}.jsonl", [*(_copy(e, new) for e in prefix), forked])
+    if log_exists(sessions, new):
+        raise ForkError(f"session {new!r} already exists")
+    _write_new(sessions / f"{new}{COMPRESSED}", [*(_copy(e, new) for e in prefix), forked])
     return new
 
 
@@ -61,10 +65,10 @@ def _write_new(path: Path, events: list[Event]) -> None:
         line, prev = seal(event, seq, prev)  # the origin's seqs are gapless from 1: kept
         lines.append(line)
     aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_aside(aside, b"".join(lines), exclusive=True)
+    write_aside(aside, compress_whole(b"".join(lines)), exclusive=True)
     try:
         os.link(aside, path)
     except FileExistsError:
-        raise ForkError(f"session {path.stem!r} already exists") from None
+        raise ForkError(f"session {session_name(path)!r} already exists") from None
     finally:
         aside.unlink()

@@ -29,6 +29,7 @@ import orjson
 from taplog.recorder.bodies import decode_body
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.redaction import matches_redacted, rules_found
+from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.reader import read_all, read_events
 from taplog.recorder.vendors.apis import API_MODULES, api_ending
 from taplog.recorder.vendors.reruns import IgnoredField, rerun_view
@@ -126,7 +127,7 @@ class ReplayIndex:
 def load_index(source: Path, ignored: tuple[IgnoredField, ...] = ()) -> ReplayIndex:
     """Every replayable call in a data dir, or in one session file."""
     one_file = source.is_file()
-    sessions = {source.stem: list(read_events(source))} if one_file else read_all(source)
+    sessions = {session_name(source): list(read_events(source))} if one_file else read_all(source)
     index = ReplayIndex(ignored)
     for session, events in sessions.items():
         for call in recorded_calls(session, events):

@@ -17,6 +17,7 @@ import pytest
 
 from taplog.recorder import prices
 from taplog.recorder.events import EVENT_TYPES
+from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.reader import read_events, session_files
 from taplog.recorder.vendors.apis import api_module
 from taplog.recorder.vendors.sse import parse_block
@@ -54,7 +55,7 @@ def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def sessions(synth_dir: Path) -> dict[str, list[dict]]:
-    return {path.stem: list(read_events(path)) for path in session_files(synth_dir)}
+    return {session_name(path): list(read_events(path)) for path in session_files(synth_dir)}
 
 
 def _all(sessions: dict[str, list[dict]]) -> list[dict]:
@@ -67,7 +68,7 @@ def test_every_line_verifies_chains_and_counts(synth_dir: Path, sessions):
     assert stat.S_IMODE((synth_dir / "sessions").stat().st_mode) == 0o700
     for path in session_files(synth_dir):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        events = sessions[path.stem]
+        events = sessions[session_name(path)]
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert events[0]["type"] == "session.started" and events[0]["prev"] is None
         for before, event in pairwise(events):
@@ -75,7 +76,7 @@ def test_every_line_verifies_chains_and_counts(synth_dir: Path, sessions):
             assert event["ts"] >= before["ts"]
         for event in events:
             assert list(event)[:7] == ENVELOPE and list(event)[-2:] == ["prev", "h"]
-            assert event["session"] == path.stem
+            assert event["session"] == session_name(path)
             assert TS.match(event["ts"])
 
 
@@ -225,7 +226,7 @@ def test_answers_and_tool_events_are_what_the_recorder_would_derive(sessions):
 
 
 def test_duckdb_reads_every_event(synth_dir: Path, sessions):
-    glob = str(synth_dir / "sessions" / "*.jsonl")
+    glob = str(synth_dir / "sessions" / "*.jsonl.zst")
     total = duckdb.sql(f"select count(*) from read_ndjson_objects('{glob}')").fetchall()
     assert total == [(EVENTS,)]
     by_type = dict(

@@ -76,7 +76,7 @@ def test_claude_code_with_a_base_url_ending_in_v1_is_told_the_base_url(servers, 
     assert result["result"].endswith(f"set ANTHROPIC_BASE_URL={proxy.url}")
     assert vendors.anthropic.requests == vendors.openai.requests == []
     proxy.flush()
-    assert list((tmp_path / "data").rglob("*.jsonl")) == []
+    assert list((tmp_path / "data").rglob("*.jsonl*")) == []
 
 
 def test_claude_codes_sub_agent_reads_inside_the_tool_call_that_started_it(

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
+from tests.disk import readable
 from tests.e2e.sdk_surface import KEYS, PREFIXES, SDKS, Outcome, drive
 from tests.fakes.harness import Taplog, start_taplog
 from tests.fakes.recording_vendor import PROVIDERS, Reached, RecordingVendor
@@ -170,7 +171,7 @@ def _stored_keys(data_dir: Path, requests: int) -> list[str]:
     problems = [
         f"{p.relative_to(data_dir)}: {found}"
         for p in files
-        if (found := _holding(p.read_bytes(), fragments))
+        if (found := _holding(readable(p), fragments))
     ]
     parquet = f"read_parquet('{data_dir}/compacted/**/*.parquet', union_by_name = true)"
     rows = duckdb.sql(f"SELECT * FROM {parquet}").fetchall()

@@ -275,7 +275,7 @@ def test_a_fourth_instance_that_joins_sends_sessions_on_to_their_owners(fake, se
         assert len([e for e in events if e["type"] == "llm.request"]) == 3
         assert {e["epoch"] for e in events} == {1}
     assert not newcomer.data.joinpath("sessions").exists() or not list(
-        newcomer.data.joinpath("sessions").glob("agent-*.jsonl")
+        newcomer.data.joinpath("sessions").glob("agent-*.jsonl*")
     )
     assert counted == {"calls": 90, "sessions": 30, "instances": 3, "twice": 0}
 

@@ -13,6 +13,7 @@ from taplog.recorder.fleet.layout import parse_location
 from taplog.recorder.fleet.shipper import Shipper, StopShipping
 from taplog.recorder.fleet.store import StoreError
 from taplog.recorder.fleet.views import connect_fleet
+from tests.disk import log_of, logs, readable
 from tests.fakes.clients import openai_at
 from tests.fakes.engines import SeaweedFS
 from tests.fakes.harness import start_on_fake
@@ -111,8 +112,8 @@ def test_two_data_dirs_shipping_as_one_instance_stop_rather_than_hide_each_other
     _shipper(taplog.data_dir).ship_once()
     other = tmp_path / "other"
     (other / "sessions").mkdir(parents=True)
-    log = next((taplog.data_dir / "sessions").glob("*.jsonl"))
-    (other / "sessions" / "copy.jsonl").write_bytes(log.read_bytes())
+    (log,) = logs(taplog.data_dir)
+    log_of(other, "copy").write_bytes(log.read_bytes())
     assert _shipper(other).ship_once() == ["copy"]  # new to the store: it goes on from there
     _chat(oai, "two")
     taplog.flush()
@@ -161,5 +162,5 @@ def test_a_shipped_session_of_interleaved_threads_reads_back_whole_from_the_flee
     assert len(shipped) == 6
     assert shipped[-1]["messages"] == threads["agent"][:-1]
     assert shipped[-2]["messages"] == threads["main"][:-1]
-    log = next((taplog.data_dir / "sessions").glob("day.jsonl")).read_bytes()
+    log = readable(log_of(taplog.data_dir, "day"))
     assert b'"base":' in log and b'"items":' in log  # stored apart, not whole

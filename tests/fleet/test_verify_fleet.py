@@ -19,7 +19,9 @@ from taplog.recorder.fleet.layout import parse_location
 from taplog.recorder.fleet.verify import FleetReport, verify_fleet
 from taplog.recorder.store.blobs import BlobStore
 from taplog.recorder.store.logfile import SessionFile
+from taplog.recorder.store.lognames import session_name
 from taplog.recorder.verify import verify_file
+from tests.disk import edit_log, log_of, logs
 from tests.fakes.engines import SeaweedFS
 
 TO = "s3://fleet/prod"
@@ -60,7 +62,7 @@ class Instance:
             (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
 
     def log(self, session: str = "s") -> Path:
-        return self.data_dir / "sessions" / f"{session}.jsonl"
+        return log_of(self.data_dir, session)
 
     def write(self, *events: Event, session: str = "s", inline_max: int = 1 << 20) -> Event:
         """Append the events; the last one, with its `seq` and `h`."""
@@ -72,11 +74,8 @@ class Instance:
 
 
 def _check(*instances: Instance) -> tuple[FleetReport, list[str]]:
-    logs = {
-        i.name: {p.stem: str(p) for p in (i.data_dir / "sessions").glob("*.jsonl")}
-        for i in instances
-    }
-    report = verify_fleet(logs, instances[0].data_dir / "blobs")
+    shipped = {i.name: {session_name(p): str(p) for p in logs(i.data_dir)} for i in instances}
+    report = verify_fleet(shipped, instances[0].data_dir / "blobs")
     return report, [str(finding) for finding in report.findings]
 
 
@@ -193,8 +192,7 @@ def test_lines_without_a_lease_from_two_instances_are_a_fork(tmp_path):
 def test_a_damaged_log_is_counted_and_a_session_s_logs_are_checked_apart(tmp_path):
     a, b, last = _a_then_b(tmp_path)
     b.write(resumed("b", 2, last, "a", 1, 10), line(2, 11))
-    data = a.log().read_bytes()
-    a.log().write_bytes(data.replace(b"at 2", b"at 9"))
+    edit_log(a.log(), lambda text: text.replace(b"at 2", b"at 9"))
     report, found = _check(a, b)
     [(instance, session, damaged)] = [log for log in report.logs if not log[2].ok]
     assert (instance, session, damaged.damage[0].line) == ("a", "s", 2)
@@ -206,7 +204,7 @@ def test_a_copy_of_a_log_verifies_under_its_session_with_blobs_elsewhere(tmp_pat
     a = Instance(tmp_path, "a")
     big = make_event(LLM_RESPONSE, "s", "x_1", 1, status=200, body={"text": "x" * 5000})
     a.write(line(1, 1), big, inline_max=1024)
-    copy, blobs = tmp_path / "elsewhere" / "0123abcd.jsonl", tmp_path / "a" / "blobs"
+    copy, blobs = tmp_path / "elsewhere" / "0123abcd.jsonl.zst", tmp_path / "a" / "blobs"
     copy.parent.mkdir()
     copy.write_bytes(a.log().read_bytes())
     assert list(blobs.rglob("*.json"))  # the body went to a blob

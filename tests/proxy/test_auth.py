@@ -13,6 +13,7 @@ from taplog.proxy import auth
 from taplog.proxy.auth import Tokens
 from taplog.proxy.config import ConfigError, Settings, load, read_config_file
 from tests.builders import HELLO
+from tests.disk import readable
 from tests.fakes.harness import TAPLOG, TaplogProcess, start_on_fake, taplog_env
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
@@ -35,7 +36,7 @@ def _ant(base: str, **kwargs) -> anthropic.Anthropic:
 
 def _everything_taplog_wrote(taplog) -> bytes:
     taplog.flush()
-    return b"".join(p.read_bytes() for p in taplog.data_dir.rglob("*") if p.is_file())
+    return b"".join(readable(p) for p in taplog.data_dir.rglob("*") if p.is_file())
 
 
 def test_unchanged_sdks_get_in_with_a_token_in_the_base_url_or_a_header(guarded, fake):

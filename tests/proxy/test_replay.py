@@ -22,6 +22,7 @@ from taplog.proxy.cli.main import main
 from taplog.proxy.replay import create_replay_app
 from taplog.recorder.tools.recorded_answers import canonical, signature
 from taplog.recorder.vendors.reruns import rerun_view
+from tests.disk import log_of
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import Capture, sdk_client
 from tests.fakes.harness import TAPLOG, serve_replay
@@ -37,7 +38,7 @@ def test_a_recorded_agent_run_replays_offline_byte_for_byte(servers, fake, taplo
     ((session, _),) = taplog.wait_responses(8).items()
     asked_vendor = len(fake.requests)
 
-    replay_url = serve_replay(servers, taplog.data_dir / "sessions" / f"{session}.jsonl")
+    replay_url = serve_replay(servers, log_of(taplog.data_dir, session))
     replaying = Capture()
     agent(sdk_client(api, replay_url, replaying), stream)
 
@@ -127,7 +128,7 @@ def test_the_readme_pytest_recipe_works(taplog, oai):
     prompt = [{"role": "user", "content": "Hi"}]
     recorded = oai.chat.completions.create(model="gpt-4.1", messages=prompt)
     ((session, _),) = taplog.wait_responses(1).items()
-    source = taplog.data_dir / "sessions" / f"{session}.jsonl"
+    source = log_of(taplog.data_dir, session)
     server = subprocess.Popen(
         [TAPLOG, "replay", str(source), "--port", "0", "--speed", "0"],
         stdout=subprocess.PIPE,

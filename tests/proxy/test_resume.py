@@ -17,6 +17,7 @@ from taplog.proxy.cli.main import main
 from taplog.recorder.store.reader import read_all
 from taplog.recorder.tools.export import export_conversation
 from taplog.recorder.tools.resume_request import DEFAULT_PROMPT, resume_note
+from tests.disk import log_of, readable
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import sdk_client
 from tests.fakes.harness import model_requests
@@ -88,7 +89,7 @@ def test_resume_chat_session_on_anthropic(vendors, record_run, tmp_path):
     assert (started["at"], started["origin_hash"]) == (origin_last["seq"], origin_last["h"])
     assert request["provider"] == "anthropic" and request["body"] == body
     assert response["status"] == 200 and response["body"] == answer
-    raw = (tmp_path / "data" / "sessions" / f"{new}.jsonl").read_bytes()
+    raw = readable(log_of(tmp_path / "data", new))
     assert ANTHROPIC_FALLBACK_KEY.encode() not in raw
     assert ANTHROPIC_FALLBACK_KEY not in result.output
 

@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from tests.disk import logs
 from tests.fakes.harness import Taplog, Vendors, start_taplog
 from tests.fakes.servers import ServerThread
 from tests.fakes.vendor import FakeVendor
@@ -45,7 +46,7 @@ def _key(received) -> str | None:
 
 def _session_files(taplog: Taplog) -> list[Path]:
     taplog.flush()
-    return sorted((taplog.data_dir / "sessions").glob("*.jsonl"))
+    return logs(taplog.data_dir)
 
 
 def _requests(taplog: Taplog) -> list[dict]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import socket
 import time
-from pathlib import Path
 
 import duckdb
 import httpx
@@ -22,6 +21,7 @@ from aiohttp import web
 
 from taplog.recorder.query.compaction import compact
 from tests.builders import HELLO
+from tests.disk import logs, readable
 from tests.fakes.harness import TaplogProcess, taplog_env
 
 TOKEN = "canary-token-7f3a9c1e5b2d4f6a8c0e"
@@ -138,9 +138,9 @@ def test_planted_keys_and_tokens_appear_nowhere_taplog_writes(vendor, tmp_path):
     files = [p for p in data.rglob("*") if p.is_file()]
     assert any(p.suffix == ".parquet" for p in files) and (data / "quarantine").is_dir()
     for path in files:
-        _assert_clean(str(path), path.read_bytes())
+        _assert_clean(str(path), readable(path))
     for segment in (data / "compacted").glob("*.parquet"):
         rows = duckdb.sql(f"SELECT * FROM read_parquet('{segment}')").fetchall()
         _assert_clean(f"{segment} read back", orjson.dumps(rows, default=str))
-    logged = b"".join(p.read_bytes() for p in Path(data, "sessions").glob("*.jsonl"))
+    logged = b"".join(readable(p) for p in logs(data))
     assert logged.count(b"[redacted]") >= 2  # both echoes were there, and were scrubbed

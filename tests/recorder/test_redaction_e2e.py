@@ -19,6 +19,7 @@ from taplog.proxy.replay import create_replay_app
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.vendors.reruns import IgnoredField
 from taplog.recorder.verify import verify
+from tests.disk import readable
 from tests.fakes.clients import anthropic_at, openai_at
 from tests.fakes.harness import Taplog, serve_on_fake, start_on_fake
 
@@ -116,7 +117,7 @@ def _messages(taplog: Taplog, stream: bool, events: int) -> str:
 
 
 def _every_file(data_dir: Path) -> dict[Path, bytes]:
-    return {path: path.read_bytes() for path in data_dir.rglob("*") if path.is_file()}
+    return {path: readable(path) for path in data_dir.rglob("*") if path.is_file()}
 
 
 def _parquet_text(data_dir: Path) -> str:

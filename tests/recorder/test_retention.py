@@ -21,11 +21,13 @@ from taplog.proxy.cli.main import main
 from taplog.recorder.events import make_event
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.retention import BadAge, last_event, parse_age, prune
+from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
 from tests.builders import INLINE_MAX
 from tests.builders import dated_ts as _ts
 from tests.builders import write_dated_sessions as write_sessions
+from tests.disk import log_of, logs
 from tests.fakes.clients import sql_rows
 
 SHARED = "shared " * 400  # a body over INLINE_MAX: a blob, the same in every session
@@ -66,7 +68,7 @@ def test_old_sessions_go_with_their_own_blobs_and_a_record_is_kept(data_dir):
     assert lines[0].startswith(f"pruned old-a: last event {_ts(39)[:16]}")
     assert lines[1].startswith("pruned old-b: last event") and lines[1].endswith("1 blob")
     assert lines[2].startswith("pruned 2 sessions older than 30d: 5 lines")
-    left = sorted(p.stem for p in (data_dir / "sessions").glob("*.jsonl"))
+    left = sorted(session_name(p) for p in logs(data_dir))
     assert left == ["kept", "old-start-recent-end"]
     assert shared.exists() and not own.exists()
     record = [orjson.loads(line) for line in (data_dir / "pruned.jsonl").read_bytes().splitlines()]
@@ -123,7 +125,7 @@ def test_quarantined_files_of_a_pruned_session_go_with_it(data_dir):
 
 
 def test_the_last_whole_line_dates_a_session_and_a_torn_tail_is_ignored(data_dir):
-    log = data_dir / "sessions" / "old-b.jsonl"
+    log = log_of(data_dir, "old-b")
     with open(log, "ab") as torn:
         torn.write(b'{"v":3,"seq":3,"ts":"' + _ts(0).encode())
     assert last_event(log) == _ts(50)
@@ -162,7 +164,7 @@ def test_a_session_the_writer_is_busy_with_is_kept(data_dir):
     gone = prune(data_dir, timedelta(days=30), by="serve", writer=Arriving())
     assert late.is_set() and [p.session for p in gone] == ["old-b"]
     recorder.close()
-    assert last_event(data_dir / "sessions" / "old-a.jsonl") > _ts(0.001)
+    assert last_event(log_of(data_dir, "old-a")) > _ts(0.001)
     record = orjson.loads((data_dir / "pruned.jsonl").read_bytes())
     assert (record["session"], record["by"]) == ("old-b", "serve")
     assert all(report.ok for report in verify(data_dir))
@@ -199,7 +201,7 @@ def test_prune_refuses_while_the_data_dir_is_owned(data_dir):
         lock.release()
     assert result.exit_code == 1
     assert "taplog serve --retention-days N" in result.output
-    assert (data_dir / "sessions" / "old-a.jsonl").exists()
+    assert log_of(data_dir, "old-a").exists()
     assert dry.exit_code == 0 and "would prune 2 sessions" in dry.output
 
 
@@ -212,11 +214,10 @@ def test_a_blob_written_since_the_pass_started_stays(data_dir):
 
 
 def test_a_shipping_data_dir_keeps_an_old_session_until_it_is_shipped_as_it_is(data_dir):
-    logs = data_dir / "sessions"
-    shipped = {"old-a": {"size": (logs / "old-a.jsonl").stat().st_size}, "old-b": {"size": 1}}
+    shipped = {"old-a": {"size": log_of(data_dir, "old-a").stat().st_size}, "old-b": {"size": 1}}
     (data_dir / "shipping").mkdir()
     (data_dir / "shipping" / "state.json").write_bytes(orjson.dumps({"sessions": shipped}))
     state = (data_dir / "shipping" / "state.json").read_bytes()
     assert [p.session for p in prune(data_dir, timedelta(days=30))] == ["old-a"]
-    assert (logs / "old-b.jsonl").exists()
+    assert log_of(data_dir, "old-b").exists()
     assert (data_dir / "shipping" / "state.json").read_bytes() == state  # the bucket untouched

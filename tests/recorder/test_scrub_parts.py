@@ -12,6 +12,7 @@ import anthropic
 import httpx
 
 from taplog.recorder.store.reader import read_session
+from tests.disk import log_of, readable
 from tests.fakes.harness import start_on_fake
 from tests.fakes.keys import OPENAI_KEY
 
@@ -59,7 +60,7 @@ def test_every_resent_part_is_redacted_as_a_whole_body_search_would(servers, fak
     # the token became the client's key: the turn that resends it under that key hides it
     assert SECOND_KEY not in str(requests[2]["body"])
     assert "[redacted]" in requests[2]["body"]["messages"][2]["content"]
-    assert EMAIL.encode() not in (taplog.data_dir / "sessions" / "parts.jsonl").read_bytes()
+    assert EMAIL.encode() not in readable(log_of(taplog.data_dir, "parts"))
 
 
 def test_a_body_not_in_compact_json_is_searched_whole(servers, fake, tmp_path):

@@ -29,6 +29,7 @@ from taplog.recorder.events import make_event, seal
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.secrets import redact_text, redact_url, safe_headers
 from taplog.recorder.secrets_by_value import scrub
+from tests.disk import readable
 from tests.fakes.harness import TaplogProcess, serve_fake, taplog_env
 from tests.fakes.keys import key_traces
 from tests.fakes.vendor import strip_directives
@@ -223,7 +224,7 @@ def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(ech
     places = {"stderr": err, "/metrics": metrics}
     for path in data.rglob("*"):
         if path.is_file():
-            places[str(path)] = path.read_bytes().decode(errors="replace")
+            places[str(path)] = readable(path).decode(errors="replace")
     for segment in (data / "compacted").glob("*.parquet"):
         rows = duckdb.sql(f"SELECT * FROM read_parquet('{segment}')").fetchall()
         places[f"{segment} read back"] = orjson.dumps(rows, default=str).decode()
@@ -231,7 +232,7 @@ def test_what_was_planted_is_nowhere_under_the_data_dir_in_stderr_or_metrics(ech
         for where, text in places.items():
             at = text.find(secret[:8])
             assert at < 0, f"{secret} in {where}: …{text[max(0, at - 200) : at + 60]}…"
-    logged = "".join(t for w, t in places.items() if w.endswith(".jsonl"))
+    logged = "".join(t for w, t in places.items() if w.endswith(".jsonl.zst"))
     assert logged.count("[redacted]") >= len(planted)
 
 

@@ -26,6 +26,7 @@ import orjson
 import pytest
 
 from taplog.recorder.query.compaction import compact
+from tests.disk import readable
 from tests.fakes.clients import Scrape, sql_rows
 from tests.fakes.harness import TaplogProcess, serve_on_fake
 from tests.fakes.keys import key_traces
@@ -105,7 +106,7 @@ def written(served: TaplogProcess, data: Path, calls: int) -> dict[str, bytes]:
     assert code == 0, err
     assert compact(data, 0)
     places = {"stderr": err.encode(), "/metrics": scrape.text.encode()}
-    places |= {str(path): path.read_bytes() for path in data.rglob("*") if path.is_file()}
+    places |= {str(path): readable(path) for path in data.rglob("*") if path.is_file()}
     for segment in (data / "compacted").glob("*.parquet"):
         rows = duckdb.sql(f"SELECT * FROM read_parquet('{segment}')").fetchall()
         places[f"{segment} read back"] = orjson.dumps(rows, default=str)

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from taplog.recorder.sessions import CallClues, Resolution, SessionResolver
+from tests.disk import readable
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
 TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -100,7 +101,7 @@ def test_invalid_header_ids_are_refused_and_create_nothing(taplog, bad):
     with pytest.raises(openai.BadRequestError, match="invalid session id"):
         client.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "x"}])
     assert taplog.sessions() == {}
-    assert not any(taplog.data_dir.rglob("*.jsonl"))
+    assert not any(taplog.data_dir.rglob("*.jsonl*"))
 
 
 @pytest.mark.parametrize(
@@ -126,7 +127,7 @@ def test_invalid_path_ids_are_refused_in_the_anthropic_error_shape(taplog, path,
     assert reply.status == 400
     assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
     assert reason in error["error"]["message"]
-    assert not any(taplog.data_dir.rglob("*.jsonl"))
+    assert not any(taplog.data_dir.rglob("*.jsonl*"))
 
 
 def test_claude_code_session_signals(taplog):
@@ -197,7 +198,7 @@ def test_no_key_reaches_the_data_dir(taplog, fake):
     assert fake.requests[-1].headers["authorization"] == f"Bearer {planted}"
     for path in taplog.data_dir.rglob("*"):
         if path.is_file():
-            assert planted.encode() not in path.read_bytes(), path
+            assert planted.encode() not in readable(path), path
     fingerprints = {
         e["key_fingerprint"] for evs in sessions.values() for e in evs if e["type"] == "llm.request"
     }

@@ -12,9 +12,11 @@ from click.testing import CliRunner
 from taplog.proxy.cli.main import main
 from taplog.recorder.events import ERROR, make_event
 from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify, verify_file
+from tests.disk import edit_log, log_of, readable
 
 BROKEN = "prev is not the hash of the line before: the chain is broken"
 
@@ -25,7 +27,7 @@ def _log(data_dir: Path, session: str = "s", count: int = 5) -> Path:
     for n in range(count):
         recorder.record(EventRecord(make_event(ERROR, session, None, reason=f"r{n}")))
     recorder.close()
-    return data_dir / "sessions" / f"{session}.jsonl"
+    return log_of(data_dir, session)
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -34,7 +36,7 @@ def _cli(*args: str) -> tuple[int, str]:
 
 
 def _lines_of(path: Path) -> list[bytes]:
-    return path.read_bytes().splitlines(keepends=True)
+    return readable(path).splitlines(keepends=True)
 
 
 def _offset(lines: list[bytes], index: int) -> int:
@@ -52,7 +54,7 @@ def test_a_whole_log_verifies_and_the_command_exits_0(tmp_path):
 
 
 def _damaged(path: Path, lines: list[bytes]) -> list[tuple[int, int, str]]:
-    path.write_bytes(b"".join(lines))
+    edit_log(path, lambda _: b"".join(lines))
     return [(f.line, f.offset, f.reason) for f in verify_file(path).damage]
 
 
@@ -95,36 +97,45 @@ def test_each_damage_class_is_named_with_line_offset_and_reason(tmp_path):
     forged = content + b',"h":"' + hashlib.blake2b(content, digest_size=16).hexdigest().encode()
     crafted = [*whole[:2], forged + b'"}\n', *whole[2:]]
     assert _damaged(path, crafted)[0] == (3, _offset(whole, 2), "line is not a JSON object")
-    with pytest.raises(DamagedLine, match=r"s\.jsonl:3 \(byte \d+\): line is not a JSON object"):
+    with pytest.raises(
+        DamagedLine, match=r"s\.jsonl\.zst:3 \(byte \d+\): line is not a JSON object"
+    ):
         list(read_events(path))
 
 
 def test_the_command_prints_file_line_offset_and_reason_and_exits_1(tmp_path):
     path = _log(tmp_path, "s", 4)
     whole = _lines_of(path)
-    path.write_bytes(whole[0] + whole[1].replace(b'"r1"', b'"rY"') + b"".join(whole[2:]))
+    edit_log(path, lambda text: text.replace(b'"r1"', b'"rY"'))
     code, out = _cli("verify", "--data-dir", str(tmp_path))
     assert code == 1
     assert f"damaged: {path}:2 (byte {len(whole[0])}): line fails its checksum" in out
     assert out.splitlines()[-1] == "checked 1 session log, 4 lines: 1 damaged"
 
 
-def test_a_torn_tail_is_reported_as_such_not_as_damage(tmp_path):
+def _cut_short(tmp_path: Path) -> tuple[Path, bytes, bytes]:
+    """A log of three lines whose fourth write a crash cut short: the log, its bytes
+    before that write, and after the cut."""
     path = _log(tmp_path, "s", 3)
-    size = path.stat().st_size
-    with open(path, "ab") as log:
-        log.write(b'{"v":1,"seq":4,"ts":"2026-')
+    whole = path.read_bytes()
+    _log(tmp_path, "s", 1)
+    cut = path.read_bytes()[: path.stat().st_size - 20]
+    path.write_bytes(cut)
+    return path, whole, cut
+
+
+def test_a_torn_tail_is_reported_as_such_not_as_damage(tmp_path):
+    path, whole, _ = _cut_short(tmp_path)
     code, out = _cli("verify", "--data-dir", str(tmp_path))
     assert code == 0, out
-    assert re.search(rf"torn tail: {re.escape(str(path))}:4 \(byte {size}\): torn last line", out)
+    torn = rf"torn tail: {re.escape(str(path))}:4 \(byte {len(whole)}\): torn last write"
+    assert re.search(torn, out)
     assert out.splitlines()[-1] == "checked 1 session log, 3 lines: 0 damaged, 1 with a torn tail"
 
 
 def test_repair_moves_a_torn_tail_to_quarantine_and_the_log_continues(tmp_path):
-    path = _log(tmp_path, "s", 3)
-    whole = path.read_bytes()
-    torn = b'{"v":1,"seq":4,"ts":"2026-'
-    path.write_bytes(whole + torn)
+    path, whole, cut = _cut_short(tmp_path)
+    torn = cut[len(whole) :]
     code, out = _cli("repair", "--data-dir", str(tmp_path))
     assert code == 0, out
     assert f"repaired: {path}: torn last line ({len(torn)} bytes at byte {len(whole)})" in out
@@ -138,21 +149,21 @@ def test_repair_moves_a_torn_tail_to_quarantine_and_the_log_continues(tmp_path):
 
 def test_repair_sets_a_damaged_last_line_aside_and_starts_the_session_anew(tmp_path):
     path = _log(tmp_path, "s", 3)
-    damaged = path.read_bytes().replace(b'"r2"', b'"rZ"')
-    path.write_bytes(damaged)
+    edit_log(path, lambda text: text.replace(b'"r2"', b'"rZ"'))
+    damaged = path.read_bytes()
     code, out = _cli("repair", "--data-dir", str(tmp_path))
     assert code == 0, out
-    assert "last line at offset" in out and "the session starts anew" in out
+    assert "last line at text offset" in out and "the session starts anew" in out
     (kept,) = (tmp_path / "quarantine").iterdir()
-    assert kept.name.endswith(".damaged.jsonl") and kept.read_bytes() == damaged
+    assert kept.name.endswith(".damaged.jsonl.zst") and kept.read_bytes() == damaged
     (restart,) = read_session(tmp_path, "s")
     assert restart["seq"] == 1 and "fails its checksum" in restart["reason"]
 
 
 def test_repair_never_truncates_damage_in_the_middle(tmp_path):
     path = _log(tmp_path, "s", 4)
-    damaged = path.read_bytes().replace(b'"r1"', b'"rQ"')
-    path.write_bytes(damaged)
+    edit_log(path, lambda text: text.replace(b'"r1"', b'"rQ"'))
+    damaged = path.read_bytes()
     code, out = _cli("repair", "--data-dir", str(tmp_path))
     assert code == 1
     assert f"damaged: {path}:2" in out
@@ -188,5 +199,5 @@ def test_no_logs_is_a_clear_error(tmp_path):
 def test_verify_lists_every_session_when_none_is_named(tmp_path):
     for name in ("a", "b", "c"):
         _log(tmp_path, name, 2)
-    assert [r.path.stem for r in verify(tmp_path)] == ["a", "b", "c"]
+    assert [session_name(r.path) for r in verify(tmp_path)] == ["a", "b", "c"]
     assert all(r.ok and r.lines == 2 for r in verify(tmp_path, ["b"]))

@@ -15,6 +15,7 @@ from taplog.proxy.keys import BREAKERS
 from taplog.proxy.observe.labels import MAX_TOOLS, OTHER, Bounded
 from taplog.proxy.observe.observer import failover_reason
 from tests.builders import HELLO
+from tests.disk import logs
 from tests.fakes.agents import anthropic_agent
 from tests.fakes.clients import Scrape, scrape
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
@@ -110,7 +111,7 @@ def test_sdk_traffic_moves_the_counters_by_the_right_amounts(taplog, oai, ant):
     # the recorder and the sessions, against the files on disk
     sessions = taplog.sessions()
     events = sum(len(e) for e in sessions.values())
-    written = sum(p.stat().st_size for p in (taplog.data_dir / "sessions").glob("*.jsonl"))
+    written = sum(p.stat().st_size for p in logs(taplog.data_dir))
     final = scrape(taplog)
     assert final.value("taplog_recorder_events_written_total") == events
     assert final.value("taplog_recorder_written_bytes_total") == written

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.connect import connect
 from taplog.recorder.store.reader import read_session
+from tests.disk import log_of, readable
 from tests.fakes.harness import TAPLOG, serve_on_fake, start_on_fake, taplog_env
 from tests.fakes.keys import OPENAI_KEY
 from tests.fakes.ui_traffic import SESSIONS, ask, openai_client
@@ -246,7 +247,7 @@ def test_live_stream_gives_each_request_whole_though_the_log_stores_resent_histo
         answer = client.chat.completions.create(model="gpt-4.1", messages=messages)
         messages.append({"role": "assistant", "content": answer.choices[0].message.content})
     proxy.flush()
-    stored = (tmp_path / "data" / "sessions" / "grow.jsonl").read_bytes().splitlines()
+    stored = readable(log_of(tmp_path / "data", "grow")).splitlines()
     assert b'"transcript":{"base":5,"keep":3,"length":5}' in stored[-3]  # only what is new
     followed = [event for _, event in _sse(f"{proxy.url}/ui/api/sessions/grow/events", 10)]
     assert followed == read_session(tmp_path / "data", "grow")
@@ -292,7 +293,7 @@ def test_serve_ui_prints_where_the_pages_are_and_serves_them(fake, tmp_path):
         client.chat.completions.create(
             model="gpt-4.1", messages=[{"role": "user", "content": "hi"}]
         )
-        log = tmp_path / "data" / "sessions" / "watched.jsonl"
+        log = log_of(tmp_path / "data", "watched")
         while not log.exists():
             time.sleep(0.02)
         with httpx.stream("GET", page + "api/sessions/watched/events", timeout=30) as live:

@@ -15,7 +15,10 @@ from taplog.proxy.cli.main import main
 from taplog.recorder.events import ERROR, make_event
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.query.connect import connect, query
+from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.store.zstd_stream import Compressor
+from tests.disk import log_of, logs, readable
 from tests.fakes.agents import PLAN, anthropic_agent, chat_agent
 from tests.fakes.harness import start_taplog
 from tests.fakes.keys import OPENAI_KEY
@@ -53,7 +56,7 @@ def _rows(con, sql, params=None):
 def test_views_over_real_traffic(recorded_taplog):
     con = connect(recorded_taplog.data_dir)
     lines = sum(
-        len(p.read_bytes().splitlines()) for p in (recorded_taplog.data_dir / "sessions").iterdir()
+        len(readable(p).splitlines()) for p in (recorded_taplog.data_dir / "sessions").iterdir()
     )
     assert _rows(con, "SELECT count(*) AS n FROM events") == [{"n": lines}]
 
@@ -203,10 +206,10 @@ def test_queries_see_fresh_events_and_skip_a_torn_tail_while_a_writer_appends(tm
         stop.set()
         writer.join()
         recorder.close()
-    log = tmp_path / "sessions" / "busy.jsonl"
-    complete = len(log.read_bytes().splitlines())
-    with open(log, "ab") as torn:
-        torn.write(b'{"v":1,"seq":99999,"ts":"2026-11-30T00:')
+    log = log_of(tmp_path, "busy")
+    complete = len(readable(log).splitlines())
+    with open(log, "ab") as torn:  # a write a crash cut short: the start of a new frame
+        torn.write(Compressor().write(b'{"v":1,"seq":99999,"ts":"2026-11-30T00:"}\n' * 9)[:-5])
     assert query(connect(tmp_path), "SELECT count(*) FROM events").fetchall() == [(complete,)]
 
 
@@ -258,7 +261,7 @@ def test_many_segments_are_merged_into_one(recorded_taplog, monkeypatch):
     monkeypatch.setattr(compaction, "MAX_SEGMENTS", 2)
     data_dir = recorded_taplog.data_dir
     before = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
-    sessions = sorted(p.stem for p in (data_dir / "sessions").glob("*.jsonl"))
+    sessions = sorted(session_name(p) for p in logs(data_dir))
     recorder_ = Recorder(data_dir)
     recorder_.start()
     for session in sessions:  # each session changes, then is compacted on its own

@@ -29,6 +29,7 @@ from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.tools.export import export_conversation
 from taplog.recorder.tools.fork import fork_session
 from taplog.recorder.verify import verify
+from tests.disk import log_of, readable
 from tests.fakes.agents import AGENTS
 from tests.fakes.clients import Capture, sdk_client, sql_rows
 from tests.fakes.harness import Taplog, serve_replay, start_on_fake
@@ -76,10 +77,10 @@ def test_large_bodies_go_to_blobs_and_every_reader_sees_them_as_inline(servers, 
     _conversation(_session_oai(inline))
     blobbed.wait_responses(3)
     inline.wait_responses(3)
-    log = blobbed.data_dir / "sessions" / "big.jsonl"
+    log = log_of(blobbed.data_dir, "big")
 
     # Small lines; the big request, the big stream (raw events and reassembled body) in blobs.
-    assert max(len(line) for line in log.read_bytes().splitlines()) < 6 * 1024
+    assert max(len(line) for line in readable(log).splitlines()) < 6 * 1024
     stored = list(read_events(log, as_stored=True))
     moved = [(e["type"], set(e["blob"]["fields"]) - {"body_raw"}) for e in stored if "blob" in e]
     assert moved == [
@@ -122,7 +123,7 @@ def test_large_bodies_go_to_blobs_and_every_reader_sees_them_as_inline(servers, 
             read_session(inline.data_dir, "big"), fmt, at
         )
     fork = fork_session(blobbed.data_dir, "big", at=2, new="big-fork")
-    assert max(len(line) for line in (log.parent / f"{fork}.jsonl").read_bytes().splitlines()) < (
+    assert max(len(line) for line in readable(log_of(blobbed.data_dir, fork)).splitlines()) < (
         6 * 1024
     )
     assert read_session(blobbed.data_dir, fork)[1]["body"] == requests[0]["body"]
@@ -139,7 +140,7 @@ def test_an_agent_run_with_every_body_in_blobs_replays_byte_for_byte(
     recording = Capture()
     agent(sdk_client(api, taplog.url, recording), stream)
     ((session, _),) = taplog.wait_responses(8).items()
-    stored = list(read_events(taplog.data_dir / "sessions" / f"{session}.jsonl", as_stored=True))
+    stored = list(read_events(log_of(taplog.data_dir, session), as_stored=True))
     assert sum("blob" in e for e in stored) >= 12  # nearly every request and answer
 
     replaying = Capture()
@@ -158,7 +159,7 @@ def test_identical_bodies_are_stored_once(servers, fake, tmp_path):
     refs = [
         e["blob"]["sha256"]
         for session in sessions
-        for e in read_events(taplog.data_dir / "sessions" / f"{session}.jsonl", as_stored=True)
+        for e in read_events(log_of(taplog.data_dir, session), as_stored=True)
         if "blob" in e
     ]
     assert len(refs) == 4 and len(set(refs)) == 2  # two requests, two answers: two blobs
@@ -172,7 +173,7 @@ def test_verify_and_readers_name_a_missing_or_changed_blob(servers, fake, tmp_pa
     )
     taplog.wait_responses(1)
     data = taplog.data_dir
-    stored = list(read_events(data / "sessions" / "big.jsonl", as_stored=True))
+    stored = list(read_events(log_of(data, "big"), as_stored=True))
     request, answer = [e for e in stored if "blob" in e]
     changed = data / "blobs" / request["blob"]["sha256"][:2] / f"{request['blob']['sha256']}.json"
     missing = data / "blobs" / answer["blob"]["sha256"][:2] / f"{answer['blob']['sha256']}.json"
@@ -184,7 +185,7 @@ def test_verify_and_readers_name_a_missing_or_changed_blob(servers, fake, tmp_pa
     assert result.exit_code == 1
     assert f"{changed} was changed" in result.output
     assert f"{missing} is missing" in result.output
-    with pytest.raises(DamagedLine, match=r"big\.jsonl:\d+ .*was changed"):
+    with pytest.raises(DamagedLine, match=r"big\.jsonl\.zst:\d+ .*was changed"):
         read_session(data, "big")
     failed = CliRunner().invoke(
         main, ["sql", "SELECT response_body FROM llm_calls", "--data-dir", str(data)]
@@ -229,7 +230,7 @@ def test_a_blob_that_cannot_be_written_holds_its_line_back_until_space_returns(
     assert ready.status_code == 503
     with pytest.raises(openai.InternalServerError, match="not recording"):
         oai.chat.completions.create(model="gpt-4.1", messages=prompt)
-    log = taplog.data_dir / "sessions" / "big.jsonl"
+    log = log_of(taplog.data_dir, "big")
     on_disk = list(read_events(log, as_stored=True)) if log.exists() else []
     assert not [e for e in on_disk if e["type"].startswith("llm.")]  # nothing points nowhere
     assert not list((taplog.data_dir / "blobs").glob("*/.*"))  # no partial blob left behind

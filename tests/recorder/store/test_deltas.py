@@ -24,6 +24,7 @@ from taplog.recorder.query.connect import connect
 from taplog.recorder.store.reader import DamagedLine, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
+from tests.disk import edit_log, log_of
 from tests.fakes.clients import sql_rows
 from tests.fakes.harness import Taplog, start_on_fake, start_taplog
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
@@ -81,12 +82,12 @@ def test_growing_transcripts_are_logged_once_and_read_back_whole(servers, fake, 
 
     # Each request line holds one turn, not the whole history.
     for session in ("chat", "claude", "resp"):
-        path = taplog.data_dir / "sessions" / f"{session}.jsonl"
+        path = log_of(taplog.data_dir, session)
         stored = [e for e in read_events(path, as_stored=True) if e["type"] == "llm.request"]
         sizes = [len(orjson.dumps(e)) for e in stored]
         assert max(sizes[5:]) < 2 * sizes[3], (session, sizes)
         assert stored[-1]["transcript"]["keep"] > 0
-    chat = [e for e in read_events(taplog.data_dir / "sessions" / "chat.jsonl", as_stored=True)]
+    chat = [e for e in read_events(log_of(taplog.data_dir, "chat"), as_stored=True)]
     kept = [e["transcript"]["keep"] for e in chat if e["type"] == "llm.request"]
     # the trimmed history keeps only its system prompt: the rest is new
     assert kept[0] == 0 and kept[TURNS // 2] == 1
@@ -122,11 +123,17 @@ def test_a_delta_that_does_not_fit_its_history_is_damage(servers, fake, tmp_path
     taplog = start_taplog(servers, tmp_path / "data", openai_base=f"{fake.url}/v1")
     _chat_agent(taplog)
     taplog.flush()
-    path = taplog.data_dir / "sessions" / "chat.jsonl"
-    lines = path.read_bytes().splitlines(keepends=True)
-    cut = [n for n, line in enumerate(lines) if b'"type":"llm.request"' in line][1]
-    path.write_bytes(b"".join(lines[:cut] + lines[cut + 2 :]))  # a request (and answer) lost
-    with pytest.raises(DamagedLine, match=r"chat\.jsonl:\d+ .*base names request \d+, not before"):
+    path = log_of(taplog.data_dir, "chat")
+
+    def lose_a_call(text: bytes) -> bytes:  # a request (and answer) lost
+        lines = text.splitlines(keepends=True)
+        cut = [n for n, line in enumerate(lines) if b'"type":"llm.request"' in line][1]
+        return b"".join(lines[:cut] + lines[cut + 2 :])
+
+    edit_log(path, lose_a_call)
+    with pytest.raises(
+        DamagedLine, match=r"chat\.jsonl\.zst:\d+ .*base names request \d+, not before"
+    ):
         read_session(taplog.data_dir, "chat")
     (report,) = verify(taplog.data_dir)
     assert any("base names request" in finding.reason for finding in report.damage)
@@ -153,7 +160,7 @@ def test_a_log_reopened_by_the_writer_starts_its_deltas_afresh(tmp_path):
             assert recorder.flush(10)
     recorder.close()
     for session, lists in sent.items():
-        path = tmp_path / "sessions" / f"{session}.jsonl"
+        path = log_of(tmp_path, session)
         kept = [e["transcript"]["keep"] for e in read_events(path, as_stored=True)]
         # "a" keeps what it wrote while open (turn t: t items), starts afresh once reopened
         expected = [k for t in range(6) for k in (t, 0)] if session == "a" else [0] * 6
@@ -252,9 +259,9 @@ def test_interleaved_threads_store_what_is_new_and_large_values_once(tmp_path):
         recorder.record(_request("s", turn, "anthropic.messages", body))
     assert recorder.flush(10)
     recorder.close()
-    stored = (tmp_path / "sessions" / "s.jsonl").stat().st_size
+    stored = log_of(tmp_path, "s").stat().st_size
     assert stored < raw / 20, (stored, raw)  # each turn adds ~1 KB to a history of ~45 KB
-    lines = [e for e in read_events(tmp_path / "sessions" / "s.jsonl", as_stored=True)]
+    lines = [e for e in read_events(log_of(tmp_path, "s"), as_stored=True)]
     assert sum(1 for e in lines if e["body"]["system"] is not None) == 1  # written once
     assert all(len(e["body"]["messages"]) <= 3 for e in lines[3:])  # only what is new
 
@@ -289,7 +296,7 @@ def test_a_version_3_log_reads_the_same_and_migrates_smaller(tmp_path):
         history = main if turn % 2 == 0 else side  # two threads in turn: v3 stores both whole
         history.append({"role": "user", "content": f"turn {turn} " + LONG})
         bodies.append({"model": "m", "system": LONG * 5, "messages": list(history)})
-    path = tmp_path / "sessions" / "old.jsonl"
+    path = tmp_path / "sessions" / "old.jsonl"  # plain, as taplog wrote version 3
     _v3_log(path, bodies)
     before = path.stat().st_size
 
@@ -304,8 +311,10 @@ def test_a_version_3_log_reads_the_same_and_migrates_smaller(tmp_path):
     assert read_back() == bodies
     assert [row["request_body"] for row in sql_rows(tmp_path, sql)] == bodies
     assert all(report.ok for report in verify(tmp_path))
-    assert {e["v"] for e in read_events(path, as_stored=True)} == {FORMAT_VERSION}
-    assert path.stat().st_size < before / 5
+    migrated = log_of(tmp_path, "old")
+    assert migrated.name == "old.jsonl.zst" and not path.exists()
+    assert {e["v"] for e in read_events(migrated, as_stored=True)} == {FORMAT_VERSION}
+    assert migrated.stat().st_size < before / 5
 
 
 def test_a_version_3_log_written_on_by_version_4_reads_back_in_any_order(tmp_path):
@@ -314,7 +323,7 @@ def test_a_version_3_log_written_on_by_version_4_reads_back_in_any_order(tmp_pat
     a query asks for first."""
     history = [{"role": "user", "content": f"turn {n} " + LONG} for n in range(8)]
     old = [{"model": "m", "messages": history[: n + 1]} for n in range(4)]
-    _v3_log(tmp_path / "sessions" / "old.jsonl", old)
+    _v3_log(tmp_path / "sessions" / "old.jsonl", old)  # plain: written on as it is
     recorder = Recorder(tmp_path, fsync="never")
     recorder.start()
     new = [{"model": "m", "messages": history[: n + 1]} for n in range(4, 8)]

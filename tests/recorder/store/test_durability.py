@@ -9,6 +9,7 @@ with SIGKILL under concurrent streaming traffic from the real SDKs, again and ag
 
 from __future__ import annotations
 
+import base64
 import errno
 import os
 import random
@@ -35,7 +36,9 @@ from taplog.recorder.store import logfile
 from taplog.recorder.store.logfile import SessionFile, open_session_file
 from taplog.recorder.store.reader import DamagedLine, read_all, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.store.zstd_stream import FRAME_END
 from taplog.recorder.verify import verify, verify_file
+from tests.disk import log_of, readable
 from tests.fakes.clients import wait_written
 from tests.fakes.harness import TAPLOG, serve_on_fake, start_on_fake, taplog_env
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
@@ -88,6 +91,55 @@ def test_a_log_cut_at_any_byte_reads_back_its_whole_lines_and_reopens_cleanly(tm
             leftover.unlink()
 
 
+def _compressed_log(tmp_path: Path, writes: int) -> tuple[bytes, list[int]]:
+    """A compressed log of `writes` writes of the writer (the last two in a second frame,
+    as after a crash), and where each write ends (the first of the second frame's begins
+    by ending the first frame, and closing the file ends the second: whole blocks too)."""
+    folder = tmp_path / "written"
+    (folder / "sessions").mkdir(parents=True)
+    path, ends = log_of(folder, "s"), []
+    for n, event in enumerate(_events(writes)):
+        if n in (0, writes - 2):
+            session_file, _ = open_session_file(path, folder, sync_dir=False)
+            if n:
+                ends.append(session_file.size + len(FRAME_END))
+        event["reason"] += " lorem ipsum" * n  # big and small writes, raw and compressed blocks
+        session_file.append([event])
+        ends.append(session_file.size)
+    session_file.close(sync=False)  # ends its frame
+    ends.append(session_file.size)
+    return path.read_bytes(), ends
+
+
+def test_a_compressed_log_cut_at_any_byte_reads_back_its_whole_writes_and_reopens_cleanly(
+    tmp_path,
+):
+    data, boundaries = _compressed_log(tmp_path, 6)
+    ends = [end for end in boundaries if end - len(FRAME_END) not in boundaries]  # of lines
+    sessions, quarantine = tmp_path / "sessions", tmp_path / "quarantine"
+    sessions.mkdir()
+    quarantine.mkdir()
+    path = log_of(tmp_path, "s")
+    for cut in range(len(data) + 1):
+        path.write_bytes(data[:cut])
+        complete = sum(end <= cut for end in ends)
+        assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 1))
+        report = verify_file(path)
+        assert report.ok and report.lines == complete
+        assert (report.torn is not None) == (cut not in (0, *boundaries))
+
+        reopened, damage = open_session_file(path, quarantine, sync_dir=False)
+        assert damage is None and reopened.seq == complete
+        reopened.append([make_event(ERROR, "s", None, reason="after")])
+        reopened.close(sync=False)
+        assert verify_file(path).ok and verify_file(path).torn is None
+        assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 2))
+        kept = [p.read_bytes() for p in quarantine.iterdir()]
+        assert bool(kept) == bool(report.torn) and all(data[:cut].endswith(k) for k in kept)
+        for leftover in quarantine.iterdir():
+            leftover.unlink()
+
+
 # -- power failure: the synced part survives, plus any part of the rest --------------------
 
 
@@ -113,7 +165,7 @@ def test_under_interval_lines_nobody_waits_on_are_written_and_synced_soon(tmp_pa
     rec.start()
     for event in _events(5):
         rec.record(EventRecord(event))
-    path = tmp_path / "sessions" / "s.jsonl"
+    path = log_of(tmp_path, "s")
     deadline = time.monotonic() + 2  # FSYNC_INTERVAL is 0.1 s: a wide margin for slow CI
     while ledger.synced.get(path, 0) == 0 and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -134,7 +186,7 @@ def test_a_power_failure_keeps_every_acknowledged_line_under_always(tmp_path, mo
             rec.record(EventRecord(event))
         if wait_written(rec):
             acknowledged.append(3 * (batch + 1))
-    path = tmp_path / "sessions" / "s.jsonl"
+    path = log_of(tmp_path, "s")
     size = path.stat().st_size
     synced = ledger.synced.get(path, 0)
     if fsync == "always":
@@ -259,18 +311,23 @@ def test_a_disk_that_fills_up_for_real_refuses_new_calls_then_resumes(fake, tmp_
             max_retries=0,
             default_headers={"X-Taplog-Session": "full"},
         )
-        prompt = [{"role": "user", "content": "fill " + "x" * 6000}]
+
+        def prompt() -> list[dict]:  # random: the log's compression cannot shrink it
+            return [
+                {"role": "user", "content": "fill " + base64.b64encode(os.urandom(9000)).decode()}
+            ]
+
         answered = 0
         with pytest.raises(openai.APIConnectionError):  # under `always`: cut, never complete
-            for _ in range(20):  # each call adds about 12 KiB to the session's log
-                client.chat.completions.create(model="gpt-4.1", messages=prompt)
+            for _ in range(20):  # each call adds about 9 KiB to the session's log
+                client.chat.completions.create(model="gpt-4.1", messages=prompt())
                 answered += 1
         assert 2 <= answered < 20
         forwarded = len(fake.requests)
         ready = httpx.get(base.strip().removesuffix("/v1") + "/readyz")
         assert ready.status_code == 503 and "File too large" in ready.json()["reason"]
         with pytest.raises(openai.InternalServerError, match="not recording"):
-            client.chat.completions.create(model="gpt-4.1", messages=prompt)
+            client.chat.completions.create(model="gpt-4.1", messages=prompt())
         assert len(fake.requests) == forwarded  # refused before any vendor was called
         (report,) = verify(data)
         assert report.ok and report.torn is None  # no partial line at the limit
@@ -281,7 +338,7 @@ def test_a_disk_that_fills_up_for_real_refuses_new_calls_then_resumes(fake, tmp_
         while httpx.get(base.strip().removesuffix("/v1") + "/readyz").status_code != 200:
             assert time.monotonic() < deadline, "recording never resumed"
             time.sleep(0.05)
-        client.chat.completions.create(model="gpt-4.1", messages=prompt)
+        client.chat.completions.create(model="gpt-4.1", messages=prompt())
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=20)
@@ -486,7 +543,7 @@ def test_kill_9_under_streaming_load_loses_no_answer_a_client_completed(
 
     result = CliRunner().invoke(main, ["verify", "--data-dir", str(data)])
     assert result.exit_code == 0, result.output
-    assert not list((data / "quarantine").glob("*.damaged.jsonl"))
+    assert not list((data / "quarantine").glob("*.damaged.jsonl*"))
     sessions = read_all(data)
     ids = [e["id"] for events in sessions.values() for e in events]
     assert len(ids) == len(set(ids))  # nothing written twice
@@ -562,7 +619,7 @@ def test_the_writer_reopens_any_torn_log_and_continues_its_chain(tmp_path, cut, 
     folder = tmp_path / f"case-{os.urandom(4).hex()}"
     (folder / "sessions").mkdir(parents=True)
     (folder / "quarantine").mkdir()
-    path = folder / "sessions" / "s.jsonl"
+    path = folder / "sessions" / "s.jsonl"  # plain, as an older taplog wrote it
     path.write_bytes(LOG[:cut] + tail)
     session_file, damage = open_session_file(path, folder / "quarantine", sync_dir=False)
     session_file.append([make_event(ERROR, "s", None, reason="next")])
@@ -571,6 +628,32 @@ def test_the_writer_reopens_any_torn_log_and_continues_its_chain(tmp_path, cut, 
     assert report.ok and report.torn is None
     assert orjson.loads(path.read_bytes().splitlines()[-1])["reason"] == "next"
     assert damage is None or "fails its checksum" in damage
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), tail=st.binary(max_size=100))
+def test_the_writer_reopens_any_torn_compressed_log_and_continues_its_chain(tmp_path, data, tail):
+    folder = tmp_path / f"case-{os.urandom(4).hex()}"
+    if not COMPRESSED_LOG:
+        COMPRESSED_LOG.append(_compressed_log(tmp_path, 5)[0])
+    log = COMPRESSED_LOG[0]
+    cut = data.draw(st.integers(0, len(log)))
+    (folder / "sessions").mkdir(parents=True)
+    (folder / "quarantine").mkdir()
+    path = log_of(folder, "s")
+    path.write_bytes(log[:cut] + tail)
+    session_file, damage = open_session_file(path, folder / "quarantine", sync_dir=False)
+    session_file.append([make_event(ERROR, "s", None, reason="next")])
+    session_file.close(sync=False)
+    report = verify_file(path)
+    assert report.ok and report.torn is None
+    assert orjson.loads(readable(path).splitlines()[-1])["reason"] == "next"
+    assert damage is None or "fails its checksum" in damage or "compressed stream" in damage
+
+
+COMPRESSED_LOG: list[bytes] = []  # made once, by the first example
 
 
 def _failing_fsync(monkeypatch, fail_from: int, fail_until: int, damage=None) -> list[int]:
@@ -617,7 +700,7 @@ def test_a_failed_fsync_is_never_retried_the_file_is_sealed_and_a_new_one_goes_o
     one, two, sealed, three = _reasons(tmp_path)
     assert (one, two, three) == ("one", "two", "three")
     assert sealed.startswith("an fsync of this log failed (injected); its 2 whole lines")
-    (kept,) = (tmp_path / "quarantine").glob("s.*.suspect.jsonl")
+    (kept,) = (tmp_path / "quarantine").glob("s.*.suspect.jsonl.zst")
     assert f"quarantine/{kept.name}" in sealed
     assert [e["reason"] for e in read_events(kept)] == ["one", "two"]
     assert synced[:2] == [kept.stat().st_ino] * 2  # synced once, failed once
@@ -647,10 +730,10 @@ def test_what_a_failed_fsync_lost_stays_in_quarantine_and_the_log_says_so(tmp_pa
     assert one == "one"
     assert "its 1 whole lines were copied" in sealed
     assert "bytes after them did not read back whole and stay there" in sealed
-    (kept,) = (tmp_path / "quarantine").glob("s.*.suspect.jsonl")
-    assert b'"reason":"two"' not in (tmp_path / "sessions" / "s.jsonl").read_bytes()
+    (kept,) = (tmp_path / "quarantine").glob("s.*.suspect.jsonl.zst")
+    assert b'"reason":"two"' not in readable(log_of(tmp_path, "s"))
     assert kept.read_bytes().endswith(b"\0" * 40)  # the lost line is kept as it read back
-    assert stat.S_IMODE((tmp_path / "sessions" / "s.jsonl").stat().st_mode) == 0o600
+    assert stat.S_IMODE(log_of(tmp_path, "s").stat().st_mode) == 0o600
     assert verify(tmp_path)[0].ok
 
 
@@ -664,7 +747,7 @@ def test_when_sealing_a_failed_fsync_fails_too_new_calls_wait_for_a_restart(tmp_
     assert wait_written(rec) is False  # its sync failed and so did the new file's: callers hear so
     assert not rec.accepting
     reason = rec.health()["reason"]
-    assert "fsync of s.jsonl failed (injected) and so did sealing it" in reason
+    assert "fsync of s.jsonl.zst failed (injected) and so did sealing it" in reason
     assert "restart taplog" in reason
     rec.close()
     assert _reasons(tmp_path)[:2] == ["one", "two"]

@@ -7,30 +7,33 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.store.reader import read_session
+from tests.disk import log_of
 from tests.fakes.harness import start_on_fake
 from tests.fakes.ui_traffic import ask
 
 
-def test_a_symlink_planted_as_a_session_log_is_never_followed(servers, fake, tmp_path):
+@pytest.mark.parametrize("name", ["planted.jsonl.zst", "planted.jsonl"])
+def test_a_symlink_planted_as_a_session_log_is_never_followed(servers, fake, tmp_path, name):
     proxy = start_on_fake(servers, fake, tmp_path / "data")
     sessions = proxy.data_dir / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
     outside = tmp_path / "outside.jsonl"
-    (sessions / "planted.jsonl").symlink_to(outside)  # dangling: following it creates it
+    (sessions / name).symlink_to(outside)  # dangling: following it creates it
 
     assert ask(proxy, "planted", "hello") == "Echo: hello"
     proxy.flush()
 
     assert not outside.exists()  # nothing was written through the link
-    log = sessions / "planted.jsonl"
-    assert log.is_file() and not log.is_symlink()
+    log = sessions / "planted.jsonl.zst"
+    assert log.is_file() and not log.is_symlink() and not (sessions / "planted.jsonl").exists()
     events = read_session(proxy.data_dir, "planted")
     errors = [e for e in events if e["type"] == "error"]
-    assert "planted.jsonl was a symbolic link, which taplog never follows" in errors[0]["reason"]
+    assert f"{name} was a symbolic link, which taplog never follows" in errors[0]["reason"]
     assert [e["type"] for e in events if e["type"].startswith("llm.")] == [
         "llm.request",
         "llm.response",
@@ -59,7 +62,7 @@ def test_a_symlinked_session_log_is_named_and_skipped_by_every_query(servers, fa
     proxy.flush()
     secret = tmp_path / "elsewhere.jsonl"
     secret.write_text('{"not": "a taplog log"}\n')
-    (proxy.data_dir / "sessions" / "linked.jsonl").symlink_to(secret)
+    log_of(proxy.data_dir, "linked").symlink_to(secret)
     result = CliRunner().invoke(
         main,
         [
@@ -73,4 +76,4 @@ def test_a_symlinked_session_log_is_named_and_skipped_by_every_query(servers, fa
     )
     assert result.exit_code == 0, result.output
     assert result.stdout.split() == ["session", "real"]  # the rest is still read
-    assert "linked.jsonl is a symbolic link; it is not read" in result.stderr
+    assert "linked.jsonl.zst is a symbolic link; it is not read" in result.stderr

@@ -21,6 +21,7 @@ from taplog.recorder.store import logfile, syncing, writer
 from taplog.recorder.store.reader import read_session
 from taplog.recorder.store.writer import EventRecord, Recorder
 from taplog.recorder.verify import verify
+from tests.disk import log_of
 from tests.fakes.clients import wait_written
 
 
@@ -81,7 +82,7 @@ def test_new_sessions_written_together_cost_one_directory_fsync(tmp_path, monkey
     _one_batch(rec, sessions)
     assert wait_written(rec) is True
     assert syncs.directories == 1  # not one per new file
-    inodes = {(tmp_path / "sessions" / f"{s}.jsonl").stat().st_ino for s in sessions}
+    inodes = {log_of(tmp_path, s).stat().st_ino for s in sessions}
     assert set(syncs.files) == inodes and len(syncs.files) == len(inodes)
     rec.close()
 
@@ -143,7 +144,7 @@ def test_an_evicted_file_is_synced_before_it_closes_and_never_opened_twice(tmp_p
     assert wait_written(rec) is True
     assert len(held[0]) == len(set(held[0])) == 4  # one descriptor per log, "a" included
     rec.close()
-    inodes = {(tmp_path / "sessions" / f"{s}.jsonl").stat().st_ino for s in "abcd"}
+    inodes = {log_of(tmp_path, s).stat().st_ino for s in "abcd"}
     assert set(syncs.files) == inodes  # the evicted ones too, before they closed
     assert _open_logs(tmp_path) == []
     assert [e["reason"] for e in read_session(tmp_path, "a")] == ["a", "a again"]
@@ -159,7 +160,7 @@ def test_lines_a_callers_turn_wrote_are_synced_within_the_interval(tmp_path, mon
     rec.record(EventRecord(make_event(ERROR, "s", None, reason="r")), wake=False)
     rec.take_turn()
     assert len(read_session(tmp_path, "s")) == 1  # written in the turn itself
-    inode = (tmp_path / "sessions" / "s.jsonl").stat().st_ino
+    inode = log_of(tmp_path, "s").stat().st_ino
     deadline = time.monotonic() + 5
     while inode not in syncs.files and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import time
 
+import duckdb
 import orjson
 import pytest
 from hypothesis import given
@@ -19,11 +21,20 @@ from taplog.recorder.events import (
     FORMAT_VERSION,
     LLM_REQUEST,
     make_event,
+    seal,
     session_started,
     verify_line,
 )
 from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder, SessionStart
+from taplog.recorder.store.zstd_stream import FRAME_END
+from taplog.recorder.verify import verify
+from tests.disk import edit_log, log_of, readable
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 
 def _record(recorder, session, count, **payload):
@@ -91,29 +102,81 @@ def test_a_torn_tail_is_skipped_on_read_and_repaired_on_open(tmp_path):
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 3)
     recorder.close()
-    path = tmp_path / "sessions" / "s.jsonl"
-    whole = path.read_bytes()
-    torn = b'{"v":1,"seq":4,"ts":"2026-'
-    path.write_bytes(whole + torn)  # a crash in the middle of a write
+    path = log_of(tmp_path, "s")
+    whole = path.stat().st_size
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1, prompt="lorem ipsum " * 2000)
+    recorder.close()
+    data = path.read_bytes()
+    cut = data[: (whole + len(data)) // 2]  # a crash in the middle of the fourth write
+    path.write_bytes(cut)
 
     assert [e["seq"] for e in read_events(path)] == [1, 2, 3]
+    assert verify(tmp_path)[0].torn is not None
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 1)
     recorder.close()
     assert [e["seq"] for e in read_session(tmp_path, "s")] == [1, 2, 3, 4]
     (kept,) = (tmp_path / "quarantine").iterdir()
+    assert cut.endswith(kept.read_bytes()) and len(cut) - whole <= len(kept.read_bytes()) + 3
+    assert verify(tmp_path)[0].ok
+
+
+def test_a_torn_tail_of_a_plain_log_is_skipped_on_read_and_repaired_on_open(tmp_path):
+    path = tmp_path / "sessions" / "s.jsonl"  # an older taplog's: written on as it is
+    path.parent.mkdir()
+    path.write_bytes(seal(make_event(ERROR, "s", None, reason="r0"), 1, None)[0])
+    torn = b'{"v":1,"seq":2,"ts":"2026-'
+    path.write_bytes(path.read_bytes() + torn)  # a crash in the middle of a write
+
+    assert [e["seq"] for e in read_events(path)] == [1]
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1)
+    recorder.close()
+    assert log_of(tmp_path, "s") == path and not list(path.parent.glob("*.zst"))
+    assert [e["seq"] for e in read_session(tmp_path, "s")] == [1, 2]
+    (kept,) = (tmp_path / "quarantine").iterdir()
     assert kept.read_bytes() == torn
+
+
+def test_a_block_that_does_not_decode_is_damage_named_and_set_aside(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 2)
+    recorder.close()
+    path = log_of(tmp_path, "s")
+    first_frame = path.stat().st_size
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1, prompt="lorem ipsum dolor " * 500)
+    recorder.close()
+    data = bytearray(path.read_bytes())
+    # the second frame (closing the file ended the first): magic, descriptor, window, block
+    assert path.read_bytes()[:first_frame].endswith(FRAME_END)
+    block = first_frame + 6
+    data[block] |= 0b110  # a reserved block type: no decoder reads on
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(
+        DamagedLine, match=r"s\.jsonl\.zst: the compressed stream .* at byte \d+ \(lines read: 2\)"
+    ):
+        list(read_events(path))
+    (report,) = verify(tmp_path)
+    assert report.lines == 2 and "the compressed stream has no zstd block" in str(report.damage[0])
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 1)
+    recorder.close()
+    events = read_session(tmp_path, "s")
+    assert "the compressed stream has no zstd block" in events[0]["reason"]
+    (aside,) = (tmp_path / "quarantine").glob("s.*.damaged.jsonl.zst")
+    assert aside.read_bytes() == bytes(data)
 
 
 def test_damage_in_the_middle_is_reported_with_file_and_line(tmp_path):
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 3)
     recorder.close()
-    path = tmp_path / "sessions" / "s.jsonl"
-    lines = path.read_bytes().splitlines(keepends=True)
-    lines[1] = lines[1].replace(b'"r1"', b'"rX"')
-    path.write_bytes(b"".join(lines))
-    with pytest.raises(DamagedLine, match=r"s\.jsonl:2 \(byte \d+\): line fails its checksum"):
+    path = log_of(tmp_path, "s")
+    edit_log(path, lambda text: text.replace(b'"r1"', b'"rX"'))
+    with pytest.raises(DamagedLine, match=r"s\.jsonl\.zst:2 \(byte \d+\): line fails its checksum"):
         list(read_events(path))
 
 
@@ -121,15 +184,15 @@ def test_a_damaged_last_line_is_set_aside_not_continued(tmp_path):
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 2)
     recorder.close()
-    path = tmp_path / "sessions" / "s.jsonl"
-    path.write_bytes(path.read_bytes().replace(b'"r1"', b'"rX"'))
+    path = log_of(tmp_path, "s")
+    edit_log(path, lambda text: text.replace(b'"r1"', b'"rX"'))
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 1)
     recorder.close()
     events = read_session(tmp_path, "s")
     assert "fails its checksum" in events[0]["reason"]
-    damaged = [p for p in (tmp_path / "quarantine").iterdir() if p.name.endswith("damaged.jsonl")]
-    assert len(damaged) == 1 and b'"rX"' in damaged[0].read_bytes()
+    damaged = list((tmp_path / "quarantine").glob("*.damaged.jsonl.zst"))
+    assert len(damaged) == 1 and b'"rX"' in readable(damaged[0])
 
 
 def test_recorded_content_cannot_break_out_of_its_line(tmp_path):
@@ -137,7 +200,7 @@ def test_recorded_content_cannot_break_out_of_its_line(tmp_path):
     forged = '\n{"v":1,"seq":99,"type":"llm.request"}\n\r\u2028'
     _record(recorder, "s", 1, prompt=forged)
     recorder.close()
-    lines = (tmp_path / "sessions" / "s.jsonl").read_bytes().splitlines()
+    lines = readable(log_of(tmp_path, "s")).splitlines()
     assert len(lines) == 1 and verify_line(lines[0])
     assert read_session(tmp_path, "s")[0]["prompt"] == forged
 
@@ -146,9 +209,8 @@ def test_readers_refuse_newer_formats_and_unknown_types(tmp_path):
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 1)
     recorder.close()
-    path = tmp_path / "sessions" / "s.jsonl"
-    line = path.read_bytes()
-    path.write_bytes(line.replace(b'"v":%d,' % FORMAT_VERSION, b'"v":9,', 1))
+    path = log_of(tmp_path, "s")
+    edit_log(path, lambda line: line.replace(b'"v":%d,' % FORMAT_VERSION, b'"v":9,', 1))
     with pytest.raises((UnsupportedEvent, DamagedLine)):
         list(read_events(path))
 
@@ -199,7 +261,9 @@ def test_a_session_waited_on_is_written_at_once_and_the_others_soon_after(tmp_pa
     assert written.wait(10) and told == [True]
     assert len(read_session(tmp_path, "waited")) == 2
     deadline = time.monotonic() + 5
-    while not (tmp_path / "sessions" / "quiet.jsonl").exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if log_of(tmp_path, "quiet").exists() and len(read_session(tmp_path, "quiet")) == 3:
+            break
         time.sleep(0.01)
     assert len(read_session(tmp_path, "quiet")) == 3
     assert time.monotonic() < deadline
@@ -240,7 +304,7 @@ def test_files_are_private_to_their_owner(tmp_path):
     recorder = _recorder(tmp_path)
     _record(recorder, "s", 1)
     recorder.close()
-    assert os.stat(tmp_path / "sessions" / "s.jsonl").st_mode & 0o077 == 0
+    assert os.stat(log_of(tmp_path, "s")).st_mode & 0o077 == 0
 
 
 @given(st.binary(max_size=300))
@@ -300,3 +364,18 @@ def test_a_writer_thread_that_dies_stops_new_calls(tmp_path, monkeypatch):
     recorder._thread.join(5)
     assert not recorder.accepting
     assert "the log writer stopped" in recorder.health()["reason"]
+
+
+def test_a_log_taplog_has_closed_is_a_whole_zstd_file_any_tool_reads(tmp_path):
+    recorder = _recorder(tmp_path)
+    _record(recorder, "s", 3)
+    recorder.close()
+    recorder = _recorder(tmp_path)  # a second frame, after a restart
+    _record(recorder, "s", 2)
+    recorder.close()
+    path = log_of(tmp_path, "s")
+    assert path.name == "s.jsonl.zst"
+    text = zstd.decompress(path.read_bytes())  # refuses a frame that is not ended
+    assert [orjson.loads(line)["seq"] for line in text.splitlines()] == [1, 2, 3, 4, 5]
+    rows = duckdb.sql(f"SELECT count(*) FROM read_ndjson_objects('{path}')").fetchall()
+    assert rows == [(5,)]

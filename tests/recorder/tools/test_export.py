@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.tools.export import export_conversation
+from tests.disk import log_of, readable
 from tests.fakes.agents import AGENTS
 from tests.fakes.vendor import Anthropic, Chat, Responses
 
@@ -88,7 +89,7 @@ def test_native_export_is_the_last_request_as_sent_and_its_answer(request, taplo
 
 def test_jsonl_export_is_the_raw_lines(request, taplog):
     session, _ = record(request, taplog, "anthropic", True)
-    raw = (taplog.data_dir / "sessions" / f"{session}.jsonl").read_bytes()
+    raw = readable(log_of(taplog.data_dir, session))
     assert cli_export(taplog, session).encode() == raw
     first_five = b"".join(raw.splitlines(keepends=True)[:5])
     assert cli_export(taplog, session, "--at", "5").encode() == first_five

@@ -10,6 +10,7 @@ from taplog.proxy.cli.main import main
 from taplog.recorder.query.connect import connect, query
 from taplog.recorder.store.reader import read_session
 from taplog.recorder.verify import verify
+from tests.disk import log_of
 from tests.fakes.agents import OUTCOMES, chat_agent
 
 ENVELOPE = ("session", "prev", "h")
@@ -46,7 +47,7 @@ def continue_fork(oai, forked: list[dict], session: str) -> None:
 def test_fork_at_a_tool_step_and_continue_with_another_answer(taplog, oai):
     chat_agent(oai, stream=False)
     ((origin, events),) = taplog.wait_responses(8).items()
-    origin_file = taplog.data_dir / "sessions" / f"{origin}.jsonl"
+    origin_file = log_of(taplog.data_dir, origin)
     origin_bytes = origin_file.read_bytes()
     asked = [e for e in events if e["type"] == "tool.pre"][:2]  # the two parallel calls
     at = asked[-1]["seq"]
@@ -95,7 +96,7 @@ def test_fork_refuses_what_it_cannot_do(taplog, oai):
     default = fork_cli(taplog, origin, "--at", "2")
     assert default.exit_code == 0 and default.output.startswith(f"{origin}-fork2-")
     assert sorted(p.name for p in (taplog.data_dir / "sessions").iterdir()) == sorted(
-        f"{s}.jsonl" for s in (origin, "a", default.output.strip())
+        f"{s}.jsonl.zst" for s in (origin, "a", default.output.strip())
     )
 
 
