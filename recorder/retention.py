@@ -223,8 +223,8 @@ def _old_sessions(logs: Path, cutoff: datetime, shipped: dict[str, int] | None) 
     """The sessions whose last event is before `cutoff`, each read once (lines, blobs)."""
     old = []
     for path in session_logs(logs):
-        if path.is_symlink():
-            continue
+        if path.is_symlink() or path.stat().st_mtime >= cutoff.timestamp():
+            continue  # written since the cutoff: so was its last event (not read, nor decoded)
         ts = last_event(path)
         when = None if ts is None else _parsed(ts)
         if ts is None or when is None or when >= cutoff:

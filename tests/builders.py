@@ -17,6 +17,7 @@ import orjson
 from hypothesis import strategies as st
 
 from taplog.recorder.events import llm_request, make_event, new_id
+from taplog.recorder.store.lognames import log_path
 from taplog.recorder.store.writer import EventRecord, Recorder
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -401,6 +402,9 @@ def write_dated_sessions(
         for event in _dated_events(session, days_ago, body):
             recorder.record(EventRecord(event))
     recorder.close()
+    for session, (days_ago, _) in sessions.items():  # a log was last written with its last event
+        last = (NOW - timedelta(days=days_ago[-1])).timestamp()
+        os.utime(log_path(data_dir / "sessions", session), (last, last))
     written = (NOW - timedelta(days=1)).timestamp()  # long before any pass: none is fresh
     for blob in (data_dir / "blobs").glob("*/*.json"):
         os.utime(blob, (written, written))

@@ -27,7 +27,8 @@ def session_name(path: Path) -> str:
 
 
 def is_compressed(path: Path) -> bool:
-    return path.name.endswith(COMPRESSED)
+    """By its name: a session's log, or a copy of one renamed (`run-7.zst`)."""
+    return path.suffix == ".zst"
 
 
 def session_logs(folder: Path, pattern: str = "*") -> list[Path]:

@@ -23,6 +23,7 @@ from taplog.recorder.query.compaction import compact
 from taplog.recorder.retention import BadAge, last_event, parse_age, prune
 from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.writer import EventRecord, Recorder
+from taplog.recorder.store.zstd_stream import Compressor
 from taplog.recorder.verify import verify
 from tests.builders import INLINE_MAX
 from tests.builders import dated_ts as _ts
@@ -126,8 +127,10 @@ def test_quarantined_files_of_a_pruned_session_go_with_it(data_dir):
 
 def test_the_last_whole_line_dates_a_session_and_a_torn_tail_is_ignored(data_dir):
     log = log_of(data_dir, "old-b")
-    with open(log, "ab") as torn:
-        torn.write(b'{"v":3,"seq":3,"ts":"' + _ts(0).encode())
+    written = log.stat().st_mtime
+    with open(log, "ab") as torn:  # a write a crash cut short, then: the start of a frame
+        torn.write(Compressor().write(b'{"v":3,"seq":3,"ts":"' + _ts(0).encode() + b'"}\n')[:-4])
+    os.utime(log, (written, written))
     assert last_event(log) == _ts(50)
     assert [p.session for p in prune(data_dir, timedelta(days=30))] == ["old-a", "old-b"]
 
