@@ -61,6 +61,7 @@ class LlmRequest:
     parsed: Any
     attempt: int = 1
     secrets: Secrets = ()
+    layout: Layout | None = None  # of `body`, when the proxy found it parsing (`parsed`)
     event: Event = field(init=False)
     envelope: InitVar[Event | None] = None
 
@@ -107,7 +108,9 @@ class LlmRequest:
             return found, parsed
 
         parsed = parse_json(self.body) if self.parsed is UNPARSED else self.parsed
-        layout = Layout.of(self.body, parsed, self.api)  # it proves the body exact, too
+        layout = self.layout
+        if layout is None or layout.raw is not self.body or layout.body is not parsed:
+            layout = Layout.of(self.body, parsed, self.api)  # it proves the body exact, too
         fields = {"body": parsed} if layout is not None else encode_body(self.body, parsed)
         raw, parsed = state.clean_parts.searched(self.body, parsed, layout, self.secrets, search)
         if redaction:

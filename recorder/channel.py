@@ -7,7 +7,8 @@ events' building and chaining, tool events, bodies, blobs, syncing) happens on t
 recorder's side, so a record crosses as the plain values it holds: the event's
 envelope made when the call happened (its id and timestamp), the bytes as they were sent
 or came back, with their arrival times. A request's parse on the worker does not cross:
-the recorder parses again, off the worker's CPU. An answer for the client
+the recorder parses again, off the worker's CPU (from where the body differs from one
+it parsed before, `recorder.known_bodies`). An answer for the client
 (`CallAnswer`) names the try's answer that served it by its event id; the recorder links
 it to that answer, which it received first (its writer fills in that answer's outcome and
 finish reason).
@@ -33,8 +34,8 @@ import struct
 from collections import OrderedDict
 from typing import Any
 
-from taplog.recorder.bodies import UNPARSED
 from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
+from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.store.writer import EventRecord, SessionStart
 
 HEADER = struct.Struct("<I")
@@ -102,10 +103,13 @@ def record_message(record: Any) -> tuple[Any, ...]:
 
 class Records:
     """The recorder's side: records rebuilt from their messages, each answer kept until
-    the `CallAnswer` that names it arrives (or too many came after it)."""
+    the `CallAnswer` that names it arrives (or too many came after it); request bodies
+    parsed from where they differ from `bodies` parsed before (the process's, from any
+    worker)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bodies: KnownBodies | None = None) -> None:
         self._answers: OrderedDict[str, LlmResponse] = OrderedDict()
+        self._bodies = bodies if bodies is not None else KnownBodies()
 
     def rebuilt(self, message: tuple[Any, ...]) -> Any:
         kind, event = message[1], message[2]
@@ -118,6 +122,7 @@ class Records:
                 3:
             ]
             body, attempt, secrets = rest
+            parsed, layout = self._bodies.parse(body, api)
             record: Any = LlmRequest(
                 session,
                 exchange,
@@ -129,9 +134,10 @@ class Records:
                 headers,
                 key,
                 body,
-                UNPARSED,
+                parsed,
                 attempt,
                 secrets,
+                layout,
                 envelope=event,
             )
         elif kind == "response":

@@ -18,6 +18,7 @@ first i+1 items exactly when their chains agree at i.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,58 +68,76 @@ class Layout:
         if not isinstance(body, dict) or not isinstance(body.get(name), list):
             return None
         try:
-            return cls._found(_dumps_at(body, 0), body, name)
+            return cls._found(_Nest(0).dumps(body), body, name)
         except TypeError:
             return None
 
     @classmethod
     def _found(cls, raw: bytes, body: dict[str, Any], name: str) -> Layout | None:
-        """Each part serialised at its depth and found in `raw` in turn; None at the
-        first part `raw` does not hold where it should."""
-        items: list[tuple[int, int]] = []
-        fields: dict[str, tuple[int, int, int]] = {}
-        field_at, item_at, dumps = _Nest(1), _Nest(2), orjson.dumps
-        at = 1
-        if not raw.startswith(b"{"):
+        """Each part of `body` serialised where it sits and found in `raw` in turn; None at
+        the first one that is not there."""
+        keys = list(body)
+        at = keys.index(name)
+        before = [(key, body[key]) for key in keys[:at]]
+        after = [(key, body[key]) for key in keys[at + 1 :]]
+        finder, items, fields = _Finder(raw, 0), [], {}
+        found = (
+            finder.token(b"{")
+            and finder.fields(before, fields, first=True)
+            and (not before or finder.token(b","))
+            and finder.token(orjson.dumps(name) + b":[")
+            and finder.items(body[name], items, first=True)
+            and finder.token(b"]")
+            and finder.fields(after, fields, first=False)
+            and finder.token(b"}")
+            and finder.at == len(raw)
+        )
+        return cls(raw, body, name, items, fields) if found else None
+
+    @classmethod
+    def grown(cls, base: Layout, raw: bytes, shared: int) -> Layout | None:
+        """The layout of `raw`, whose first `shared` items (at least one) are `base`'s byte
+        for byte, with the body parsed: only the bytes after them are parsed and
+        serialised, the rest is `base`'s (its parsed items, their digests). None when
+        `raw` is not its body's exact compact JSON.
+
+        `raw` up to the end of the last shared item is `base`'s, so a JSON parser is in
+        the same state there: inside the transcript, after an item. The rest of `raw`,
+        behind an opening that leaves a parser in that state, parses as what `raw`'s
+        parse would give for it, and fails where that would fail."""
+        name, cut = base.name, base.items[shared - 1][1]
+        try:
+            rest = orjson.loads(b'{"_":[0' + raw[cut:])
+        except orjson.JSONDecodeError:
             return None
-        for key, value in body.items():
-            if at > 1:
-                if not raw.startswith(b",", at):
-                    return None
-                at += 1
-            start, data = at, orjson.dumps(key)
-            if not raw.startswith(data, at) or not raw.startswith(b":", at + len(data)):
-                return None
-            at += len(data) + 1
-            if key != name:
-                data = field_at.dumps(value)
-                if not raw.startswith(data, at):
-                    return None
-                fields[key] = (start, at, at + len(data))
-                at += len(data)
-                continue
-            if not raw.startswith(b"[", at):
-                return None
-            at += 1
-            inner, outer, levels = item_at.inner, item_at.outer, item_at.levels
-            for item in value:  # the loop of the whole: kept to plain local operations
-                if items:
-                    if not raw.startswith(b",", at):
-                        return None
-                    at += 1
-                inner[0] = item
-                data = dumps(outer)[levels:-levels]
-                if not raw.startswith(data, at):
-                    return None
-                end = at + len(data)
-                items.append((at, end))
-                at = end
-            if not raw.startswith(b"]", at):
-                return None
-            at += 1
-        if at != len(raw) - 1 or not raw.startswith(b"}", at):
+        head = {}
+        for key, value in base.body.items():
+            if key == name:
+                break
+            head[key] = value
+        added = rest.pop("_", None)
+        if not isinstance(added, list) or name in rest or not rest.keys().isdisjoint(head):
+            return None  # a key twice: its compact JSON cannot be `raw`
+        finder, items = _Finder(raw, cut), base.items[:shared]
+        fields = {key: base.fields[key] for key in head}
+        try:
+            found = (
+                finder.items(added[1:], items, first=False)
+                and finder.token(b"]")
+                and finder.fields(rest.items(), fields, first=False)
+                and finder.token(b"}")
+                and finder.at == len(raw)
+            )
+        except TypeError:  # too deep for a log line, or a huge integer
             return None
-        return cls(raw, body, name, items, fields)
+        if not found:
+            return None
+        body = {**head, name: base.body[name][:shared] + added[1:], **rest}
+        layout = cls(raw, body, name, items, fields, base.digests[:shared], base.links[:shared])
+        for key in head:
+            if key in base.field_digests:
+                layout.field_digests[key] = base.field_digests[key]
+        return layout
 
     def item(self, position: int) -> bytes:
         start, end = self.items[position]
@@ -184,12 +203,6 @@ def layout_of(event: Event, name: str) -> Layout | None:
     return Layout.build(body, name)
 
 
-def _dumps_at(value: Any, depth: int) -> bytes:
-    """`value`'s compact JSON, as it would serialise `depth` levels into a body inside a
-    log line (raises TypeError where the whole would)."""
-    return _Nest(depth).dumps(value)
-
-
 class _Nest:
     """Lists nested as deep as a log line holds a body's part at `depth`: a part
     serialised inside them fails where it would fail in the line. Made once for many
@@ -210,3 +223,58 @@ class _Nest:
             return orjson.dumps(self.outer)[self.levels : -self.levels]
         finally:
             self.inner[0] = None
+
+
+class _Finder:
+    """Walks `raw` from `at`, finding one part after another serialised where it sits in
+    a body; each step says whether it was there."""
+
+    def __init__(self, raw: bytes, at: int) -> None:
+        self.raw, self.at = raw, at
+        self._field, self._item = _Nest(1), _Nest(2)
+
+    def token(self, token: bytes) -> bool:
+        if not self.raw.startswith(token, self.at):
+            return False
+        self.at += len(token)
+        return True
+
+    def fields(
+        self, pairs: Iterable[tuple[str, Any]], found: dict[str, tuple[int, int, int]], first: bool
+    ) -> bool:
+        """`"key":value` for each pair, a comma before each but a `first`."""
+        for key, value in pairs:
+            if not (first or self.token(b",")):
+                return False
+            start, first = self.at, False
+            if not (self.token(orjson.dumps(key)) and self.token(b":")):
+                return False
+            value_start = self.at
+            if not self.token(self._field.dumps(value)):
+                return False
+            found[key] = (start, value_start, self.at)
+        return True
+
+    def items(self, values: list[Any], found: list[tuple[int, int]], first: bool) -> bool:
+        """Each transcript item, a comma before each but a `first`. (The loop of the whole
+        body: kept to plain local operations.)"""
+        raw, at, dumps = self.raw, self.at, orjson.dumps
+        nest = self._item
+        inner, outer, levels = nest.inner, nest.outer, nest.levels
+        try:
+            for item in values:
+                if not first:
+                    if not raw.startswith(b",", at):
+                        return False
+                    at += 1
+                first = False
+                inner[0] = item
+                data = dumps(outer)[levels:-levels]
+                if not raw.startswith(data, at):
+                    return False
+                found.append((at, at + len(data)))
+                at += len(data)
+        finally:
+            inner[0] = None
+        self.at = at
+        return True

@@ -17,7 +17,8 @@ from tests.fakes.keys import OPENAI_KEY
 
 SECOND_KEY = "tk-7c1e93b0a4d25f68e0b1c3d5f7a9b2c4d6e8f0a1"  # no known shape: found by value
 EMAIL = "dana.reyes@example.org"
-SYSTEM = "You are a careful coding agent. Read the repository before you change it. " * 20
+# over `recorder.known_bodies.MIN_BYTES`: each request is parsed from where the last differs
+SYSTEM = "You are a careful coding agent. Read the repository before you change it. " * 250
 
 
 def test_every_resent_part_is_redacted_as_a_whole_body_search_would(servers, fake, tmp_path):
