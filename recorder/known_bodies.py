@@ -30,7 +30,6 @@ from taplog.recorder.layouts import LIST_FIELDS, Layout
 MIN_BYTES = 16 * 1024  # a smaller body costs little to parse whole: neither kept nor built on
 MAX_BYTES = 32 * 1024 * 1024  # of bodies kept (their parsed JSON takes a few times more)
 MAX_BODIES = 64
-_FIRST_BLOCK = 4096  # bytes compared at once when looking for the end of a shared beginning
 
 
 class KnownBodies:
@@ -81,31 +80,30 @@ def _longest_shared(known: list[Layout], raw: bytes) -> tuple[Layout | None, int
     them (the most recent among equals), and how many; (None, 0) when none shares one."""
     best, most = None, 0
     for layout in known:
-        if not layout.items:
+        items = layout.items
+        if len(items) <= most:
             continue
-        shared_bytes = _common_prefix(raw, layout.raw, layout.items[-1][1])
-        shared = bisect.bisect_right(layout.items, shared_bytes, key=lambda span: span[1])
-        if shared > most:
-            best, most = layout, shared
-            if shared == len(layout.items):  # all of it: its conversation's latest
-                break
+        with memoryview(layout.raw) as view:  # more than the best so far? (mostly: no)
+            if not raw.startswith(view[: items[most][1]]):
+                continue
+            shared_bytes = _common_prefix(raw, view, items[most][1], items[-1][1])
+        shared = bisect.bisect_right(items, shared_bytes, key=lambda span: span[1])
+        best, most = layout, shared
+        if shared == len(items):  # all of it: its conversation's latest
+            break
     return best, most
 
 
-def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
-    """How many first bytes `a` and `b` share, at most `limit`: compared in blocks that
-    double in size, then the block that differs halved down to the first difference."""
-    end = min(len(a), len(b), limit)
-    start, size = 0, _FIRST_BLOCK
-    while start < end:
-        stop = min(end, start + size)
-        if a[start:stop] != b[start:stop]:
-            while stop - start > 1:
-                middle = (start + stop) // 2
-                if a[start:middle] == b[start:middle]:
-                    start = middle
-                else:
-                    stop = middle
-            return start
-        start, size = stop, size * 2
-    return end
+def _common_prefix(raw: bytes, other: memoryview, start: int, limit: int) -> int:
+    """How many first bytes `raw` and `other` share, knowing they share `start`, at most
+    `limit`: halving down to the first difference, each half compared in place."""
+    end = min(len(raw), len(other), limit)
+    if raw.startswith(other[start:end], start):
+        return end
+    while end - start > 1:  # raw[:start] == other[:start] and raw[:end] != other[:end]
+        middle = (start + end) // 2
+        if raw.startswith(other[start:middle], start):
+            start = middle
+        else:
+            end = middle
+    return start

@@ -97,17 +97,23 @@ class Layout:
     @classmethod
     def grown(cls, base: Layout, raw: bytes, shared: int) -> Layout | None:
         """The layout of `raw`, whose first `shared` items (at least one) are `base`'s byte
-        for byte, with the body parsed: only the bytes after them are parsed and
-        serialised, the rest is `base`'s (its parsed items, their digests). None when
+        for byte, with the body parsed: only what lies between them and the fields at its
+        end that are `base`'s byte for byte too (the system prompt, the tools, …) is
+        parsed and serialised; the rest is `base`'s (parsed JSON, digests). None when
         `raw` is not its body's exact compact JSON.
 
         `raw` up to the end of the last shared item is `base`'s, so a JSON parser is in
-        the same state there: inside the transcript, after an item. The rest of `raw`,
-        behind an opening that leaves a parser in that state, parses as what `raw`'s
-        parse would give for it, and fails where that would fail."""
+        the same state there: inside the transcript, after an item. The bytes between,
+        behind an opening that leaves a parser in that state and before a `}` that ends
+        the body, parse only if they leave it in the state `base` is in where its kept
+        fields begin (inside the body, after a value); they parse as `raw`'s parse would
+        parse them, and the kept fields as `base`'s."""
         name, cut = base.name, base.items[shared - 1][1]
+        kept = _kept_fields(base, raw, cut)
+        moved = len(raw) - len(base.raw)  # where `base`'s kept fields lie in `raw`
+        end = kept[0][1][0] - 1 + moved if kept else len(raw) - 1  # the comma, or the `}`
         try:
-            rest = orjson.loads(b'{"_":[0' + raw[cut:])
+            rest = orjson.loads(b'{"_":[0' + raw[cut:end] + b"}")
         except orjson.JSONDecodeError:
             return None
         head = {}
@@ -116,7 +122,8 @@ class Layout:
                 break
             head[key] = value
         added = rest.pop("_", None)
-        if not isinstance(added, list) or name in rest or not rest.keys().isdisjoint(head):
+        tail = {key: base.body[key] for key, _ in kept}
+        if not isinstance(added, list) or not _distinct(name, head, rest, tail):
             return None  # a key twice: its compact JSON cannot be `raw`
         finder, items = _Finder(raw, cut), base.items[:shared]
         fields = {key: base.fields[key] for key in head}
@@ -125,16 +132,18 @@ class Layout:
                 finder.items(added[1:], items, first=False)
                 and finder.token(b"]")
                 and finder.fields(rest.items(), fields, first=False)
-                and finder.token(b"}")
-                and finder.at == len(raw)
+                and finder.at == end
+                and raw.startswith(b"}" if not kept else b",", end)
             )
         except TypeError:  # too deep for a log line, or a huge integer
             return None
         if not found:
             return None
-        body = {**head, name: base.body[name][:shared] + added[1:], **rest}
+        for key, (key_start, value_start, value_end) in kept:
+            fields[key] = (key_start + moved, value_start + moved, value_end + moved)
+        body = {**head, name: base.body[name][:shared] + added[1:], **rest, **tail}
         layout = cls(raw, body, name, items, fields, base.digests[:shared], base.links[:shared])
-        for key in head:
+        for key in (*head, *tail):
             if key in base.field_digests:
                 layout.field_digests[key] = base.field_digests[key]
         return layout
@@ -201,6 +210,30 @@ def layout_of(event: Event, name: str) -> Layout | None:
     if layout is not None and layout.body is body and layout.name == name:
         return layout
     return Layout.build(body, name)
+
+
+def _kept_fields(base: Layout, raw: bytes, cut: int) -> list[tuple[str, tuple[int, int, int]]]:
+    """The fields at the end of `base`, after its transcript, that `raw` ends with byte for
+    byte (the most of them), each with its place in `base`; none that would reach back
+    before `cut` in `raw`."""
+    after = [(key, span) for key, span in base.fields.items() if span[0] > base.items[-1][1]]
+    moved = len(raw) - len(base.raw)
+    with memoryview(base.raw) as view:
+        for at, (_, (key_start, _, _)) in enumerate(after):
+            comma = key_start - 1
+            if comma + moved > cut and raw.endswith(view[comma:]):
+                return after[at:]
+    return []
+
+
+def _distinct(name: str, *groups: dict[str, Any]) -> bool:
+    """No key in two of the groups, nor the transcript's name in any."""
+    seen = {name}
+    for group in groups:
+        if not seen.isdisjoint(group):
+            return False
+        seen.update(group)
+    return True
 
 
 class _Nest:

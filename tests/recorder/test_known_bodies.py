@@ -16,6 +16,9 @@ from taplog.recorder.layouts import Layout
 
 API = "anthropic.messages"
 TEXT = st.text(max_size=40)
+SETTINGS = (
+    st.sampled_from(["", "You code.", ["Bash", "Read"], 7]) | TEXT
+)  # mostly resent as they were
 ITEM = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": TEXT})
 
 
@@ -42,21 +45,28 @@ def _same_as_a_whole_parse(known: KnownBodies, raw: bytes) -> Layout | None:
 @st.composite
 def _conversations(draw) -> list[bytes]:
     """Request bytes as threads send them, interleaved: growing, edited, restarted, with
-    fields before and after the transcript that change now and then, and now and then
-    bytes that are not the compact JSON of anything (spaced, cut short, keys twice)."""
-    threads = [draw(st.lists(ITEM, min_size=1, max_size=3)) for _ in range(draw(st.integers(1, 3)))]
+    fields before and after the transcript that change now and then (a key moved, added,
+    dropped, a value changed), and now and then bytes that are not the compact JSON of
+    anything (spaced, cut short, a key twice, bytes after the end)."""
+    fields = st.dictionaries(st.sampled_from(["system", "tools", "_", "x"]), SETTINGS)
+    threads = [
+        (draw(st.lists(ITEM, min_size=1, max_size=3)), draw(fields))
+        for _ in range(draw(st.integers(1, 3)))
+    ]
     sent = []
     for _ in range(draw(st.integers(1, 12))):
-        history = draw(st.sampled_from(threads))
-        action = draw(st.sampled_from(["grow", "grow", "edit", "restart", "same"]))
+        history, settings = draw(st.sampled_from(threads))
+        action = draw(st.sampled_from(["grow", "grow", "edit", "restart", "settings", "same"]))
         if action == "grow":
             history += draw(st.lists(ITEM, min_size=1, max_size=2))
         elif action == "edit":
             history[draw(st.integers(0, len(history) - 1))] = draw(ITEM)
         elif action == "restart":
             history[:] = [draw(ITEM)]
-        body = {"model": draw(st.sampled_from(["a", "b"])), "messages": list(history)}
-        body.update(draw(st.dictionaries(st.sampled_from(["system", "tools", "_", "x"]), TEXT)))
+        elif action == "settings":
+            settings.clear()
+            settings.update(draw(fields))
+        body = {"model": draw(st.sampled_from(["a", "b"])), "messages": list(history), **settings}
         raw = orjson.dumps(body)
         form = draw(st.sampled_from(["compact"] * 6 + ["spaced", "cut", "twice", "trailing"]))
         if form == "spaced":
@@ -103,3 +113,14 @@ def test_small_bodies_and_other_apis_are_parsed_whole_and_not_kept():
     assert known.parse(small, API) == (orjson.loads(small), None)
     assert known.parse(b'{"input":"x"}', "openai.embeddings") == ({"input": "x"}, None)
     assert known.parse(b"not json", API) == (None, None)
+
+
+def test_a_key_sent_twice_is_parsed_as_a_whole_parse_and_never_taken_for_compact_json():
+    known = KnownBodies(min_bytes=0)
+    assert _same_as_a_whole_parse(known, b'{"model":"a","messages":[{"n":1}],"system":"s"}')
+    for raw in (
+        b'{"model":"a","messages":[{"n":1},{"n":2}],"system":"t","system":"s"}',
+        b'{"model":"a","messages":[{"n":1},{"n":2}],"model":"b","system":"s"}',
+        b'{"model":"a","messages":[{"n":1},{"n":2}],"messages":[],"system":"s"}',
+    ):
+        assert _same_as_a_whole_parse(known, raw) is None
