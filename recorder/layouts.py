@@ -48,6 +48,8 @@ class Layout:
     digests: list[bytes] = field(default_factory=list)  # of the first items, as far as asked
     links: list[bytes] = field(default_factory=list)  # `chain()`, as far as asked
     field_digests: dict[str, bytes] = field(default_factory=dict)
+    inherited: int = 0  # first items taken from an earlier layout (`grown`)
+    grown_from: bytes | None = None  # that layout's `chain()[-1]`, when it was known
 
     @classmethod
     def of(cls, raw: bytes, parsed: Any, api: str) -> Layout | None:
@@ -143,6 +145,9 @@ class Layout:
             fields[key] = (key_start + moved, value_start + moved, value_end + moved)
         body = {**head, name: base.body[name][:shared] + added[1:], **rest, **tail}
         layout = cls(raw, body, name, items, fields, base.digests[:shared], base.links[:shared])
+        layout.inherited = shared
+        if len(base.links) == len(base.items):
+            layout.grown_from = base.links[-1]
         for key in (*head, *tail):
             if key in base.field_digests:
                 layout.field_digests[key] = base.field_digests[key]

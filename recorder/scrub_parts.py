@@ -35,12 +35,15 @@ CLEAN = object()  # a part searched (now or before) in which nothing was found
 class CleanParts:
     """Digests of the parts a session sent that were searched and held nothing: an item's
     digest, a field's name and digest (a value clean under one name may not be under
-    another)."""
+    another); and of the transcripts whose items all were (by `Layout.chain`), so that a
+    body grown from one (`Layout.grown`) looks only at the items after those it took."""
 
     LIMIT = 20_000
+    RUNS = 1_000
 
     def __init__(self) -> None:
         self._digests: OrderedDict[bytes | tuple[str, bytes], None] = OrderedDict()
+        self._runs: OrderedDict[bytes, None] = OrderedDict()
         self._secrets: tuple[bytes, ...] = ()
 
     def searched(
@@ -58,20 +61,23 @@ class CleanParts:
             return search(raw, parsed)
         if secrets != self._secrets:  # clean under other keys says nothing about these
             self._digests.clear()
+            self._runs.clear()
             self._secrets = secrets
         changed, body = False, {}
         for key, value in parsed.items():
             if key == layout.name:
-                items = []
-                for at, item in enumerate(value):
+                items = value[: self._clean_run(layout)]
+                for at in range(len(items), len(value)):
                     known = layout.item_digest(at)
                     found = (
                         CLEAN
                         if self._clean(known)
-                        else self._search(known, layout.item(at), item, search)
+                        else self._search(known, layout.item(at), value[at], search)
                     )
-                    items.append(item if found is CLEAN else found)
+                    items.append(value[at] if found is CLEAN else found)
                     changed = changed or found is not CLEAN
+                if not changed and value:
+                    self._remember(self._runs, layout.chain()[-1], self.RUNS)
                 body[key] = items
                 continue
             known = (key, layout.value_digest(key))
@@ -89,6 +95,14 @@ class CleanParts:
             return raw, parsed
         return orjson.dumps(body), body
 
+    def _clean_run(self, layout: Layout) -> int:
+        """How many first items are known clean together: those `layout` took from an
+        earlier body, when that body's items all were."""
+        if layout.grown_from in self._runs:
+            self._runs.move_to_end(layout.grown_from)
+            return layout.inherited
+        return 0
+
     def _clean(self, known: bytes | tuple[str, bytes]) -> bool:
         if known in self._digests:
             self._digests.move_to_end(known)
@@ -102,8 +116,12 @@ class CleanParts:
         was found in it."""
         found, parsed = search(data, value)
         if found is data:
-            self._digests[known] = None
-            if len(self._digests) > self.LIMIT:
-                self._digests.popitem(last=False)
+            self._remember(self._digests, known, self.LIMIT)
             return CLEAN
         return orjson.loads(found) if parsed is UNPARSED or parsed is None else parsed
+
+    @staticmethod
+    def _remember(memory: OrderedDict[Any, None], known: Any, limit: int) -> None:
+        memory[known] = None
+        if len(memory) > limit:
+            memory.popitem(last=False)

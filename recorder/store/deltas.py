@@ -112,9 +112,10 @@ class Ledger:
             heads = batch.heads[api] = OrderedDict(self.heads.get(api, {}))
         base, keep = None, 0
         for head in reversed(heads.values()):  # the most recent first, among equals
-            shared = _shared_beginning(head.chain, chain)
-            if shared > keep:
-                base, keep = head, shared
+            other = head.chain
+            if len(other) <= keep or len(chain) <= keep or other[keep] != chain[keep]:
+                continue  # it shares no more than the best so far (most heads: nothing)
+            base, keep = head, _shared_beginning(other, chain)
         if base is not None:
             del heads[base.seq]  # this request is now its thread's latest
         heads[seq] = _Head(seq, chain)
