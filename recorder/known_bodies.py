@@ -28,8 +28,8 @@ from taplog.recorder.bodies import parse_json
 from taplog.recorder.layouts import LIST_FIELDS, Layout
 
 MIN_BYTES = 16 * 1024  # a smaller body costs little to parse whole: neither kept nor built on
-MAX_BYTES = 32 * 1024 * 1024  # of bodies kept (their parsed JSON takes a few times more)
-MAX_BODIES = 64
+MAX_BYTES = 16 * 1024 * 1024  # of bodies kept (their parsed JSON takes about as much again)
+MAX_BODIES = 16  # conversations under way at once, each its latest (a real day: 1 to 3)
 
 
 class KnownBodies:
