@@ -32,6 +32,7 @@ from taplog.proxy.keys import Recording, Services
 from taplog.proxy.routing import CallRoute
 from taplog.recorder import events
 from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
+from taplog.recorder.layouts import Layout
 from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
 from taplog.recorder.store.writer import EventRecord
 from taplog.recorder.vendors.openai_responses.chaining import answer_id, output_items
@@ -50,6 +51,7 @@ class Call:
     received: float  # perf_counter() when the client's request arrived
     body: bytes  # decoded, when the client sent it with a Content-Encoding
     parsed: Any
+    layout: Layout | None  # where the parts of `body` lie (`recorder.layouts`)
     headers: CIMultiDictProxy[str]  # the client's
     key_fingerprint: str | None
     rule: Rule  # its fallback rule, or the plain one (a chain of one)
@@ -97,6 +99,7 @@ class Call:
             client_secrets=self.secrets,
             received=self.received,
             epoch=self.epoch,
+            layout=self.layout if attempt.body is self.body else None,
         )
 
     def record_failover(
@@ -189,6 +192,7 @@ class Try:
     headers: CIMultiDict[str] | None = None  # the vendor's, once they came
     answer: LlmResponse | None = None  # its record, once finished
     epoch: int | None = None  # its call's (`Call.epoch`)
+    layout: Layout | None = None  # of the attempt's body, when it is the client's
 
     def keep(self, chunk: bytes) -> None:
         at = (time.perf_counter() - self.started) * 1000
@@ -229,6 +233,7 @@ class Try:
             parsed=attempt.parsed,
             attempt=self.number,
             secrets=self.secrets,
+            layout=self.layout,
         )
         if translation is not None:
             record.event.update(translated_from=self.client_api, dropped=translation.dropped)

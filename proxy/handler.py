@@ -36,7 +36,6 @@ from taplog.proxy.keys import SERVICES, Services
 from taplog.proxy.replay import REPLAYER
 from taplog.proxy.routing import PASSTHROUGH, RouteError
 from taplog.recorder import __version__
-from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import new_id, session_started
 from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.secrets_by_value import scrub_text
@@ -105,7 +104,11 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         if decoded is not body:
             encoded, body = body, decoded
 
-    parsed = parse_json(body) if route.api != PASSTHROUGH or _is_json(request) else None
+    parsed, layout = (
+        services.bodies.parse(body, route.api)
+        if route.api != PASSTHROUGH or _is_json(request)
+        else (None, None)
+    )
     override = routing.upstream_override(headers, parsed)
     if override is not None:
         message = (
@@ -146,6 +149,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         body=body,
         encoded=encoded,
         parsed=parsed,
+        layout=layout,
         headers=request.headers,
         key_fingerprint=key_fp,
         rule=_rule(services, route.api, parsed),

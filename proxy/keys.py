@@ -20,6 +20,7 @@ from taplog.proxy.config import Settings
 from taplog.proxy.failover.breaker import Breakers
 from taplog.proxy.failover.responses_history import ResponsesHistory
 from taplog.proxy.failover.rules import Fallbacks, Rule, plain_rule
+from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.sessions import SessionResolver
 
 
@@ -84,6 +85,7 @@ class Services:
     plain_rule: Rule  # the chain of a call whose model has no fallback rule
     ownership: Ownership | None  # sessions leased across a fleet (`--coordination`)
     limits: Admission | None  # budgets and the loop guard, when one is on
+    bodies: KnownBodies  # request bodies parsed from where they differ from earlier ones
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -115,4 +117,5 @@ def services_of(app: web.Application) -> Services:
         plain_rule=plain_rule(app[SETTINGS]),
         ownership=app.get(OWNERSHIP),
         limits=app.get(LIMITS),
+        bodies=KnownBodies(),
     )

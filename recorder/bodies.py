@@ -17,7 +17,7 @@ import orjson
 
 UNPARSED = object()  # a body not parsed yet: `encode_body` parses it
 # Nesting levels a log line may add around a body (event, stream entry, …).
-_HEADROOM = 16
+HEADROOM = 16
 
 
 def parse_json(raw: bytes) -> Any:
@@ -50,10 +50,10 @@ def encode_body(raw: bytes, parsed: Any = UNPARSED) -> dict[str, Any]:
 def _compact(parsed: Any) -> bytes | None:
     """orjson's compact form of `parsed`; None when it is too deep for a log line."""
     wrapped = parsed
-    for _ in range(_HEADROOM):
+    for _ in range(HEADROOM):
         wrapped = [wrapped]
     try:
-        return orjson.dumps(wrapped)[_HEADROOM:-_HEADROOM]
+        return orjson.dumps(wrapped)[HEADROOM:-HEADROOM]
     except TypeError:  # orjson.JSONEncodeError: nested too deeply (or a huge integer)
         return None
 

@@ -27,6 +27,7 @@ from taplog.recorder.events import (
     llm_request,
     llm_response,
 )
+from taplog.recorder.layouts import LaidOut, Layout
 from taplog.recorder.redaction import Redaction
 from taplog.recorder.secrets import redact_text
 from taplog.recorder.secrets_by_value import Secrets, scrub, scrub_fields
@@ -60,6 +61,7 @@ class LlmRequest:
     parsed: Any
     attempt: int = 1
     secrets: Secrets = ()
+    layout: Layout | None = None  # of `body`, when the proxy found it parsing (`parsed`)
     event: Event = field(init=False)
     envelope: InitVar[Event | None] = None
 
@@ -105,15 +107,19 @@ class LlmRequest:
                 )
             return found, parsed
 
-        fields = encode_body(self.body, self.parsed)
-        exact = fields["body"] is not None and len(fields) == 1  # the body is its compact JSON
-        parsed = fields["body"] if exact else self.parsed
-        raw, parsed = state.clean_parts.searched(
-            self.body, parsed, exact, self.api, self.secrets, search
-        )
+        parsed = parse_json(self.body) if self.parsed is UNPARSED else self.parsed
+        layout = self.layout
+        if layout is None or layout.raw is not self.body or layout.body is not parsed:
+            layout = Layout.of(self.body, parsed, self.api)  # it proves the body exact, too
+        fields = {"body": parsed} if layout is not None else encode_body(self.body, parsed)
+        raw, parsed = state.clean_parts.searched(self.body, parsed, layout, self.secrets, search)
         if redaction:
             redaction.fields(self.event, _REDACTED_FIELDS)
-        self.event.update(fields if raw is self.body else encode_body(raw, parsed))
+        if raw is not self.body:
+            fields = encode_body(raw, parsed)
+        elif layout is not None:  # the deltas read its parts' digests
+            self.event = LaidOut(self.event, layout)
+        self.event.update(fields)
         module, body = api_module(self.api), self.event.get("body")
         if module is None or not isinstance(body, dict):
             return (self.event,)

@@ -7,12 +7,15 @@ events' building and chaining, tool events, bodies, blobs, syncing) happens on t
 recorder's side, so a record crosses as the plain values it holds: the event's
 envelope made when the call happened (its id and timestamp), the bytes as they were sent
 or came back, with their arrival times. A request's parse on the worker does not cross:
-the recorder parses again, off the worker's CPU. An answer for the client
+the recorder parses again, off the worker's CPU (from where the body differs from one
+it parsed before, `recorder.known_bodies`). An answer for the client
 (`CallAnswer`) names the try's answer that served it by its event id; the recorder links
 it to that answer, which it received first (its writer fills in that answer's outcome and
 finish reason).
 
-Frames are a 4-byte length and a pickle. Only taplog's own processes connect (the
+Frames are a header (the pickle's length, how many bodies follow it, each one's length),
+a pickle, and the large bytes the message holds (request and answer bodies), which
+cross beside the pickle rather than in it. Only taplog's own processes connect (the
 socket sits in a folder only its user can enter), so pickle's trust in its peer holds.
 
     worker -> recorder                            recorder -> worker
@@ -33,18 +36,30 @@ import struct
 from collections import OrderedDict
 from typing import Any
 
-from taplog.recorder.bodies import UNPARSED
 from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
+from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.store.writer import EventRecord, SessionStart
 
-HEADER = struct.Struct("<I")
+HEADER = struct.Struct("<II")  # a frame: its pickle's length, how many bodies follow it
+LENGTH = struct.Struct("<I")  # each body's, after the header
 MAX_FRAME = 1 << 31  # a record is at most a few `--max-answer-mb`
+BESIDE = 64 * 1024  # bytes this long cross beside the pickle, not in it
 _UNLINKED = 10_000  # answers kept for the `CallAnswer` that names them
 
 
 def frame(message: tuple[Any, ...]) -> bytes:
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return HEADER.pack(len(payload)) + payload
+    """The message pickled, the large bytes it holds (`beside`) after the pickle: pickle
+    copies a megabyte into its stream in a good part of a millisecond."""
+    bodies: list[pickle.PickleBuffer] = []
+    payload = pickle.dumps(message, protocol=5, buffer_callback=bodies.append)
+    head = HEADER.pack(len(payload), len(bodies))
+    lengths = [LENGTH.pack(len(body.raw())) for body in bodies]
+    return b"".join([head, *lengths, payload, *(body.raw() for body in bodies)])
+
+
+def beside(data: bytes) -> bytes | pickle.PickleBuffer:
+    """`data` as a message holds it: beside the pickle when it is large."""
+    return pickle.PickleBuffer(data) if len(data) >= BESIDE else data
 
 
 def frames(buffer: bytearray) -> list[tuple[Any, ...]]:
@@ -53,12 +68,20 @@ def frames(buffer: bytearray) -> list[tuple[Any, ...]]:
     view = memoryview(buffer)
     try:
         while size - at >= HEADER.size:
-            (length,) = HEADER.unpack_from(buffer, at)
-            if size - at - HEADER.size < length:
+            length, count = HEADER.unpack_from(buffer, at)
+            first = at + HEADER.size
+            start = first + LENGTH.size * count
+            if size < start:
                 break
-            start = at + HEADER.size
-            messages.append(pickle.loads(view[start : start + length]))
-            at = start + length
+            lengths = [LENGTH.unpack_from(buffer, first + LENGTH.size * n)[0] for n in range(count)]
+            if size < start + length + sum(lengths):
+                break
+            bodies, body_at = [], start + length
+            for body_length in lengths:
+                bodies.append(bytes(view[body_at : body_at + body_length]))
+                body_at += body_length
+            messages.append(pickle.loads(view[start : start + length], buffers=bodies))
+            at = body_at
     finally:
         view.release()
     del buffer[:at]
@@ -74,7 +97,7 @@ def record_message(record: Any) -> tuple[Any, ...]:
             record.event,
             (record.session, record.exchange, record.api, record.provider, record.method),
             (record.path, record.upstream_url, record.headers, record.key_fingerprint),
-            (record.body, record.attempt, record.secrets),
+            (beside(record.body), record.attempt, record.secrets),
         )
     if isinstance(record, LlmResponse):
         return (
@@ -82,7 +105,13 @@ def record_message(record: Any) -> tuple[Any, ...]:
             "response",
             record.event,
             (record.session, record.exchange, record.api, record.provider, record.status),
-            (record.headers, record.chunks, record.outcome, record.latency_ms, record.ttfb_ms),
+            (
+                record.headers,
+                [(at, beside(chunk)) for at, chunk in record.chunks],
+                record.outcome,
+                record.latency_ms,
+                record.ttfb_ms,
+            ),
             (record.error, record.overhead_ms, record.secrets),
         )
     if isinstance(record, CallAnswer):
@@ -102,10 +131,13 @@ def record_message(record: Any) -> tuple[Any, ...]:
 
 class Records:
     """The recorder's side: records rebuilt from their messages, each answer kept until
-    the `CallAnswer` that names it arrives (or too many came after it)."""
+    the `CallAnswer` that names it arrives (or too many came after it); request bodies
+    parsed from where they differ from `bodies` parsed before (the process's, from any
+    worker)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bodies: KnownBodies | None = None) -> None:
         self._answers: OrderedDict[str, LlmResponse] = OrderedDict()
+        self._bodies = bodies if bodies is not None else KnownBodies()
 
     def rebuilt(self, message: tuple[Any, ...]) -> Any:
         kind, event = message[1], message[2]
@@ -118,6 +150,7 @@ class Records:
                 3:
             ]
             body, attempt, secrets = rest
+            parsed, layout = self._bodies.parse(body, api)
             record: Any = LlmRequest(
                 session,
                 exchange,
@@ -129,9 +162,10 @@ class Records:
                 headers,
                 key,
                 body,
-                UNPARSED,
+                parsed,
                 attempt,
                 secrets,
+                layout,
                 envelope=event,
             )
         elif kind == "response":

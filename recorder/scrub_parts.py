@@ -10,12 +10,13 @@ name (which a search for `"password": "…"` needs). The parts are stretches of 
 bytes, and no finding spans two of them (a token lies inside one JSON string, a named
 value inside one object), so the body comes out as a whole search would leave it. A part
 searched clean is remembered by its digest, with the secrets it was searched for, in the
-session's `CleanParts`, bounded; the next request that resends it costs a hash.
+session's `CleanParts`, bounded; the next request that resends it costs a hash. The
+parts, their bytes and digests come from the body's `recorder.layouts.Layout`, which the
+log's deltas read too: each part is serialised and hashed once for both.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -23,69 +24,104 @@ from typing import Any
 import orjson
 
 from taplog.recorder.bodies import UNPARSED
-from taplog.recorder.store.deltas import LIST_FIELDS
+from taplog.recorder.layouts import Layout
 
 # A search of one part (or a whole body): its bytes and parsed JSON (UNPARSED: not known),
 # searched; the same bytes object when nothing was found.
 Search = Callable[[bytes, Any], tuple[bytes, Any]]
+CLEAN = object()  # a part searched (now or before) in which nothing was found
 
 
 class CleanParts:
-    """Digests of the parts a session sent that were searched and held nothing."""
+    """Digests of the parts a session sent that were searched and held nothing: an item's
+    digest, a field's name and digest (a value clean under one name may not be under
+    another); and of the transcripts whose items all were (by `Layout.chain`), so that a
+    body grown from one (`Layout.grown`) looks only at the items after those it took."""
 
     LIMIT = 20_000
+    RUNS = 1_000
 
     def __init__(self) -> None:
-        self._digests: OrderedDict[bytes, None] = OrderedDict()
+        self._digests: OrderedDict[bytes | tuple[str, bytes], None] = OrderedDict()
+        self._runs: OrderedDict[bytes, None] = OrderedDict()
         self._secrets: tuple[bytes, ...] = ()
 
     def searched(
         self,
         raw: bytes,
         parsed: Any,
-        exact: bool,
-        api: str,
+        layout: Layout | None,
         secrets: tuple[bytes, ...],
         search: Search,
     ) -> tuple[bytes, Any]:
         """`raw` and `parsed` as `search` leaves them, searching only the parts not known
-        clean when `raw` is `parsed`'s compact JSON (`exact`), else the whole; the same
+        clean when the parts of `raw` are known (`layout`), else the whole; the same
         objects when nothing was found."""
-        name = LIST_FIELDS.get(api)
-        if not exact or not isinstance(parsed, dict) or not isinstance(parsed.get(name), list):
+        if layout is None:
             return search(raw, parsed)
         if secrets != self._secrets:  # clean under other keys says nothing about these
             self._digests.clear()
+            self._runs.clear()
             self._secrets = secrets
         changed, body = False, {}
         for key, value in parsed.items():
-            if key == name:
-                items = [self._part(item, item, search) for item in value]
-                if any(new is not old for new, old in zip(items, value, strict=True)):
-                    changed = True
+            if key == layout.name:
+                items = value[: self._clean_run(layout)]
+                for at in range(len(items), len(value)):
+                    known = layout.item_digest(at)
+                    found = (
+                        CLEAN
+                        if self._clean(known)
+                        else self._search(known, layout.item(at), value[at], search)
+                    )
+                    items.append(value[at] if found is CLEAN else found)
+                    changed = changed or found is not CLEAN
+                if not changed and value:
+                    self._remember(self._runs, layout.chain()[-1], self.RUNS)
                 body[key] = items
                 continue
-            field = self._part({key: value}, None, search)
-            if field is not None:
-                changed = True
-                body.update(field)
-            else:
+            known = (key, layout.value_digest(key))
+            found = (
+                CLEAN
+                if self._clean(known)
+                else self._search(known, layout.field_part(key), {key: value}, search)
+            )
+            if found is CLEAN:
                 body[key] = value
+            else:
+                changed = True
+                body.update(found)
         if not changed:
             return raw, parsed
         return orjson.dumps(body), body
 
-    def _part(self, value: Any, unchanged: Any, search: Search) -> Any:
-        """`value` searched, or `unchanged` when nothing was found in it."""
-        part = orjson.dumps(value)
-        digest = hashlib.blake2b(part, digest_size=16).digest()
-        if digest in self._digests:
-            self._digests.move_to_end(digest)
-            return unchanged
-        found, parsed = search(part, value)
-        if found is part:
-            self._digests[digest] = None
-            if len(self._digests) > self.LIMIT:
-                self._digests.popitem(last=False)
-            return unchanged
+    def _clean_run(self, layout: Layout) -> int:
+        """How many first items are known clean together: those `layout` took from an
+        earlier body, when that body's items all were."""
+        if layout.grown_from in self._runs:
+            self._runs.move_to_end(layout.grown_from)
+            return layout.inherited
+        return 0
+
+    def _clean(self, known: bytes | tuple[str, bytes]) -> bool:
+        if known in self._digests:
+            self._digests.move_to_end(known)
+            return True
+        return False
+
+    def _search(
+        self, known: bytes | tuple[str, bytes], data: bytes, value: Any, search: Search
+    ) -> Any:
+        """`value`, whose bytes are `data`, searched: CLEAN (and remembered so) when nothing
+        was found in it."""
+        found, parsed = search(data, value)
+        if found is data:
+            self._remember(self._digests, known, self.LIMIT)
+            return CLEAN
         return orjson.loads(found) if parsed is UNPARSED or parsed is None else parsed
+
+    @staticmethod
+    def _remember(memory: OrderedDict[Any, None], known: Any, limit: int) -> None:
+        memory[known] = None
+        if len(memory) > limit:
+            memory.popitem(last=False)

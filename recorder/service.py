@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from taplog.recorder.channel import Records, frame, frames
+from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.sessions import Fact
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.usage import Totals, UsageLedger
@@ -91,6 +92,7 @@ class RecorderService:
         self._facts: OrderedDict[tuple[str, Any], tuple[Fact, float]] = OrderedDict()
         self._lock = threading.Lock()  # the peers and the facts
         self._stopping = threading.Event()
+        self._bodies = KnownBodies()  # request bodies parsed before, from any worker
 
     def serve(self) -> None:
         """Accept workers until `stop` (on this thread), then wait for the connections
@@ -125,7 +127,7 @@ class RecorderService:
         self._stopping.set()
 
     def _read(self, peer: _Peer) -> None:
-        records, buffer = Records(), bytearray()
+        records, buffer = Records(self._bodies), bytearray()
         try:
             while data := peer.connection.recv(1 << 20):
                 buffer += data

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from taplog.recorder.channel import frame, frames, record_message
+from taplog.recorder.channel import beside, frame, frames, record_message
 from taplog.recorder.sessions import Fact
 from taplog.recorder.usage import Totals
 
@@ -128,7 +128,7 @@ class RecorderLink(asyncio.Protocol):
     def keep_answer(self, response_id: str, raw: bytes, output: list[Any]) -> None:
         """A Responses answer the client got, for a later call that chains to it."""
         if self._transport is not None:
-            self._send(("c", response_id, raw, output))
+            self._send(("c", response_id, beside(raw), output))
 
     async def ask(self, question: str, *args: Any) -> Any:
         """The recorder process's answer to `question` (`metrics`, `health`, `history`);

@@ -32,18 +32,12 @@ previous request of the same API in the file, which `Rebuilder` still reads.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from taplog.recorder.events import LLM_REQUEST, Event
-from taplog.recorder.vendors.apis import API_MODULES, conversation
-
-# API -> the request field that holds its transcript (`recorder.vendors.apis.conversation`)
-LIST_FIELDS = {api: module.TURNS for api in API_MODULES if (module := conversation(api))}
+from taplog.recorder.layouts import LIST_FIELDS, Layout, layout_of
 
 PIECE_MIN_BYTES = 512  # a smaller value met again is cheaper written out than pointed at
 MAX_HEADS = 128  # earlier requests a new one may build on, per API: the latest of each thread
@@ -62,10 +56,6 @@ def _list_field(event: Event) -> str | None:
     if name is None or not isinstance(body, dict) or not isinstance(body.get(name), list):
         return None
     return name
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 @dataclass(slots=True)
@@ -113,41 +103,35 @@ class Ledger:
         name = _list_field(event)
         if name is None:
             return event
-        body, api = event["body"], event["api"]
-        try:
-            dumped = [orjson.dumps(item) for item in body[name]]
-            values = {key: orjson.dumps(value) for key, value in body.items() if key != name}
-        except TypeError:  # not serialisable as is: stored whole, for `seal` to sanitise
+        layout = layout_of(event, name)
+        if layout is None:  # not serialisable as is: stored whole, for `seal` to sanitise
             return event
-        digests = [_digest(item) for item in dumped]
-        chain, link = [], b""
-        for digest in digests:
-            link = _digest(link + digest)
-            chain.append(link)
+        body, api, chain = event["body"], event["api"], layout.chain()
         heads = batch.heads.get(api)
         if heads is None:
             heads = batch.heads[api] = OrderedDict(self.heads.get(api, {}))
         base, keep = None, 0
         for head in reversed(heads.values()):  # the most recent first, among equals
-            shared = _shared_beginning(head.chain, chain)
-            if shared > keep:
-                base, keep = head, shared
+            other = head.chain
+            if len(other) <= keep or len(chain) <= keep or other[keep] != chain[keep]:
+                continue  # it shares no more than the best so far (most heads: nothing)
+            base, keep = head, _shared_beginning(other, chain)
         if base is not None:
             del heads[base.seq]  # this request is now its thread's latest
         heads[seq] = _Head(seq, chain)
         while len(heads) > MAX_HEADS:
             heads.popitem(last=False)
-        marker: dict[str, Any] = {"keep": keep, "length": len(dumped)}
+        marker: dict[str, Any] = {"keep": keep, "length": len(chain)}
         if base is not None:
             marker = {"base": base.seq, **marker}
         stored_body = {}
         for key, value in body.items():
             if key == name:
-                stored_body[key] = self._new_items(body[name], dumped, digests, keep, seq, batch)
+                stored_body[key] = self._new_items(layout, keep, seq, batch)
                 continue
             stored_body[key] = value
-            if len(values[key]) >= PIECE_MIN_BYTES:
-                piece = (key, _digest(values[key]))
+            if layout.value_size(key) >= PIECE_MIN_BYTES:
+                piece = (key, layout.value_digest(key))
                 first = batch.fields.get(piece) or self.fields.get(piece)
                 if first is None:
                     batch.fields[piece] = seq
@@ -161,21 +145,16 @@ class Ledger:
         return {**event, "body": stored_body, "transcript": marker}
 
     def _new_items(
-        self,
-        items: list[Any],
-        dumped: list[bytes],
-        digests: list[bytes],
-        keep: int,
-        seq: int,
-        batch: Batch,
+        self, layout: Layout, keep: int, seq: int, batch: Batch
     ) -> tuple[list[Any], list[list[int]]]:
         """The items after the first `keep`, large ones an earlier line holds as pointers."""
         stored, pointers, met = [], [], {}
+        items = layout.body[layout.name]
         for position in range(keep, len(items)):
-            if len(dumped[position]) < PIECE_MIN_BYTES:
+            if layout.item_size(position) < PIECE_MIN_BYTES:
                 stored.append(items[position])
                 continue
-            digest = digests[position]
+            digest = layout.item_digest(position)
             first = batch.items.get(digest) or self.items.get(digest)
             if first is None:
                 met.setdefault(digest, (seq, position))

@@ -7,7 +7,7 @@ import copy
 import orjson
 
 from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
-from taplog.recorder.channel import Records, frame, frames, record_message
+from taplog.recorder.channel import BESIDE, Records, beside, frame, frames, record_message
 from taplog.recorder.store.writer import SessionState
 
 COMMON = dict(session="s", exchange="ex_1", api="openai.chat")
@@ -59,3 +59,17 @@ def test_rebuilt_records_keep_their_envelopes_and_build_the_same_events():
     assert [record.event for record in rebuilt] == envelopes  # made by the worker, not again
     assert [record.size for record in rebuilt] == [record.size for record in sent]
     assert _events(rebuilt) == _events(sent)
+
+
+def test_frames_come_out_whole_however_their_bytes_arrive_large_bodies_beside():
+    large = bytes(range(256)) * (BESIDE // 256 + 1)
+    sent = [("c", "a1", beside(large), []), ("w", 1, "s"), ("c", "a2", beside(b"small"), [1])]
+    data = b"".join(frame(message) for message in sent)
+    assert data.count(large) == 1 and len(data) < len(large) + 300  # beside, not pickled
+    for piece in (1, 7, 100, BESIDE, len(data)):
+        buffer, received = bytearray(), []
+        for at in range(0, len(data), piece):
+            buffer += data[at : at + piece]
+            received += frames(buffer)
+        assert received == [("c", "a1", large, []), ("w", 1, "s"), ("c", "a2", b"small", [1])]
+        assert not buffer and type(received[0][2]) is bytes

@@ -10,7 +10,10 @@ import json
 
 import anthropic
 import httpx
+import orjson
 
+from taplog.recorder.known_bodies import KnownBodies
+from taplog.recorder.scrub_parts import CleanParts
 from taplog.recorder.store.reader import read_session
 from tests.disk import log_of, readable
 from tests.fakes.harness import start_on_fake
@@ -18,7 +21,8 @@ from tests.fakes.keys import OPENAI_KEY
 
 SECOND_KEY = "tk-7c1e93b0a4d25f68e0b1c3d5f7a9b2c4d6e8f0a1"  # no known shape: found by value
 EMAIL = "dana.reyes@example.org"
-SYSTEM = "You are a careful coding agent. Read the repository before you change it. " * 20
+# over `recorder.known_bodies.MIN_BYTES`: each request is parsed from where the last differs
+SYSTEM = "You are a careful coding agent. Read the repository before you change it. " * 250
 
 
 def test_every_resent_part_is_redacted_as_a_whole_body_search_would(servers, fake, tmp_path):
@@ -79,3 +83,21 @@ def test_a_body_not_in_compact_json_is_searched_whole(servers, fake, tmp_path):
     (request,) = [e for e in events if e["type"] == "llm.request"]
     assert OPENAI_KEY not in str(request)
     assert request["body"]["messages"][0]["content"] == "my key is [redacted]"
+
+
+def test_a_body_grown_from_a_clean_one_is_searched_only_where_it_is_new():
+    known, clean, searched = KnownBodies(min_bytes=0), CleanParts(), []
+
+    def search(raw: bytes, parsed: object) -> tuple[bytes, object]:
+        searched.append(raw)
+        return raw, parsed
+
+    history = [{"role": "user", "content": f"turn {n}"} for n in range(5)]
+    for turn in range(3):
+        history.append({"role": "user", "content": f"new {turn}"})
+        raw = orjson.dumps({"model": "m", "messages": history})
+        parsed, layout = known.parse(raw, "anthropic.messages")
+        searched.clear()
+        assert clean.searched(raw, parsed, layout, (), search) == (raw, parsed)
+        layout.chain()  # as the log's deltas do
+    assert searched == [b'{"role":"user","content":"new 2"}']

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from taplog.proxy.cli.main import main as main_command
 from taplog.recorder.bodies import decode_body
+from taplog.recorder.calls import LlmRequest
 from taplog.recorder.events import FORMAT_VERSION, LLM_REQUEST, make_event, seal
+from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.query.compaction import compact
 from taplog.recorder.query.connect import connect
 from taplog.recorder.store.reader import DamagedLine, read_events, read_session
@@ -238,6 +240,32 @@ def test_any_interleaving_of_threads_comes_back_byte_for_byte(tmp_path_factory, 
         data, "SELECT request_body FROM llm_calls WHERE session = 'day' ORDER BY exchange"
     )
     assert [row["request_body"] for row in rows] == day
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(day=_agent_day())
+def test_requests_parsed_from_earlier_ones_come_back_byte_for_byte(tmp_path_factory, day):
+    """As the proxy hands them over: each body parsed from where it differs from an
+    earlier one (`recorder.known_bodies`), the parts it shares taken from that one, their
+    layout going with the record to the writer's part search and deltas."""
+    data = tmp_path_factory.mktemp("day")
+    recorder = Recorder(data, fsync="never")
+    recorder.start()
+    known, sent = KnownBodies(min_bytes=0), []
+    for turn, body in enumerate(day):
+        raw = orjson.dumps(body)
+        parsed, layout = known.parse(raw, "anthropic.messages")
+        url = "https://vendor.test/v1/messages"
+        where = ("anthropic.messages", "anthropic", "POST", "/v1/messages", url)
+        recorder.record(
+            LlmRequest("day", f"ex{turn:03}", *where, {}, None, raw, parsed, layout=layout)
+        )
+        sent.append(raw)
+    assert recorder.flush(10)
+    recorder.close()
+    read = [e for e in read_session(data, "day") if e["type"] == LLM_REQUEST]
+    assert [orjson.dumps(e["body"]) for e in read] == sent
+    assert all(report.ok for report in verify(data))
 
 
 def test_interleaved_threads_store_what_is_new_and_large_values_once(tmp_path):
