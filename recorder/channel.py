@@ -42,7 +42,6 @@ from taplog.recorder.store.writer import EventRecord, SessionStart
 
 HEADER = struct.Struct("<II")  # a frame: its pickle's length, how many bodies follow it
 LENGTH = struct.Struct("<I")  # each body's, after the header
-MAX_FRAME = 1 << 31  # a record is at most a few `--max-answer-mb`
 BESIDE = 64 * 1024  # bytes this long cross beside the pickle, not in it
 _UNLINKED = 10_000  # answers kept for the `CallAnswer` that names them
 
