@@ -63,6 +63,32 @@ def _lines(count: int, session: str = "s") -> list[bytes]:
 # -- a crash at every byte offset ----------------------------------------------------------
 
 
+def _cut_and_reopened(
+    path: Path, quarantine: Path, left: bytes, ends: list[int], clean: list[int]
+) -> tuple[int, bool, list[bytes]]:
+    """`path` holding only `left` (a log cut short): its whole lines (those ending at
+    `ends`) read back and verify, a cut not at a `clean` offset is a torn tail, and the
+    writer reopens it and goes on. Returns the whole lines, whether it was torn, and what
+    went to `quarantine` (emptied for the next cut)."""
+    path.write_bytes(left)
+    complete = sum(end <= len(left) for end in ends)
+    assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 1))
+    report = verify_file(path)
+    assert report.ok and report.lines == complete
+    assert (report.torn is not None) == (len(left) not in (0, *clean))
+
+    reopened, damage = open_session_file(path, quarantine, sync_dir=False)
+    assert damage is None and reopened.seq == complete
+    reopened.append([make_event(ERROR, "s", None, reason="after")])
+    reopened.close(sync=False)
+    assert verify_file(path).ok and verify_file(path).torn is None
+    assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 2))
+    kept = [p.read_bytes() for p in sorted(quarantine.iterdir())]
+    for leftover in quarantine.iterdir():
+        leftover.unlink()
+    return complete, report.torn is not None, kept
+
+
 def test_a_log_cut_at_any_byte_reads_back_its_whole_lines_and_reopens_cleanly(tmp_path):
     lines = _lines(6)
     whole = b"".join(lines)
@@ -72,23 +98,8 @@ def test_a_log_cut_at_any_byte_reads_back_its_whole_lines_and_reopens_cleanly(tm
     quarantine.mkdir()
     path = sessions / "s.jsonl"
     for cut in range(len(whole) + 1):
-        path.write_bytes(whole[:cut])
-        complete = sum(end <= cut for end in ends)
-        assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 1))
-        report = verify_file(path)
-        assert report.ok and report.lines == complete
-        assert (report.torn is not None) == (cut not in (0, *ends))
-
-        reopened, damage = open_session_file(path, quarantine, sync_dir=False)
-        assert damage is None and reopened.seq == complete
-        reopened.append([make_event(ERROR, "s", None, reason="after")])
-        reopened.close(sync=False)
-        assert verify_file(path).ok and verify_file(path).torn is None
-        assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 2))
-        kept = [p.read_bytes() for p in quarantine.iterdir()]
-        assert kept == ([whole[ends[complete - 1] if complete else 0 : cut]] if report.torn else [])
-        for leftover in quarantine.iterdir():
-            leftover.unlink()
+        complete, torn, kept = _cut_and_reopened(path, quarantine, whole[:cut], ends, ends)
+        assert kept == ([whole[ends[complete - 1] if complete else 0 : cut]] if torn else [])
 
 
 def _compressed_log(tmp_path: Path, writes: int) -> tuple[bytes, list[int]]:
@@ -121,23 +132,8 @@ def test_a_compressed_log_cut_at_any_byte_reads_back_its_whole_writes_and_reopen
     quarantine.mkdir()
     path = log_of(tmp_path, "s")
     for cut in range(len(data) + 1):
-        path.write_bytes(data[:cut])
-        complete = sum(end <= cut for end in ends)
-        assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 1))
-        report = verify_file(path)
-        assert report.ok and report.lines == complete
-        assert (report.torn is not None) == (cut not in (0, *boundaries))
-
-        reopened, damage = open_session_file(path, quarantine, sync_dir=False)
-        assert damage is None and reopened.seq == complete
-        reopened.append([make_event(ERROR, "s", None, reason="after")])
-        reopened.close(sync=False)
-        assert verify_file(path).ok and verify_file(path).torn is None
-        assert [e["seq"] for e in read_events(path)] == list(range(1, complete + 2))
-        kept = [p.read_bytes() for p in quarantine.iterdir()]
-        assert bool(kept) == bool(report.torn) and all(data[:cut].endswith(k) for k in kept)
-        for leftover in quarantine.iterdir():
-            leftover.unlink()
+        _, torn, kept = _cut_and_reopened(path, quarantine, data[:cut], ends, boundaries)
+        assert bool(kept) == torn and all(data[:cut].endswith(k) for k in kept)
 
 
 # -- power failure: the synced part survives, plus any part of the rest --------------------

@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import duckdb
 import orjson
@@ -98,15 +99,22 @@ def test_a_reopened_session_continues_its_sequence_and_chain(tmp_path):
     assert events[2]["prev"] == events[1]["h"]
 
 
-def test_a_torn_tail_is_skipped_on_read_and_repaired_on_open(tmp_path):
+def _written_twice(tmp_path, first: int, prompt: str) -> tuple[Path, int]:
+    """Session s's log: `first` events by one recorder, then one event carrying `prompt` by
+    a second (a second frame); the log, and its size after the first."""
     recorder = _recorder(tmp_path)
-    _record(recorder, "s", 3)
+    _record(recorder, "s", first)
     recorder.close()
     path = log_of(tmp_path, "s")
-    whole = path.stat().st_size
+    size = path.stat().st_size
     recorder = _recorder(tmp_path)
-    _record(recorder, "s", 1, prompt="lorem ipsum " * 2000)
+    _record(recorder, "s", 1, prompt=prompt)
     recorder.close()
+    return path, size
+
+
+def test_a_torn_tail_is_skipped_on_read_and_repaired_on_open(tmp_path):
+    path, whole = _written_twice(tmp_path, 3, prompt="lorem ipsum " * 2000)
     data = path.read_bytes()
     cut = data[: (whole + len(data)) // 2]  # a crash in the middle of the fourth write
     path.write_bytes(cut)
@@ -140,14 +148,7 @@ def test_a_torn_tail_of_a_plain_log_is_skipped_on_read_and_repaired_on_open(tmp_
 
 
 def test_a_block_that_does_not_decode_is_damage_named_and_set_aside(tmp_path):
-    recorder = _recorder(tmp_path)
-    _record(recorder, "s", 2)
-    recorder.close()
-    path = log_of(tmp_path, "s")
-    first_frame = path.stat().st_size
-    recorder = _recorder(tmp_path)
-    _record(recorder, "s", 1, prompt="lorem ipsum dolor " * 500)
-    recorder.close()
+    path, first_frame = _written_twice(tmp_path, 2, prompt="lorem ipsum dolor " * 500)
     data = bytearray(path.read_bytes())
     # the second frame (closing the file ended the first): magic, descriptor, window, block
     assert path.read_bytes()[:first_frame].endswith(FRAME_END)
