@@ -128,11 +128,6 @@ class Decoder:
         return text
 
 
-def decode(data: bytes) -> bytes:
-    """The text of a log's bytes (up to its last whole block)."""
-    return Decoder().feed(data)
-
-
 @dataclass(frozen=True, slots=True)
 class WholePrefix:
     """The part of a log's bytes a writer may go on from."""
