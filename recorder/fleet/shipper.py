@@ -337,32 +337,27 @@ def _parquet(
     and its blobs. The blobs of all of them."""
     import duckdb  # loaded only when a round has sessions to ship
 
-    from taplog.recorder.query.compaction import sql_list, write_parquet
-    from taplog.recorder.query.views import typed_events
+    from taplog.recorder.query.compaction import WRITING, logged_events, write_parquet
+    from taplog.recorder.query.log_rows import read_logs
 
     uploads, blobs = [], set()
-    con = duckdb.connect()
-    try:
-        for day, copies in sorted(days.items()):
-            target = outbox / f"events-{day}.parquet"
-            lines = (
-                f"read_ndjson_objects({sql_list([str(c) for c in copies])}, ignore_errors = true)"
-            )
-            write_parquet(con, typed_events(lines) + " ORDER BY session, seq", target)
-            digest = Digest.of_file(target)
-            key = layout.events_key(day, instance, digest.sha256)
-            uploads.append(_Upload(key, target, digest))
-            for copy in copies:
-                entries[session_name(copy)]["events"] = key
+    for day, copies in sorted(days.items()):
+        target = outbox / f"events-{day}.parquet"
+        with duckdb.connect(config=WRITING) as con:  # by session, then seq: the logs' order
+            read_logs(con, [str(c) for c in copies])
+            write_parquet(con, logged_events(), target)
             refs = con.execute(
                 "SELECT session, list(DISTINCT blob_sha256 ORDER BY blob_sha256) "
                 "FROM read_parquet(?) WHERE blob_sha256 IS NOT NULL GROUP BY session",
                 [str(target)],
             ).fetchall()
-            for session, shas in refs:
-                if session in entries:  # an event's session is its log's name
-                    entries[session]["blobs"] = shas
-                blobs.update(shas)
-    finally:
-        con.close()
+        digest = Digest.of_file(target)
+        key = layout.events_key(day, instance, digest.sha256)
+        uploads.append(_Upload(key, target, digest))
+        for copy in copies:
+            entries[session_name(copy)]["events"] = key
+        for session, shas in refs:
+            if session in entries:  # an event's session is its log's name
+                entries[session]["blobs"] = shas
+            blobs.update(shas)
     return uploads, blobs

@@ -20,9 +20,8 @@ from pathlib import Path
 import duckdb
 
 from taplog.recorder.fleet.fetch import Fleet
-from taplog.recorder.query.compaction import sql_list
 from taplog.recorder.query.connect import Sources, events_sql, locked
-from taplog.recorder.query.views import VIEWS
+from taplog.recorder.query.views import VIEWS, sql_list
 
 _BY_EXCHANGE = (
     "(SELECT session, exchange, arg_min(instance, seq) AS instance FROM events GROUP BY ALL)"

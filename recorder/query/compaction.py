@@ -29,23 +29,24 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from taplog.recorder.query.views import typed_events
+from taplog.recorder.query.log_rows import LOGGED_EVENTS, read_logs
+from taplog.recorder.query.views import sql_list
 from taplog.recorder.store.logfile import write_aside
 from taplog.recorder.store.lognames import log_exists, session_logs, session_name
 
 COMPACTED_DIR = "compacted"
 MANIFEST = "manifest.json"
 MAX_SEGMENTS = 16
+# Rows in a row group: a query that reads `data` for a few rows (a session's first request,
+# one call) decompresses the groups they are in, and a group of a long session's lines can
+# hold hundreds of megabytes at DuckDB's default (122,880 rows).
+ROW_GROUP = 2048
 # The columns of a segment (recorder.query.views); segments of another layout are not read,
-# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`; 3: `epoch`.
-SEGMENT_LAYOUT = 3
+# and their sessions are compacted again. 2: `blob_sha256`, `transcript_keep`; 3: `epoch`;
+# 4: `origin`, `forked_at`, `resumed_from` (so a session's summary reads no `data`).
+SEGMENT_LAYOUT = 4
 
 Manifest = dict[str, dict[str, object]]  # session -> {"size": bytes, "segment": name, "layout"}
-
-
-def sql_list(paths: list[str]) -> str:
-    """A SQL list literal of taplog's own file paths (never user input)."""
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
 def _read_manifest(folder: Path) -> Manifest:
@@ -81,10 +82,22 @@ def _new_segment(folder: Path) -> Path:
     return folder / f"segment-{stamp}-{os.urandom(3).hex()}.parquet"
 
 
+# A connection that writes segments: one thread, so the rows go out in the logs' order, a
+# row group at a time, each line read once (several would hold rows back to keep the order).
+WRITING = {"threads": 1}
+
+
+def logged_events() -> str:
+    """The events of the logs `read_logs` gave the connection, as a segment holds them
+    (each line as `data`), in the order the logs hold them."""
+    return f"SELECT * EXCLUDE (source_file) FROM ({LOGGED_EVENTS})"
+
+
 def write_parquet(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
     partial = target.with_suffix(".partial")
     partial.unlink(missing_ok=True)  # DuckDB would write through a link planted there
-    con.execute(f"COPY ({source}) TO {sql_list([str(partial)])[1:-1]} (FORMAT parquet)")
+    target_sql = sql_list([str(partial)])[1:-1]
+    con.execute(f"COPY ({source}) TO {target_sql} (FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})")
     os.chmod(partial, 0o600)  # as private as the logs it copies
     os.replace(partial, target)
 
@@ -119,13 +132,11 @@ def _compact(data_dir: Path, folder: Path, idle_seconds: float) -> list[str]:
             due[session] = (log, stat.st_size)
     if not due:
         return []
-    con = duckdb.connect()
+    con = duckdb.connect(config=WRITING)
     try:
         segment = _new_segment(folder)
-        logs = sql_list([str(log) for log, _ in due.values()])
-        write_parquet(
-            con, typed_events(f"read_ndjson_objects({logs}, ignore_errors = true)"), segment
-        )
+        read_logs(con, [str(log) for log, _ in due.values()])
+        write_parquet(con, logged_events(), segment)
         manifest.update(
             {
                 s: {"size": size, "segment": segment.name, "layout": SEGMENT_LAYOUT}

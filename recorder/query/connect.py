@@ -8,8 +8,10 @@
 
 `events` reads each session from one place: its compacted Parquet file when
 that file matches the log (same size), else the JSONL itself, which stays the
-source of truth; a row is never counted twice. A torn last line of a file
-being written is skipped. Bodies stored beside the log (`recorder.store.blobs`)
+source of truth; a row is never counted twice. A log's typed columns are read
+once a connection (`recorder.query.log_rows`), its lines only for the rows a query
+reads `data` from. A torn last line of a file being written is skipped, and so is
+what follows damage in a compressed log. Bodies stored beside the log (`recorder.store.blobs`)
 are spliced back into `data` from `blobs/`, and a request stored as what it
 adds to earlier ones is put back whole (`recorder.query.rebuilt_requests`), so
 `data -> 'body'` and the views' `request_body` / `response_body` read as if
@@ -31,10 +33,16 @@ from typing import Any
 
 import duckdb
 
-from taplog.recorder.query.compaction import compacted_sessions, sql_list
+from taplog.recorder.query.compaction import compacted_sessions
+from taplog.recorder.query.log_rows import LOGGED_EVENTS, read_logs
 from taplog.recorder.query.read_only import QueryError, check_read_only, lock_down
 from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
-from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, typed_events
+from taplog.recorder.query.views import (
+    EVENT_COLUMNS,
+    VIEWS,
+    sql_list,
+    typed_log_rows,
+)
 from taplog.recorder.store.blobs import BLOBS_DIR
 from taplog.recorder.store.lognames import session_logs, session_name
 
@@ -80,13 +88,13 @@ _REBUILT = (
 )
 
 
-def events_sql(found: Sources, log_rows: str | None = None) -> str:
+def events_sql(found: Sources) -> str:
     """Every event once, as recorded: blobs and resent history put back into `data`.
 
     Compacted rows that need neither stay a plain scan, so filters (a session, a
     type) still reach the Parquet reader; only the others go through the blob join
-    and the rebuild. `log_rows` names a table holding the logs' lines already typed
-    (`_log_lines`), read instead of the files.
+    and the rebuild. The logs' rows are the table `log_rows` (`connect` makes it), their
+    `data` each line as stored, read only for the rows a query reads it from.
     """
     blobs = _blob_files(found)
     parts = []
@@ -94,7 +102,9 @@ def events_sql(found: Sources, log_rows: str | None = None) -> str:
         columns = EVENT_COLUMNS.replace("data", "data::JSON AS data") + ", filename AS source_file"
         segments = sql_list(sorted(set(found.compacted.values())))
         rows = (
-            f"SELECT {columns} FROM read_parquet({segments}, filename = true) "
+            # by name: a fleet's older files lack the newer typed columns (read as NULL)
+            f"SELECT {columns} FROM read_parquet({segments}, filename = true, "
+            "union_by_name = true) "
             "SEMI JOIN compacted_sessions USING (filename, session)"
         )
         # each part filtered by a plain conjunction, which the Parquet reader takes
@@ -108,16 +118,11 @@ def events_sql(found: Sources, log_rows: str | None = None) -> str:
         )
         parts.append(_as_recorded(others, blobs))
     if found.jsonl:
-        parts.append(_as_recorded(log_rows or _log_lines(found.jsonl), blobs))
+        parts.append(_as_recorded(LOGGED_EVENTS, blobs))
     if not parts:  # an empty data dir still answers queries, with no rows
-        parts.append(typed_events("(SELECT NULL::JSON AS json WHERE false)"))
+        empty = typed_log_rows("(SELECT NULL::JSON AS json WHERE false)")
+        parts.append(f"SELECT * EXCLUDE (source_file), NULL::JSON AS data FROM ({empty})")
     return " UNION ALL ".join(parts)
-
-
-def _log_lines(logs: list[str]) -> str:
-    """The lines of these session logs, typed, each with the file it came from."""
-    lines = f"read_ndjson_objects({sql_list(logs)}, ignore_errors = true, filename = true)"
-    return typed_events(lines, source=True)
 
 
 def _as_recorded(rows: str, blobs: str | None) -> str:
@@ -160,10 +165,11 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A locked-down connection with the views; `output` is a file taplog may write to.
 
-    With `only`, the views hold that one session alone: a query about it reads its
-    own log, not the whole history, and parses its lines once for all the queries the
-    connection runs (`show` and the UI's pages run several; the lines hold only what
-    each request added, so they are few megabytes even for a long day). A session log
+    The logs' typed columns are read once, into `log_rows`, for all the queries the
+    connection runs (`show` and the UI's pages run several; `sessions` reads `events` a
+    dozen times); their `data` is read from the files only where a query needs it. With
+    `only`, the views hold that one session alone: a query about it reads its own log,
+    not the whole history. A session log
     that is a symbolic link is left unread (it could point anywhere) and named through
     `warn`.
     """
@@ -171,16 +177,12 @@ def connect(
     found = sources(data_dir, only)
     for link in found.links:
         warn(f"taplog: {link} is a symbolic link; it is not read")
-    readable = [*found.jsonl, *set(found.compacted.values()), *found.blobs]
+    readable = [*set(found.compacted.values()), *found.blobs]  # taplog reads the logs itself
     # One session is a few megabytes of lines: one thread reads it as fast, with one set of
     # DuckDB's JSON buffers instead of one a core.
     threads = 1 if only is not None else None
-    con = locked(readable, output, found.blobs, list(found.compacted.items()), threads)
-    log_rows = None
-    if only is not None and found.jsonl:
-        con.execute("CREATE TEMP TABLE session_lines AS " + _log_lines(found.jsonl))
-        log_rows = "SELECT * FROM session_lines"
-    con.execute("CREATE VIEW events AS " + events_sql(found, log_rows))
+    con = locked(readable, output, found.blobs, list(found.compacted.items()), threads, found.jsonl)
+    con.execute("CREATE VIEW events AS " + events_sql(found))
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     return con
@@ -192,10 +194,12 @@ def locked(
     blobs: list[str],
     segments: list[tuple[str, str]],
     threads: int | None = None,
+    logs: list[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A connection that may open only `readable` and `output`, told where the blobs are
-    and which (session, segment file) pairs `events_sql` reads; its views are the caller's.
-    `threads` bounds DuckDB's (default: one per core)."""
+    and which (session, segment file) pairs `events_sql` reads, with the typed rows of
+    the session `logs` in `log_rows`; its views are the caller's. `threads` bounds
+    DuckDB's (default: one per core)."""
     config: dict[str, Any] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
@@ -203,7 +207,12 @@ def locked(
     if threads is not None:
         config["threads"] = threads
     con = duckdb.connect(config=config)
-    Requests(blobs).register(con)
+    # A segment's footer parsed once, not again for each of the dozen places the views read
+    # `events` (each costs megabytes and a tenth of a second); the bytes read are not kept
+    # (`data` is read for a few rows at a time).
+    con.execute("SET parquet_metadata_cache = true")
+    con.execute("SET enable_external_file_cache = false")
+    Requests(blobs, read_logs(con, logs or [])).register(con)
     lock_down(con, readable, output.resolve() if output else None)
     con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [blobs])  # for _blob_files
     con.execute(

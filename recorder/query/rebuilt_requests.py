@@ -5,8 +5,9 @@ is in earlier lines of its file, found by `seq`. Putting a body back is a walk
 over those lines, which SQL expresses badly (a window that copies every earlier
 list into every row) and Python does well. So the views call
 `taplog_request(source, session, seq, data)` for the rows that need it, and only
-when a query reads their `data`. A log's request lines are read once, as they are (a
-Parquet segment's up to the latest seq asked for); a request is parsed and
+when a query reads their `data`. A log's request lines are the ones the views' `data`
+reads (`recorder.query.log_rows`), a Parquet segment's are read up to the latest seq
+asked for; a request is parsed and
 rebuilt with the lines it builds on (its thread's earlier requests, the lines its
 pointers name) when first asked for, and kept: every whole list shares its items
 with the lines it came from, so a file costs about what it stores. Each call then
@@ -20,25 +21,22 @@ that names it, as `taplog verify` would.
 
 from __future__ import annotations
 
-import contextlib
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 import orjson
 
 from taplog.recorder.events import Event
+from taplog.recorder.query.log_rows import LogLines
 from taplog.recorder.store.blobs import BlobError, resolve
 from taplog.recorder.store.deltas import Rebuilder, TranscriptError
-from taplog.recorder.store.lognames import iter_lines
-from taplog.recorder.store.zstd_stream import DamagedStream
 
 FUNCTION = "taplog_request"
 FILES_KEPT = 4
-_REQUEST_LINE = b'"type":"llm.request"'
 
 
 class RequestError(ValueError):
@@ -48,7 +46,8 @@ class RequestError(ValueError):
 class Requests:
     """The function the views call, bound to the blobs its data dir or fleet cache holds."""
 
-    def __init__(self, blobs: list[str]) -> None:
+    def __init__(self, blobs: list[str], lines: LogLines) -> None:
+        self._lines = lines
         folders = {Path(path).parents[1] for path in blobs}
         self._blobs = folders.pop() if len(folders) == 1 else None
         self._blob_files = {Path(path).stem: Path(path) for path in blobs}
@@ -89,7 +88,12 @@ class Requests:
         if key in self._files:
             self._files.move_to_end(key)
             return self._files[key]
-        found = self._files[key] = _File(_loader(source, session), self._blob_folder)
+        lines = (
+            _SegmentLines(source, session)
+            if source.endswith(".parquet")
+            else _LogRequestLines(self._lines, source)
+        )
+        found = self._files[key] = _File(lines, self._blob_folder)
         while len(self._files) > FILES_KEPT:
             self._files.popitem(last=False)
         return found
@@ -108,9 +112,9 @@ class _File:
     at) and theirs, not the whole file. A version-3 line builds on the previous request
     of its API, so a file holding one is rebuilt whole, in order, once."""
 
-    def __init__(self, load: Load, blob_folder: Callable[[Event], Path]):
-        self._load = load
-        self._lines: dict[int, bytes | str] = {}  # seq -> the line as stored
+    def __init__(self, lines: _Lines, blob_folder: Callable[[Event], Path]):
+        self._lines = lines
+        self._seqs: set[int] = set()  # of the request lines loaded
         self._upto: int | None = 0  # the lines up to this seq are loaded (None: all)
         self._blob_folder = blob_folder
         self._parsed: dict[int, Event] = {}  # parsed, not rebuilt yet
@@ -119,12 +123,12 @@ class _File:
 
     def event(self, seq: int) -> Event | None:
         self._loaded(seq)  # a request builds only on requests before it
-        if seq not in self._lines:
+        if seq not in self._seqs:
             return None
         needed, in_order = self._needed(seq)
         if in_order:  # version-3 deltas: every request, in order, from the lines again
             self._parsed, self._events, self._rebuilder = {}, {}, Rebuilder()
-            needed = {each for each in self._lines if each <= seq}
+            needed = {each for each in self._seqs if each <= seq}
         for each in sorted(needed - self._events.keys()):
             event = self._stored(each)
             if "blob" in event:
@@ -139,7 +143,7 @@ class _File:
         needed, todo = set(), [seq]
         while todo:
             each = todo.pop()
-            if each in needed or each in self._events or each not in self._lines:
+            if each in needed or each in self._events or each not in self._seqs:
                 continue  # one not in the file: `Rebuilder` names it
             needed.add(each)
             marker = self._stored(each).get("transcript")
@@ -156,8 +160,8 @@ class _File:
 
     def _loaded(self, seq: int) -> None:
         if self._upto is not None and seq > self._upto:
-            lines, whole = self._load(self._upto, seq)
-            self._lines.update(lines)
+            seqs, whole = self._lines.load(self._upto, seq)
+            self._seqs.update(seqs)
             self._upto = None if whole else seq
 
     def _stored(self, seq: int) -> Event:
@@ -165,51 +169,57 @@ class _File:
         if seq in self._events:
             return self._events[seq]
         if seq not in self._parsed:
-            self._parsed[seq] = orjson.loads(self._lines[seq])
+            self._parsed[seq] = orjson.loads(self._lines.text(seq))
         return self._parsed[seq]
 
 
-_SEQ = re.compile(rb'^\{"v":\d+,"seq":(\d+),')
+class _Lines(Protocol):
+    """Where a `_File` reads its request lines."""
+
+    def load(self, after: int, upto: int) -> tuple[Iterable[int], bool]:
+        """The seqs of the request lines past `after`, at least up to `upto`, and whether
+        they are all the file holds."""
+
+    def text(self, seq: int) -> bytes | str:
+        """Request line `seq`, as stored."""
 
 
-# (after, upto) -> the request lines with `after < seq <= upto`, by seq, as stored, and
-# whether they are all the file holds (a log is read whole at once)
-Load = Callable[[int, int], tuple[dict[int, bytes | str], bool]]
+class _LogRequestLines:
+    """A log's request lines, read and kept by the views' `LogLines`."""
+
+    def __init__(self, lines: LogLines, source: str) -> None:
+        self._lines, self._source = lines, source
+        self._known = 0  # request lines handed over so far
+
+    def load(self, after: int, upto: int) -> tuple[Iterable[int], bool]:
+        seqs, whole = self._lines.requests(self._source, upto, self._known)
+        self._known += len(seqs)
+        return seqs, whole
+
+    def text(self, seq: int) -> bytes | str:
+        found = self._lines.text(self._source, seq)
+        if found is None:
+            raise RequestError(f"no line at seq {seq} in {self._source}")
+        return found
 
 
-def _loader(source: str, session: str) -> Load:
-    """How the request lines of `session` in `source` are read: a log at once, a Parquet
-    segment (which holds many sessions' rows) by the range of seqs asked for."""
-    if not source.endswith(".parquet"):
-        return lambda after, upto: (_log_requests(source), True)
+class _SegmentLines:
+    """A session's request lines in a Parquet segment (which holds many sessions' rows),
+    read by the range of seqs asked for."""
 
-    def rows(after: int, upto: int) -> tuple[dict[int, bytes | str], bool]:
+    def __init__(self, segment: str, session: str) -> None:
+        self._segment, self._session = segment, session
+        self._lines: dict[int, str] = {}
+
+    def load(self, after: int, upto: int) -> tuple[Iterable[int], bool]:
         with duckdb.connect() as con:
             found = con.execute(
                 "SELECT seq, data FROM read_parquet(?) WHERE session = ? "
                 "AND type = 'llm.request' AND seq > ? AND seq <= ?",
-                [source, session, after, upto],
+                [self._segment, self._session, after, upto],
             ).fetchall()
-        return dict(found), False
+        self._lines.update(found)
+        return [seq for seq, _ in found], False
 
-    return rows
-
-
-def _log_requests(source: str) -> dict[int, bytes | str]:
-    """The request lines of a session log by seq, as stored (not parsed)."""
-    requests: dict[int, bytes | str] = {}
-    with contextlib.suppress(DamagedStream):  # the views read up to it too
-        for line in iter_lines(Path(source)):
-            if _REQUEST_LINE not in line or not line.endswith(b"\n"):
-                continue
-            numbered = _SEQ.match(line)
-            if numbered:
-                requests[int(numbered[1])] = line
-                continue
-            try:  # an older line's keys may come in another order
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # damage is `taplog verify`'s to name; the views skip it too
-            if isinstance(event, dict) and isinstance(event.get("seq"), int):
-                requests[event["seq"]] = line
-    return requests
+    def text(self, seq: int) -> bytes | str:
+        return self._lines[seq]

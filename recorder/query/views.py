@@ -13,7 +13,7 @@ from __future__ import annotations
 import orjson
 
 # Event fields with a column of their own in `events` (JSON path -> SQL type).
-_TYPED = {
+TYPED_FIELDS = {
     "v": "INTEGER",
     "seq": "BIGINT",
     "ts": "VARCHAR",
@@ -57,38 +57,52 @@ _TYPED = {
     "from_model": "VARCHAR",
     "to_provider": "VARCHAR",
     "to_model": "VARCHAR",
+    "origin": "VARCHAR",  # the session a fork was made from
+    "at": "BIGINT",  # the origin's seq it was made at
+    "resumed_from": "VARCHAR",
     "blob": {"sha256": "VARCHAR"},
     "transcript": {"keep": "BIGINT"},
 }
-_USAGE = _TYPED["usage"]
-_SCALARS = [name for name in _TYPED if name not in ("ts", "usage", "blob", "transcript")]
+_USAGE = TYPED_FIELDS["usage"]
+_SCALARS = [name for name in TYPED_FIELDS if name not in ("ts", "usage", "blob", "transcript")]
 
-EVENT_COLUMNS = ", ".join(["ts", *_SCALARS, *_USAGE, "blob_sha256", "transcript_keep", "data"])
+_NAMED = {"at": "forked_at"}  # a field whose column has another name
 
-_TYPED_COLUMNS = ", ".join(
-    [
-        "strptime(t.ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS ts",
-        *(f"t.{name} AS {name}" for name in _SCALARS),
-        *(f"t.usage.{name} AS {name}" for name in _USAGE),
-        "t.blob.sha256 AS blob_sha256",
-        "t.transcript.keep AS transcript_keep",
-        "json AS data",
-    ]
+TYPED_COLUMNS = ", ".join(
+    ["ts", *(_NAMED.get(n, n) for n in _SCALARS), *_USAGE, "blob_sha256", "transcript_keep"]
 )
-_STRUCTURE = orjson.dumps(_TYPED).decode()
+EVENT_COLUMNS = TYPED_COLUMNS + ", data"
 
 
-def typed_events(lines: str, source: bool = False) -> str:
-    """SELECT the columns of `events` from a relation of one JSON event per row (`json`),
-    and with `source` the file each came from (`filename`) as `source_file`.
-
-    Rows that are not valid JSON (a torn last line being written) are skipped.
-    """
-    extra = ", filename AS source_file" if source else ""
-    return (
-        f"SELECT {_TYPED_COLUMNS}{extra} FROM (SELECT json_transform(json, '{_STRUCTURE}') AS t, "
-        f"json{', filename' if source else ''} FROM {lines} WHERE json_valid(json))"
+def _typed(struct: str) -> str:
+    """The typed columns from the fields as JSON gives them, under `struct` when given."""
+    return ", ".join(
+        [
+            f"strptime({struct}ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS ts",
+            *(f'{struct}"{name}" AS {_NAMED.get(name, name)}' for name in _SCALARS),
+            *(f"{struct}usage.{name} AS {name}" for name in _USAGE),
+            f"{struct}blob.sha256 AS blob_sha256",
+            f"{struct}transcript.keep AS transcript_keep",
+        ]
     )
+
+
+_STRUCTURE = orjson.dumps(TYPED_FIELDS).decode()
+
+
+def typed_log_rows(rows: str) -> str:
+    """SELECT the typed columns of `events` (no `data`) and `source_file` from `rows`, a
+    relation of the logs' typed fields as JSON (`json`), each with its `source_file`
+    (`recorder.query.log_rows`)."""
+    return (
+        f"SELECT {_typed('t.')}, source_file FROM (SELECT json_transform(json, '{_STRUCTURE}') "
+        f"AS t, json ->> 'source_file' AS source_file FROM {rows})"
+    )
+
+
+def sql_list(paths: list[str]) -> str:
+    """A SQL list literal of taplog's own file paths (never user input)."""
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
 # A forked session starts with copies of its origin's events, up to its `session.forked`
@@ -96,8 +110,7 @@ def typed_events(lines: str, source: bool = False) -> str:
 FORKS = """
 forks AS (
     SELECT session, min(seq) AS fork_seq,
-           arg_min(data ->> 'origin', seq) AS forked_from,
-           arg_min((data ->> 'at')::BIGINT, seq) AS forked_at
+           arg_min(origin, seq) AS forked_from, arg_min(forked_at, seq) AS forked_at
     FROM events WHERE type = 'session.forked' GROUP BY session
 )"""
 
@@ -151,7 +164,7 @@ LEFT JOIN forks f USING (session)
 TOOL_CALLS = f"""
 WITH {FORKS}, resumes AS (  -- a resumed session's first request resends the origin's results
     SELECT DISTINCT session FROM events
-    WHERE type = 'session.started' AND data ->> 'resumed_from' IS NOT NULL
+    WHERE type = 'session.started' AND resumed_from IS NOT NULL
 ), asked AS (
     SELECT * FROM events WHERE type = 'tool.pre'
     QUALIFY row_number() OVER (PARTITION BY session, call_id ORDER BY seq) = 1
@@ -206,7 +219,7 @@ WITH {FORKS}, spans AS (  -- a fork's time starts when it was made
     FROM tool_calls WHERE NOT copied GROUP BY session
 ), origin AS (
     SELECT session, arg_min(source, seq) AS source, arg_min(user_agent, seq) AS user_agent,
-           arg_min(data ->> 'resumed_from', seq) AS resumed_from
+           arg_min(resumed_from, seq) AS resumed_from
     FROM events WHERE type = 'session.started' GROUP BY session
 )
 SELECT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
@@ -211,6 +212,38 @@ def test_queries_see_fresh_events_and_skip_a_torn_tail_while_a_writer_appends(tm
     with open(log, "ab") as torn:  # a write a crash cut short: the start of a new frame
         torn.write(Compressor().write(b'{"v":1,"seq":99999,"ts":"2026-11-30T00:"}\n' * 9)[:-5])
     assert query(connect(tmp_path), "SELECT count(*) FROM events").fetchall() == [(complete,)]
+
+
+def test_a_log_damaged_at_its_end_is_read_up_to_the_damage_by_every_view(recorded_taplog, tmp_path):
+    data_dir = tmp_path / "copy"
+    shutil.copytree(recorded_taplog.data_dir, data_dir)
+    before = [query(connect(data_dir), q).fetchall() for q in QUESTIONS]
+    last = query(connect(data_dir), "SELECT max(seq) FROM events").fetchall()[0][0]
+    for log in logs(data_dir):
+        with open(log, "ab") as damaged:  # bytes no writer wrote: no zstd frame
+            damaged.write(b"\x00not a zstd frame\n" * 64)
+    con = connect(data_dir)
+    assert [query(con, q).fetchall() for q in QUESTIONS] == before
+    [(data,)] = query(con, "SELECT data FROM events WHERE seq = ? LIMIT 1", [last]).fetchall()
+    assert orjson.loads(data)["seq"] == last
+    listed = CliRunner().invoke(main, ["sessions", "--data-dir", str(data_dir)])
+    assert listed.exit_code == 0, listed.output
+    assert f"({len(before[-1])} rows)" in listed.output
+
+
+def test_a_field_of_an_unexpected_type_is_null_and_its_event_still_counted(tmp_path):
+    recorder = Recorder(tmp_path, fsync="never")
+    recorder.start()
+    recorder.record(EventRecord(make_event(ERROR, "odd", None, reason="first")))
+    recorder.record(
+        EventRecord(make_event(ERROR, "odd", None, reason="second", status="five hundred"))
+    )
+    recorder.close()
+    sql = "SELECT reason, status, data ->> 'status' FROM events WHERE type = 'error'"
+    rows = query(connect(tmp_path), sql)
+    assert sorted(rows.fetchall(), key=str) == sorted(
+        [("first", None, None), ("second", None, "five hundred")], key=str
+    )
 
 
 def test_an_event_is_queryable_within_a_second(taplog, oai):
