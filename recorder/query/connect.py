@@ -83,7 +83,7 @@ _MISSING_BLOB = (
 # whole by Python (recorder.query.rebuilt_requests), only for rows whose `data` a query reads.
 _REBUILT = (
     "SELECT * EXCLUDE (source_file) REPLACE (CASE WHEN transcript_keep IS NULL THEN data "
-    f"ELSE {FUNCTION}(source_file, session, seq, data::VARCHAR)::JSON END AS data) "
+    f"ELSE {FUNCTION}(source_file, session, seq, data::VARCHAR) END AS data) "
     "FROM ({rows})"
 )
 

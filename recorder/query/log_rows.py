@@ -60,7 +60,7 @@ class LogLines:
             LINE,
             self.line,
             [duckdb.sqltype("VARCHAR"), duckdb.sqltype("BIGINT")],
-            duckdb.sqltype("VARCHAR"),
+            duckdb.sqltype("JSON"),  # as written: DuckDB need not parse it to know
             side_effects=False,
         )
 
@@ -156,8 +156,7 @@ def _numbered(log: Path) -> Iterator[tuple[int, bytes]]:
 
 # Each log row with its line as `data`, in the columns of `events` (and `source_file`).
 LOGGED_EVENTS = (
-    f"SELECT * EXCLUDE (source_file), {LINE}(source_file, seq)::JSON AS data, source_file "
-    "FROM log_rows"
+    f"SELECT * EXCLUDE (source_file), {LINE}(source_file, seq) AS data, source_file FROM log_rows"
 )
 
 

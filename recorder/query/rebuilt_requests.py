@@ -59,7 +59,7 @@ class Requests:
             FUNCTION,
             self.whole,
             [duckdb.sqltype(kind) for kind in ("VARCHAR", "VARCHAR", "BIGINT", "VARCHAR")],
-            duckdb.sqltype("VARCHAR"),
+            duckdb.sqltype("JSON"),  # serialised by orjson: DuckDB need not parse it to know
             side_effects=False,
         )
 

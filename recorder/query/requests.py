@@ -51,18 +51,19 @@ def request_bodies(
             params += [session, *listed]
     if not conditions:
         return {}
-    rows = con.execute(
-        "SELECT session, seq, api, (data -> 'body')::VARCHAR, (data -> 'headers')::VARCHAR "
+    result = con.execute(  # the whole event, parsed here: a body is parsed once
+        "SELECT session, seq, api, data::VARCHAR "
         f"FROM events WHERE type = 'llm.request' AND ({' OR '.join(conditions)})",
         params,
-    ).fetchall()
-    size = sum(len(body or "") for *_, body, _ in rows)
-    log.debug("request bodies read: %d (%d bytes)", len(rows), size)
-    return {
-        (session, seq): Request(session, seq, api, _json(body), _json(headers) or {})
-        for session, seq, api, body, headers in rows
-    }
-
-
-def _json(value: str | None) -> Any:
-    return None if value is None else orjson.loads(value)
+    )
+    found, size = {}, 0
+    while rows := result.fetchmany(8):  # bodies may be large: a few at a time
+        for session, seq, api, text in rows:
+            event = orjson.loads(text) if text is not None else {}
+            headers = event.get("headers")
+            found[session, seq] = Request(
+                session, seq, api, event.get("body"), headers if isinstance(headers, dict) else {}
+            )
+            size += len(text or "")
+    log.debug("request bodies read: %d (%d bytes)", len(found), size)
+    return found
