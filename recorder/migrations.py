@@ -20,7 +20,8 @@ logs (an older taplog's `<id>.jsonl`): every event read whole, upgraded, stored
 as the current writer stores it (so a version-3 log of interleaved threads
 shrinks to what is new in each request), resealed into a new hash chain (`seq`
 kept) and compressed (`<id>.jsonl.zst`, `recorder.store.zstd_stream`), written
-aside and moved into place, the original kept in `quarantine/` (never deleted).
+aside and moved into place with its typed rows beside it (`recorder.store.rows`), the
+original kept in `quarantine/` (never deleted).
 It takes the data dir's lock: files are not rewritten under a running `taplog serve`.
 """
 
@@ -38,6 +39,7 @@ from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.logfile import aside_name, write_aside
 from taplog.recorder.store.lognames import COMPRESSED, is_compressed, session_name
 from taplog.recorder.store.reader import read_events, session_files
+from taplog.recorder.store.rows import RowsFile
 from taplog.recorder.store.zstd_stream import compress_whole
 
 Migration = Callable[[Event], Event]
@@ -119,12 +121,14 @@ def _rewrite(path: Path, quarantine: Path, blobs: BlobStore) -> None:
         prev = digest
     compressed = path.with_name(session_name(path) + COMPRESSED)
     aside = path.with_name(f".{compressed.name}.migrating")
-    write_aside(aside, compress_whole(b"".join(lines)))
+    text = b"".join(lines)
+    write_aside(aside, compress_whole(text))
     quarantine.mkdir(parents=True, exist_ok=True)
     os.link(path, quarantine / aside_name(path, f"v{_oldest(path)}"))
     os.replace(aside, compressed)
     if compressed != path:  # a plain log: readers take it while it is there
         path.unlink()
+    RowsFile(compressed, compressed.stat().st_size, len(text), lambda: text).close()
 
 
 def _oldest(path: Path) -> int:

@@ -4,10 +4,11 @@ A session's age is that of its last event: the `ts` of its log's last whole line
 (a torn tail is ignored; a log with no whole line has no age and is kept). A
 session that goes takes with it, in this order:
 
-1. its log, deleted under the writer's turn (`Recorder.held`): everything queued
-   is written first, and a session with records queued or lines unwritten, or
-   whose log changed since it was looked at, is kept. A call that comes after
-   the pass starts the session's log anew.
+1. its log and the rows kept beside it (`recorder.store.rows`), deleted under the
+   writer's turn (`Recorder.held`): everything queued is written first, and a
+   session with records queued or lines unwritten, or whose log changed since it
+   was looked at, is kept. A call that comes after the pass starts the session's
+   log anew.
 2. the blobs that no remaining log points at (nor any file kept in `quarantine/`;
    compacted rows are copies of log lines), decided under the same turn, so no
    line written meanwhile can point at one; a blob written (or found again by
@@ -51,6 +52,7 @@ from taplog.recorder.store.lognames import (
     session_logs,
     session_name,
 )
+from taplog.recorder.store.rows import rows_path
 from taplog.recorder.store.zstd_stream import DamagedStream, Decoder
 
 log = logging.getLogger("taplog.retention")
@@ -172,6 +174,7 @@ def _pass(
                 continue  # in use: it got a call since it was looked at
             writer.forget(pruned.session)
             path.unlink(missing_ok=True)
+            rows_path(path).unlink(missing_ok=True)
             gone.append(pruned)
         more, _ = _references(data_dir, skip={p.session for p in gone}, since=seen)
         _remove_blobs(data_dir / BLOBS_DIR, gone, kept | more, started)

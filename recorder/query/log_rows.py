@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import duckdb
 import orjson
@@ -34,8 +34,9 @@ if sys.version_info >= (3, 14):
 else:
     from backports import zstd
 
-from taplog.recorder.query.views import TYPED_FIELDS, sql_list, typed_log_rows
+from taplog.recorder.query.views import sql_list, typed_log_rows
 from taplog.recorder.store.lognames import iter_lines
+from taplog.recorder.store.rows import read_rows, rows_of
 from taplog.recorder.store.zstd_stream import DamagedStream
 
 LINE = "taplog_line"
@@ -43,7 +44,6 @@ FILES_KEPT = 4
 CHUNK = 1 << 18
 CHUNK_LEVEL = 1  # zstd's fastest: the lines are read back many times a query
 _REQUEST_LINE = b'"type":"llm.request"'
-SOURCE = "source_file"  # the field of a typed row that names its log
 _SEQ = re.compile(rb'^\{"v":\d+,"seq":(\d+),')
 
 
@@ -168,34 +168,26 @@ def read_logs(con: duckdb.DuckDBPyConnection, logs: list[str]) -> LogLines:
     if not logs:
         return lines
     with tempfile.NamedTemporaryFile(prefix="taplog-rows-", suffix=".jsonl") as rows:
-        _typed_rows(logs, TYPED_FIELDS, rows)
+        _typed_rows(logs, rows)
         rows.flush()
         typed = typed_log_rows(f"read_ndjson_objects({sql_list([rows.name])})")
         con.execute(f"CREATE TEMP TABLE log_rows AS {typed}")
     return lines
 
 
-def _typed_rows(logs: list[str], fields: dict[str, Any], out: IO[bytes]) -> None:
-    """Write to `out` one JSON line per event of `logs`: its `fields` (nested ones as
-    nested dicts name them), and its log as `source_file`. Lines that are not JSON
-    objects (a torn last line being written, damage) are left out, as a log's damaged
-    end is."""
+def _typed_rows(logs: list[str], out: IO[bytes]) -> None:
+    """Write to `out` one JSON line per event of `logs`: its typed fields and its log as
+    `source_file`; from the rows the writer kept beside a log (`recorder.store.rows`) when
+    they hold all of it, else from its lines. Lines that are not JSON objects (a torn last
+    line being written, damage) have none, and a compressed log is read up to damage."""
     for log in logs:
+        named = b',"source_file":' + orjson.dumps(log) + b"}\n"
+        kept = read_rows(Path(log))
         with contextlib.suppress(DamagedStream):
-            for line in iter_lines(Path(log)):
-                try:
-                    event = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(event, dict):
-                    out.write(orjson.dumps({**_picked(event, fields), SOURCE: log}) + b"\n")
+            for found in rows_of(iter_lines(Path(log))) if kept is None else kept:
+                out.write(found[:-2] + named if found != b"{}\n" else b"{" + named[1:])
 
 
-def _picked(value: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    picked = {}
-    for name, kind in fields.items():
-        if name in value:
-            found = value[name]
-            nested = isinstance(kind, dict) and isinstance(found, dict)
-            picked[name] = _picked(found, kind) if nested else found
-    return picked
+def _rows_of_lines(log: Path) -> Iterator[bytes]:
+    for line in iter_lines(log):
+        yield from rows_of(line)

@@ -12,57 +12,9 @@ from __future__ import annotations
 
 import orjson
 
-# Event fields with a column of their own in `events` (JSON path -> SQL type).
-TYPED_FIELDS = {
-    "v": "INTEGER",
-    "seq": "BIGINT",
-    "ts": "VARCHAR",
-    "session": "VARCHAR",
-    "epoch": "BIGINT",
-    "type": "VARCHAR",
-    "id": "VARCHAR",
-    "exchange": "VARCHAR",
-    "api": "VARCHAR",
-    "provider": "VARCHAR",
-    "model": "VARCHAR",
-    "method": "VARCHAR",
-    "path": "VARCHAR",
-    "stream": "BOOLEAN",
-    "attempt": "INTEGER",
-    "status": "INTEGER",
-    "outcome": "VARCHAR",
-    "error": "VARCHAR",
-    "latency_ms": "DOUBLE",
-    "ttfb_ms": "DOUBLE",
-    "response_id": "VARCHAR",
-    "finish_reason": "VARCHAR",
-    "usage": {
-        "input_tokens": "BIGINT",
-        "output_tokens": "BIGINT",
-        "cached_tokens": "BIGINT",
-        "cache_write_tokens": "BIGINT",
-        "reasoning_tokens": "BIGINT",
-    },
-    "cost_usd": "DOUBLE",
-    "call_id": "VARCHAR",
-    "name": "VARCHAR",
-    "is_error": "BOOLEAN",
-    "duration_ms": "DOUBLE",
-    "server": "BOOLEAN",
-    "flags": ["VARCHAR"],
-    "source": "VARCHAR",
-    "user_agent": "VARCHAR",
-    "reason": "VARCHAR",
-    "from_provider": "VARCHAR",
-    "from_model": "VARCHAR",
-    "to_provider": "VARCHAR",
-    "to_model": "VARCHAR",
-    "origin": "VARCHAR",  # the session a fork was made from
-    "at": "BIGINT",  # the origin's seq it was made at
-    "resumed_from": "VARCHAR",
-    "blob": {"sha256": "VARCHAR"},
-    "transcript": {"keep": "BIGINT"},
-}
+from taplog.recorder.store.rows import TYPED_FIELDS
+
+# The columns of the typed fields (`TYPED_FIELDS`: JSON path -> SQL type)
 _USAGE = TYPED_FIELDS["usage"]
 _SCALARS = [name for name in TYPED_FIELDS if name not in ("ts", "usage", "blob", "transcript")]
 

@@ -33,6 +33,7 @@ from taplog.recorder.events import Event, error_event, seal, verify_line
 from taplog.recorder.store.blobs import NEW_FILE, BlobStore
 from taplog.recorder.store.deltas import Batch, Ledger
 from taplog.recorder.store.lognames import COMPRESSED, PLAIN, is_compressed, session_name
+from taplog.recorder.store.rows import RowsFile, row
 from taplog.recorder.store.zstd_stream import (
     FRAME_END,
     Compressor,
@@ -94,9 +95,10 @@ class SessionFile:
         self.compressed = is_compressed(path)
         self._frame: Compressor | None = None  # the zstd frame this handle writes
         self._open_frame = False  # the file's last frame is not ended
+        text = b""
         try:
             if self.compressed:
-                self._repair_compressed(quarantine)
+                text = self._repair_compressed(quarantine)
             else:
                 self._repair_tail(quarantine)
                 self._read_last_line()
@@ -104,6 +106,9 @@ class SessionFile:
             os.close(self.fd)
             os.replace(path, quarantine / aside_name(path, "damaged"))
             raise
+        self.text_size = len(text) if self.compressed else self.size  # its lines' bytes
+        whole = (lambda: text) if self.compressed else (lambda: os.pread(self.fd, self.size, 0))
+        self.rows = RowsFile(path, self.size, self.text_size, whole)
 
     def _repair_tail(self, quarantine: Path) -> None:
         if self.size == 0 or os.pread(self.fd, 1, self.size - 1) == b"\n":
@@ -129,9 +134,9 @@ class SessionFile:
         start = _last_newline_before(self.fd, self.size - 1) + 1
         self._go_on_from(os.pread(self.fd, self.size - start, start), f"offset {start}")
 
-    def _repair_compressed(self, quarantine: Path) -> None:
+    def _repair_compressed(self, quarantine: Path) -> bytes:
         """Cut a compressed log back to its last whole block that ends a line; go on from
-        the line before it. A block that does not decode is damage."""
+        the line before it; its lines. A block that does not decode is damage."""
         whole = whole_prefix(os.pread(self.fd, self.size, 0))
         if whole.damage is not None:
             raise DamagedLog(f"{self.path}: the compressed stream {whole.damage}")
@@ -141,6 +146,7 @@ class SessionFile:
         if whole.text:
             start = whole.text.rfind(b"\n", 0, len(whole.text) - 1) + 1
             self._go_on_from(whole.text[start:], f"text offset {start}")
+        return whole.text
 
     def _go_on_from(self, line: bytes, where: str) -> None:
         digest = verify_line(line)
@@ -162,7 +168,7 @@ class SessionFile:
         Whole lines of that batch which did reach the file stay, and are written
         again after them (the same event ids twice, each line verifiable).
         """
-        seq, prev, lines, learnt = self.seq, self.prev, [], Batch()
+        seq, prev, lines, rows, learnt = self.seq, self.prev, [], [], Batch()
         for event in events:
             seq += 1
             stored = self.transcripts.stored_form(event, seq, learnt)
@@ -172,7 +178,9 @@ class SessionFile:
             event["seq"], event["prev"], event["h"] = seq, prev, digest
             prev = digest
             lines.append(line)
-        data = self._encoded(b"".join(lines))
+            rows.append(row(stored, line))
+        text = b"".join(lines)
+        data = self._encoded(text)
         try:
             written = 0
             while written < len(data):
@@ -185,9 +193,11 @@ class SessionFile:
                 self.broken = True
             raise
         self.size += len(data)
+        self.text_size += len(text)
         self.seq, self.prev, self.dirty = seq, prev, True
         self._open_frame = self.compressed
         self.transcripts.commit(learnt)
+        self.rows.append(rows, self.size, self.text_size)
 
     def _encoded(self, lines: bytes) -> bytes:
         """The bytes that go on the file for these lines: themselves, or of a compressed
@@ -217,6 +227,7 @@ class SessionFile:
             return
         self.size += len(FRAME_END)
         self._open_frame, self.dirty = False, True
+        self.rows.mark(self.size, self.text_size)
 
     def sync(self) -> None:
         if self.dirty:
@@ -239,6 +250,7 @@ class SessionFile:
         finally:
             os.close(self.fd)
             self.fd = -1
+            self.rows.close()
 
 
 def _whole_prefix(path: Path) -> tuple[bytes, int, int]:

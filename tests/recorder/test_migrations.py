@@ -12,7 +12,9 @@ from taplog.recorder import migrations
 from taplog.recorder.events import ERROR, make_event, seal
 from taplog.recorder.store import reader
 from taplog.recorder.store.lock import DataDirLock
+from taplog.recorder.store.lognames import iter_lines
 from taplog.recorder.store.reader import UnsupportedEvent, read_events, read_session
+from taplog.recorder.store.rows import read_rows, rows_of
 from taplog.recorder.store.zstd_stream import compress_whole
 from taplog.recorder.verify import verify_file
 from tests.disk import log_of, readable
@@ -107,6 +109,8 @@ def test_older_logs_are_read_as_they_are_and_migrate_to_the_current_version(tmp_
         (NOW, "r2", None),
     ]
     assert verify_file(log_of(tmp_path, "old")).ok
+    migrated = log_of(tmp_path, "old")
+    assert read_rows(migrated) == list(rows_of(iter_lines(migrated)))  # its rows beside it
 
 
 def test_migrate_refuses_a_data_dir_in_use(tmp_path):

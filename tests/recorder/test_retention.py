@@ -71,6 +71,7 @@ def test_old_sessions_go_with_their_own_blobs_and_a_record_is_kept(data_dir):
     assert lines[2].startswith("pruned 2 sessions older than 30d: 5 lines")
     left = sorted(session_name(p) for p in logs(data_dir))
     assert left == ["kept", "old-start-recent-end"]
+    assert sorted(p.stem for p in (data_dir / "rows").iterdir()) == left  # the rows beside them
     assert shared.exists() and not own.exists()
     record = [orjson.loads(line) for line in (data_dir / "pruned.jsonl").read_bytes().splitlines()]
     assert [(r["session"], r["lines"], r["blobs_removed"], r["by"]) for r in record] == [

@@ -215,6 +215,8 @@ class FailingWrites:
         real = os.write
 
         def write(fd: int, data: bytes) -> int:
+            if not os.readlink(f"/proc/self/fd/{fd}").endswith((".jsonl", ".jsonl.zst")):
+                return real(fd, data)  # not a session log (the rows beside it)
             self.calls += 1
             if self.calls in self.fail_on:
                 if self.short and len(data) > 1:
