@@ -94,14 +94,16 @@ def rows_path(log: Path) -> Path:
     return log.parent.parent / ROWS_DIR / f"{session_name(log)}.rows"
 
 
-def picked(event: dict[str, Any], fields: dict[str, Any] = TYPED_FIELDS) -> dict[str, Any]:
+_NESTED = {name: kind for name, kind in TYPED_FIELDS.items() if isinstance(kind, dict)}
+
+
+def picked(event: dict[str, Any]) -> dict[str, Any]:
     """The typed fields of an event, as it holds them (nested ones as nested dicts)."""
-    found = {}
-    for name, kind in fields.items():
-        if name in event:
-            value = event[name]
-            nested = isinstance(kind, dict) and isinstance(value, dict)
-            found[name] = picked(value, kind) if nested else value
+    found = {name: value for name, value in event.items() if name in TYPED_FIELDS}
+    for name, fields in _NESTED.items():
+        value = found.get(name)
+        if isinstance(value, dict):
+            found[name] = {key: each for key, each in value.items() if key in fields}
     return found
 
 
