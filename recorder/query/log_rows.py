@@ -183,11 +183,9 @@ def _typed_rows(logs: list[str], out: IO[bytes]) -> None:
     for log in logs:
         named = b',"source_file":' + orjson.dumps(log) + b"}\n"
         kept = read_rows(Path(log))
-        with contextlib.suppress(DamagedStream):
-            for found in rows_of(iter_lines(Path(log))) if kept is None else kept:
-                out.write(found[:-2] + named if found != b"{}\n" else b"{" + named[1:])
-
-
-def _rows_of_lines(log: Path) -> Iterator[bytes]:
-    for line in iter_lines(log):
-        yield from rows_of(line)
+        if kept is None:
+            found = []
+            with contextlib.suppress(DamagedStream):
+                found.extend(rows_of(iter_lines(Path(log))))
+            kept = b"".join(found)
+        out.write(kept.replace(b"}\n", named))  # a row is an object on a line of its own

@@ -34,6 +34,7 @@ from taplog.recorder.store.lognames import session_name
 ROWS_DIR = "rows"
 HEADER = b'{"@":[0,0],"rows":1}\n'  # a new format of rows: a new number, and rows rewritten
 _MARK = re.compile(rb'(?<=\n)\{"@":\[(\d+),(\d+)\]\}\n')  # a line of its own
+_MARKS = re.compile(rb'\n\{"@":\[\d+,\d+\]\}(?=\n)')  # each with the newline before it
 
 # Event fields with a column of their own in the SQL views (recorder.query.views): JSON
 # name -> SQL type; a nested object's fields by name.
@@ -108,7 +109,8 @@ def picked(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def row(event: Event, line: bytes) -> bytes:
-    """The row of an event as its `line` holds it."""
+    """The row of an event as its `line` holds it (the writer's events always have some
+    typed fields)."""
     if "sanitised" in event:  # the line holds what the event could not: read it from there
         event = orjson.loads(line)
     return orjson.dumps(picked(event)) + b"\n"
@@ -116,7 +118,7 @@ def row(event: Event, line: bytes) -> bytes:
 
 def rows_of(lines: Iterable[bytes]) -> Iterator[bytes]:
     """The rows of a log's lines; a torn line, or one that is not a JSON object, has none
-    (readers skip them)."""
+    (readers skip them), nor has an object with no typed field."""
     for line in lines:
         if not line.endswith(b"\n"):
             continue
@@ -124,27 +126,29 @@ def rows_of(lines: Iterable[bytes]) -> Iterator[bytes]:
             event = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(event, dict):
-            yield orjson.dumps(picked(event)) + b"\n"
+        found = picked(event) if isinstance(event, dict) else None
+        if found:  # an object with none of the fields has no row
+            yield orjson.dumps(found) + b"\n"
 
 
-def read_rows(log: Path) -> list[bytes] | None:
-    """The rows of `log` (each a JSON line), when its rows file holds all of it; None when
-    the log must be read itself."""
+def read_rows(log: Path) -> bytes | None:
+    """The rows of `log` (JSON lines), when its rows file holds all of it; None when the
+    log must be read itself."""
     try:
         fd = os.open(rows_path(log), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     with open(fd, "rb") as rows_file:
         data = rows_file.read()
-    marks = list(_MARK.finditer(data, len(HEADER)))
-    if not data.startswith(HEADER) or not marks:
+    last = _MARK.match(data, data.rfind(b'\n{"@":[') + 1)  # rows never begin so
+    if not data.startswith(HEADER) or last is None or last.start() < len(HEADER):
         return None
-    with contextlib.suppress(OSError):
-        if int(marks[-1][1]) == log.stat().st_size:
-            lines = data[len(HEADER) : marks[-1].start()].splitlines(keepends=True)
-            return [line for line in lines if not line.startswith(b'{"@":')]
-    return None
+    try:
+        if int(last[1]) != log.stat().st_size:
+            return None
+    except OSError:
+        return None
+    return _MARKS.sub(b"", data[len(HEADER) - 1 : last.start()])[1:]
 
 
 def _last_mark(fd: int) -> tuple[int, int, int] | None:
