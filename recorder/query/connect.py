@@ -11,8 +11,8 @@ that file matches the log (same size), else the JSONL itself, which stays the
 source of truth; a row is never counted twice. A log's typed columns are read
 once a connection (`recorder.query.log_rows`), its lines only for the rows a query
 reads `data` from. A torn last line of a file being written is skipped, and so is
-what follows damage in a compressed log. Bodies stored beside the log (`recorder.store.blobs`)
-are spliced back into `data` from `blobs/`, and a request stored as what it
+what follows damage in a compressed log. Bodies stored beside the log
+(`recorder.store.blobs`) are spliced back into `data` from `blobs/`, and a request stored as what it
 adds to earlier ones is put back whole (`recorder.query.rebuilt_requests`), so
 `data -> 'body'` and the views' `request_body` / `response_body` read as if
 they were inline; a missing blob makes the query fail with a message that names it.
@@ -37,12 +37,7 @@ from taplog.recorder.query.compaction import compacted_sessions
 from taplog.recorder.query.log_rows import LOGGED_EVENTS, read_logs
 from taplog.recorder.query.read_only import QueryError, check_read_only, lock_down
 from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
-from taplog.recorder.query.views import (
-    EVENT_COLUMNS,
-    VIEWS,
-    sql_list,
-    typed_log_rows,
-)
+from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, sql_list, typed_log_rows
 from taplog.recorder.store.blobs import BLOBS_DIR
 from taplog.recorder.store.lognames import session_logs, session_name
 
@@ -169,17 +164,16 @@ def connect(
     connection runs (`show` and the UI's pages run several; `sessions` reads `events` a
     dozen times); their `data` is read from the files only where a query needs it. With
     `only`, the views hold that one session alone: a query about it reads its own log,
-    not the whole history. A session log
-    that is a symbolic link is left unread (it could point anywhere) and named through
-    `warn`.
+    not the whole history. A session log that is a symbolic link is left unread (it
+    could point anywhere) and named through `warn`.
     """
     data_dir = data_dir.resolve()
     found = sources(data_dir, only)
     for link in found.links:
         warn(f"taplog: {link} is a symbolic link; it is not read")
     readable = [*set(found.compacted.values()), *found.blobs]  # taplog reads the logs itself
-    # One session is a few megabytes of lines: one thread reads it as fast, with one set of
-    # DuckDB's JSON buffers instead of one a core.
+    # One session's rows are few: one thread answers as fast, with one set of DuckDB's
+    # buffers instead of one a core.
     threads = 1 if only is not None else None
     con = locked(readable, output, found.blobs, list(found.compacted.items()), threads, found.jsonl)
     con.execute("CREATE VIEW events AS " + events_sql(found))

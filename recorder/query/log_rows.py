@@ -2,10 +2,11 @@
 
 A log's lines hold request bodies, answers and tool results: megabytes a call on a long
 day. Most queries (`sessions`, counts and sums, the timeline) need only the few fields
-the views type (`recorder.query.views`), so `typed_rows` reads each line once, in
-Python, one at a time, and hands DuckDB just those fields: a long day's 50 MB log
-becomes 3 MB of rows, read into `log_rows` once a connection (DuckDB's own JSON reader
-holds about the whole file, and keeps that memory after).
+the views type (`recorder.store.rows.TYPED_FIELDS`), so `read_logs` hands DuckDB just
+those, into `log_rows` once a connection: the rows the writer kept beside the log
+(`recorder.store.rows`) when they hold all of it, else the fields of each line, read in
+Python one at a time. A long day's 50 MB log is 3 MB of rows (DuckDB's own JSON reader
+would hold about the whole file, and keep that memory after).
 
 A row's `data` is `taplog_line(source, seq)`: the line as stored, from `LogLines`,
 asked for only when a query reads it. A log is read as far as the seqs asked for (a

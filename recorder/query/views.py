@@ -14,7 +14,7 @@ import orjson
 
 from taplog.recorder.store.rows import TYPED_FIELDS
 
-# The columns of the typed fields (`TYPED_FIELDS`: JSON path -> SQL type)
+# The columns of the typed fields (`TYPED_FIELDS`: JSON path -> SQL type).
 _USAGE = TYPED_FIELDS["usage"]
 _SCALARS = [name for name in TYPED_FIELDS if name not in ("ts", "usage", "blob", "transcript")]
 
