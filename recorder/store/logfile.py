@@ -215,6 +215,13 @@ class SessionFile:
         next write ends the frame and begins a new one."""
         self._frame = None
 
+    def let_go(self) -> None:
+        """Idle: end the frame (the file reads whole with any zstd tool, and the next write
+        begins a new one) and let go of the compressor and its history."""
+        self.rest()
+        if self.fd >= 0:
+            self._end_frame()
+
     def _end_frame(self) -> None:
         """End the open frame, so that any zstd tool reads the file whole. Not on a file that
         must not be written again (the next opener's first write ends it), nor when the

@@ -82,6 +82,10 @@ MAX_SESSION_STATES = 4096  # remembered sessions; a forgotten one is restored fr
 # Logs written with their compression history at hand (a few MB each); the longest unused
 # lets go of it, and its next write begins a new zstd frame (recorder.store.zstd_stream).
 MAX_COMPRESSING = 32
+# A log not written for this long ends its frame and lets go of its history: an idle proxy
+# gives the memory back, and an idle log is a whole zstd file. An agent's session writes
+# every few seconds while it works, so its frame goes on.
+COMPRESSING_IDLE = 300.0
 SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 Observer = Callable[[Event], None]
@@ -242,7 +246,8 @@ class Recorder:
         self._lost_unsynced = False  # a failed fsync lost lines: waiting callers hear so
         self._closed = False
         self._files: OrderedDict[str, SessionFile] = OrderedDict()
-        self._compressing: OrderedDict[str, SessionFile] = OrderedDict()  # newest last
+        # the logs written with their history, and when each was written last (newest last)
+        self._compressing: OrderedDict[str, tuple[SessionFile, float]] = OrderedDict()
         self._unsynced = SyncPlan(self.sessions_dir)
         self._states: dict[str, SessionState] = {}
         self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
@@ -417,8 +422,10 @@ class Recorder:
             deadlines.append(pending.oldest + WRITE_DELAY)
         if self.fsync == "interval" and (pending or self._unsynced.due()):
             deadlines.append(self._last_sync + FSYNC_INTERVAL)
-        if not deadlines:  # else a turn comes sooner, and each looks for idle sessions
+        if not deadlines:  # else a turn comes sooner, and each looks for idle sessions and logs
             deadlines = [self._states[s].last_seen + self._idle_seconds for s in self._waiting]
+            if self._compressing:
+                deadlines.append(next(iter(self._compressing.values()))[1] + COMPRESSING_IDLE)
         return min(deadlines, default=INF)
 
     def _step(self, write_all: bool = False) -> None:
@@ -457,6 +464,7 @@ class Recorder:
             pending.put_back(self._write(due))
         if len(self._states) > MAX_SESSION_STATES:
             self._forget_states(pending.sessions)  # a forgotten state reads back whole
+        self._let_go_of_idle_logs()
         self._sync(force=self._closing or self.fsync == "always")
         for observer in self._turn_observers:
             self._observed(observer)
@@ -579,11 +587,22 @@ class Recorder:
             session_file = self._unsynced.reclaim(session) or self._open(session)
         self._files[session] = session_file
         self._files.move_to_end(session)
-        self._compressing[session] = session_file
+        self._compressing[session] = (session_file, time.monotonic())
         self._compressing.move_to_end(session)
         if len(self._compressing) > MAX_COMPRESSING:
-            self._compressing.popitem(last=False)[1].rest()
+            self._compressing.popitem(last=False)[1][0].rest()
         return session_file
+
+    def _let_go_of_idle_logs(self) -> None:
+        """End the frame of the logs not written for `COMPRESSING_IDLE` seconds, and let go
+        of their compression history."""
+        now = time.monotonic()
+        while self._compressing:
+            session, (session_file, written) = next(iter(self._compressing.items()))
+            if now - written < COMPRESSING_IDLE:
+                return
+            del self._compressing[session]
+            session_file.let_go()
 
     def _open(self, session: str) -> SessionFile:
         path = log_path(self.sessions_dir, session)

@@ -26,6 +26,7 @@ from taplog.recorder.events import (
     session_started,
     verify_line,
 )
+from taplog.recorder.store import writer
 from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events, read_session
 from taplog.recorder.store.writer import EventRecord, Recorder, SessionStart
 from taplog.recorder.store.zstd_stream import FRAME_END
@@ -380,3 +381,25 @@ def test_a_log_taplog_has_closed_is_a_whole_zstd_file_any_tool_reads(tmp_path):
     assert [orjson.loads(line)["seq"] for line in text.splitlines()] == [1, 2, 3, 4, 5]
     rows = duckdb.sql(f"SELECT count(*) FROM read_ndjson_objects('{path}')").fetchall()
     assert rows == [(5,)]
+
+
+def test_a_log_left_idle_ends_its_frame_while_taplog_runs_and_goes_on_in_a_new_one(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(writer, "COMPRESSING_IDLE", 0.3)
+    recorder = _recorder(tmp_path)
+    try:
+        _record(recorder, "s", 3)
+        assert recorder.flush(10)
+        path = log_of(tmp_path, "s")
+        deadline = time.monotonic() + 10
+        while not path.read_bytes().endswith(FRAME_END):  # the writer wakes for it alone
+            assert time.monotonic() < deadline, "the idle log's frame was never ended"
+            time.sleep(0.05)
+        text = zstd.decompress(path.read_bytes())  # whole, though the recorder runs
+        assert [orjson.loads(line)["seq"] for line in text.splitlines()] == [1, 2, 3]
+        _record(recorder, "s", 2)
+    finally:
+        recorder.close()
+    assert [e["seq"] for e in read_session(tmp_path, "s")] == [1, 2, 3, 4, 5]
+    assert [r.ok for r in verify(tmp_path)] == [True]
