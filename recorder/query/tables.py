@@ -17,13 +17,14 @@ from typing import Any
 import orjson
 
 FORMATS = ("table", "csv", "json", "jsonl")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROLS = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+_ESCAPED = {code: chr(code).encode("unicode_escape").decode("ascii") for code in _CONTROLS}
 _RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u2028\u2029]")  # orjson escapes only C0 controls
 
 
 def safe_text(value: str) -> str:
     """`value` with control characters shown as escapes (`\\x1b`, `\\n`)."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
+    return value.translate(_ESCAPED)
 
 
 def cell(value: Any, width: int | None = None) -> str:
@@ -37,8 +38,9 @@ def cell(value: Any, width: int | None = None) -> str:
         text = orjson.dumps(value, default=str).decode()
     else:
         text = str(value)
-    text = safe_text(text)
-    if width is not None and len(text) > width:
+    cut = width is not None and len(text) > width  # escapes only lengthen: its start will do
+    text = safe_text(text[:width] if cut else text)
+    if width is not None and (cut or len(text) > width):
         text = text[: width - 1] + "…"
     return text
 
