@@ -609,19 +609,26 @@ def test_a_changed_byte_is_found_in_its_own_line(tmp_path, position, value):
             list(read_events(path))
 
 
+def _reopened_with_a_line(path: Path, content: bytes) -> str | None:
+    """Write `content` as the log at `path`, open it as the writer does and append one line
+    (reason "next"); what the opening found damaged."""
+    (path.parent.parent / "quarantine").mkdir(parents=True)
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(content)
+    session_file, damage = open_session_file(path, path.parent.parent / "quarantine", False)
+    session_file.append([make_event(ERROR, "s", None, reason="next")])
+    session_file.close(sync=False)
+    return damage
+
+
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(cut=st.integers(0, len(LOG)), tail=st.binary(max_size=100).filter(lambda b: b"\n" not in b))
 def test_the_writer_reopens_any_torn_log_and_continues_its_chain(tmp_path, cut, tail):
     folder = tmp_path / f"case-{os.urandom(4).hex()}"
-    (folder / "sessions").mkdir(parents=True)
-    (folder / "quarantine").mkdir()
     path = folder / "sessions" / "s.jsonl"  # plain, as an older taplog wrote it
-    path.write_bytes(LOG[:cut] + tail)
-    session_file, damage = open_session_file(path, folder / "quarantine", sync_dir=False)
-    session_file.append([make_event(ERROR, "s", None, reason="next")])
-    session_file.close(sync=False)
+    damage = _reopened_with_a_line(path, LOG[:cut] + tail)
     report = verify_file(path)
     assert report.ok and report.torn is None
     assert orjson.loads(path.read_bytes().splitlines()[-1])["reason"] == "next"
@@ -638,13 +645,8 @@ def test_the_writer_reopens_any_torn_compressed_log_and_continues_its_chain(tmp_
         COMPRESSED_LOG.append(_compressed_log(tmp_path, 5)[0])
     log = COMPRESSED_LOG[0]
     cut = data.draw(st.integers(0, len(log)))
-    (folder / "sessions").mkdir(parents=True)
-    (folder / "quarantine").mkdir()
     path = log_of(folder, "s")
-    path.write_bytes(log[:cut] + tail)
-    session_file, damage = open_session_file(path, folder / "quarantine", sync_dir=False)
-    session_file.append([make_event(ERROR, "s", None, reason="next")])
-    session_file.close(sync=False)
+    damage = _reopened_with_a_line(path, log[:cut] + tail)
     report = verify_file(path)
     assert report.ok and report.torn is None
     assert orjson.loads(readable(path).splitlines()[-1])["reason"] == "next"
