@@ -36,8 +36,11 @@ a hand-over of the GIL per batch. Such a turn writes every line it built
 rather than keep them for their sessions' next ones (which would cost a
 wake-up of the writer thread at WRITE_DELAY for one write fewer): a request's
 line is then written while its call is still with the vendor, off its
-answer's path (bench/RESULTS.md, "Processes"). Whoever takes it, one turn at
-a time builds and writes, so each session's lines keep their order.
+answer's path (bench/RESULTS.md, "Processes"). The writer thread does the same
+for a large record (`AT_ONCE_BYTES`). Whoever takes it, one turn at a time
+builds and writes, so each session's lines keep their order. Under `interval`
+the sync pass comes after the turn's barriers are released (only `always`
+promises a waiting caller the fsync).
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the thread whose turn wrote it
@@ -90,6 +93,10 @@ SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 Observer = Callable[[Event], None]
 LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory goes back
+# A record this large wakes the writer and has its lines written at once: its build costs
+# more than a wake-up and a write of its own, and a request's is then done while its call
+# is with the vendor, not at its answer's end (an agent's requests resend 100 KB-1 MB).
+AT_ONCE_BYTES = 64 * 1024
 INF = float("inf")
 
 
@@ -291,7 +298,7 @@ class Recorder:
         with self._lock:
             self._records_in += 1
             self._bytes_in += record.size
-        self._inbox.put(record, wake=wake)
+        self._inbox.put(record, urgent=record.size >= AT_ONCE_BYTES, wake=wake)
 
     @property
     def _queued_records(self) -> int:
@@ -441,7 +448,7 @@ class Recorder:
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
     def _work(self, write_all: bool) -> None:
-        pending, touched = self._pending, set()
+        pending, touched, at_once = self._pending, set(), set()
         for item in self._inbox.take():
             if item is _CLOSE:
                 self._closing = True
@@ -450,6 +457,8 @@ class Recorder:
             else:
                 pending.add(self._build(item))
                 touched.add(item.session)
+                if item.size >= AT_ONCE_BYTES:
+                    at_once.add(item.session)
         self._track_waiting(touched)
         pending.add(self._expire_idle())
         barriers = self._barriers
@@ -459,16 +468,20 @@ class Recorder:
             or self._sync_due()
             or any(b.session is None for b in barriers)
         )
-        due = pending.due({b.session for b in barriers}, everything)
+        due = pending.due({b.session for b in barriers} | at_once, everything)
         if due:
             pending.put_back(self._write(due))
         if len(self._states) > MAX_SESSION_STATES:
             self._forget_states(pending.sessions)  # a forgotten state reads back whole
         self._let_go_of_idle_logs()
-        self._sync(force=self._closing or self.fsync == "always")
+        waited_on_sync = self._closing or self.fsync == "always"
+        if waited_on_sync:
+            self._sync(force=True)
         for observer in self._turn_observers:
             self._observed(observer)
         self._barriers = self._release(barriers, pending)
+        if not waited_on_sync:  # `interval`: its pass is due to the disk, not to a caller
+            self._sync(force=False)
         if self._closing and not pending:
             for session_file in list(self._files.values()):
                 self._close(session_file)
