@@ -87,6 +87,8 @@ class SseSplitter:
         """Add a chunk; return every block it completed, in order."""
         buf = self._buf
         buf += chunk
+        if self._scan == len(buf) - len(chunk) and b"\r" not in chunk:
+            return self._feed_lf(buf)
         blocks: list[bytes] = []
         start = 0
         end = len(buf)
@@ -110,6 +112,34 @@ class SseSplitter:
             self._line_start -= start
         if len(buf) > self._max:
             raise SseTooLarge(len(buf), self._max)
+        return blocks
+
+    def _feed_lf(self, buf: bytearray) -> list[bytes]:
+        """`feed` when what is left to scan has no CR (as vendors send): every line ends
+        with LF, so a block ends at each LF that follows an LF (or opens a line), found
+        per block rather than per line."""
+        scan, end = self._scan, len(buf)
+        ends = [scan + 1] if scan == self._line_start and buf[scan : scan + 1] == b"\n" else []
+        at = scan
+        while (lf := buf.find(b"\n\n", at)) >= 0:
+            ends.append(lf + 2)
+            at = lf + 1
+        blocks: list[bytes] = []
+        start = 0
+        for block_end in ends:
+            if block_end - start > self._max:
+                raise SseTooLarge(block_end - start, self._max)
+            blocks.append(bytes(buf[start:block_end]))
+            start = block_end
+        last_lf = buf.rfind(b"\n", scan)
+        if last_lf >= 0:
+            self._line_start = last_lf + 1
+        if start:
+            del buf[:start]
+            self._line_start -= start
+        self._scan = end - start
+        if end - start > self._max:
+            raise SseTooLarge(end - start, self._max)
         return blocks
 
     def flush(self) -> bytes:

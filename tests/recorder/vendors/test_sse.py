@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -89,6 +90,32 @@ def test_random_bytes_only_ever_raise_too_large(data: bytes, limit: int, cuts: l
         return
     assert all(len(b) <= limit for b in blocks)
     assert len(rest) <= limit
+
+
+def blocks_by_definition(data: bytes) -> tuple[list[bytes], bytes]:
+    """The blocks as the SSE spec defines them, one line at a time: a block ends with its
+    first empty line (the oracle for the splitter's search for blank lines)."""
+    blocks, start, line_start = [], 0, 0
+    for match in re.finditer(rb"\r\n|\r|\n", data):
+        if match.start() == line_start:
+            blocks.append(data[start : match.end()])
+            start = match.end()
+        line_start = match.end()
+    return blocks, data[start:]
+
+
+@given(
+    st.lists(
+        st.sampled_from([b"data: x", b"event: y", b":", b"\n", b"\n\n", b"\r\n"]), max_size=40
+    ),
+    st.lists(st.integers(0, 10_000), max_size=30),
+)
+@settings(max_examples=300)
+def test_blocks_are_those_the_spec_defines_whatever_the_chunks(parts: list, cuts: list) -> None:
+    """Blank lines anywhere (opening the stream, several in a row, split between chunks),
+    in LF-only chunks and beside chunks with CRs: the blocks the spec defines."""
+    data = b"".join(parts)
+    assert run(split_at(data, cuts)) == blocks_by_definition(data)
 
 
 @pytest.mark.parametrize(
