@@ -35,9 +35,9 @@ class Inbox:
     does not wake a writer that is between batches: that writer looks again
     within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
     barrier, close) or what is worth building at once (a large record) wakes it
-    at once, as does any record once the writer has gone to sleep for good. A caller that does the writer's work itself
-    (`Recorder.take_turn`) adds without waking anyone, and without keeping the
-    writer from its sleep (`wake=False`).
+    at once, as does any record once the writer has gone to sleep for good. A
+    caller that does the writer's work itself (`Recorder.take_turn`) adds without
+    waking anyone, and without keeping the writer from its sleep (`wake=False`).
     """
 
     def __init__(self) -> None:
