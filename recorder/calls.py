@@ -123,7 +123,7 @@ class LlmRequest:
         module, body = api_module(self.api), self.event.get("body")
         if module is None or not isinstance(body, dict):
             return (self.event,)
-        return [self.event, *_tool_events(self.event, state, module, body)]
+        return [self.event, *_tool_events(self.event, state, module, body, layout)]
 
 
 @dataclass(slots=True)
@@ -313,12 +313,22 @@ def _text(value: Any) -> Any:
     return redact_text(value) if isinstance(value, str) else value
 
 
-def _tool_events(parent: Event, state: SessionState, module: Any, body: dict) -> list[Event]:
-    """Tool events of a request or answer; an unreadable body is reported, never fatal."""
+def _tool_events(
+    parent: Event, state: SessionState, module: Any, body: dict, layout: Layout | None = None
+) -> list[Event]:
+    """Tool events of a request or answer; an unreadable body is reported, never fatal.
+    A request's transcript (laid out in `layout`) is read from the first item its session
+    has not read yet."""
+    tools = state.tools
     try:
         if parent["type"] == LLM_REQUEST:
-            return state.tools.results(parent, module.tool_results(body))
-        return state.tools.asked(parent, module.tool_calls(body), module.NORMAL_STOPS)
+            read = tools.read_before(layout)
+            if read and layout is not None:
+                body = {**body, layout.name: body[layout.name][read:]}
+            events = tools.results(parent, module.tool_results(body))
+            tools.read_through(layout)
+            return events
+        return tools.asked(parent, module.tool_calls(body), module.NORMAL_STOPS)
     except Exception as exc:
         log.exception("cannot extract tool events from %s", parent["id"])
         reason = f"tool events not extracted from {parent['type']} {parent['id']}: {exc!r}"

@@ -17,6 +17,7 @@ Anomalies are flagged, never dropped, so a query can find them:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,9 +32,11 @@ from taplog.recorder.events import (
     tool_post,
     tool_pre,
 )
+from taplog.recorder.layouts import Layout
 from taplog.recorder.vendors.clients import tool_run
 from taplog.recorder.vendors.tools import ToolCall, ToolResult
 
+READ_RUNS = 1_000  # transcripts read for results, known by their last link (`Layout.chain`)
 ORPHAN_RESULT = "orphan_result"
 UNANSWERED = "unanswered"
 FINISH_MISMATCH = "finish_mismatch"
@@ -56,6 +59,23 @@ class ToolLedger:
 
     pending: dict[str, _Asked] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
+    read: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
+
+    def read_before(self, layout: Layout | None) -> int:
+        """How many first transcript items of a request this session has read for results
+        already: those it took from an earlier body (`Layout.grown`) whose items were all
+        read here. An agent resends its history, so a request is read for what it adds."""
+        if layout is None or layout.grown_from not in self.read:
+            return 0
+        self.read.move_to_end(layout.grown_from)
+        return layout.inherited
+
+    def read_through(self, layout: Layout | None) -> None:
+        """Every item of `layout` was read for results (its results are in `answered`)."""
+        if layout is not None and layout.items:
+            self.read[layout.chain()[-1]] = None
+            if len(self.read) > READ_RUNS:
+                self.read.popitem(last=False)
 
     def asked(
         self, answer: Event, calls: list[ToolCall], normal_stops: frozenset[str]

@@ -79,6 +79,45 @@ def test_a_result_for_a_call_never_seen_is_flagged_orphan(oai, taplog):
     assert posts[0]["name"] is None and posts[0]["duration_ms"] is None
 
 
+def test_results_in_resent_history_count_once_per_session_whoever_sent_that_history_first(
+    ant, taplog
+):
+    """Agent-sized bodies (over the size taplog parses from where they differ from an
+    earlier one): a session's request is read for the results it adds, yet a session that
+    sends another session's history has every result in it counted in its own log."""
+    padding = {"role": "user", "content": "Read the whole repository first. " * 800}
+
+    def turn(call_id: str) -> list[dict]:
+        return [
+            {"role": "assistant", "content": [_tool_use(call_id)]},
+            {"role": "user", "content": [_tool_result(call_id)]},
+        ]
+
+    first = [padding, *turn("toolu_one")]
+    grown = [*first, *turn("toolu_two")]
+    for session, messages in [("a", first), ("a", grown), ("b", [*grown, *turn("toolu_3")])]:
+        ant.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            messages=messages,
+            extra_headers={"x-taplog-session": session},
+        )
+    sessions = taplog.wait_responses(3)
+    posted = {
+        session: [e["call_id"] for e in events if e["type"] == "tool.post"]
+        for session, events in sessions.items()
+    }
+    assert posted == {"a": ["toolu_one", "toolu_two"], "b": ["toolu_one", "toolu_two", "toolu_3"]}
+
+
+def _tool_use(call_id: str) -> dict:
+    return {"type": "tool_use", "id": call_id, "name": "read_file", "input": {"path": "a"}}
+
+
+def _tool_result(call_id: str) -> dict:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": "contents of a"}
+
+
 def test_a_call_never_answered_is_flagged_when_the_session_goes_idle(servers, fake, tmp_path):
     import anthropic
 
