@@ -47,13 +47,18 @@ _UNLINKED = 10_000  # answers kept for the `CallAnswer` that names them
 
 
 def frame(message: tuple[Any, ...]) -> bytes:
-    """The message pickled, the large bytes it holds (`beside`) after the pickle: pickle
-    copies a megabyte into its stream in a good part of a millisecond."""
+    return b"".join(frame_parts(message))
+
+
+def frame_parts(message: tuple[Any, ...]) -> list[bytes | memoryview]:
+    """The message's frame in parts, for a sender that joins them once: the message
+    pickled, then the large bytes it holds (`beside`), as views of them (pickle copies a
+    megabyte into its stream in a good part of a millisecond)."""
     bodies: list[pickle.PickleBuffer] = []
     payload = pickle.dumps(message, protocol=5, buffer_callback=bodies.append)
     head = HEADER.pack(len(payload), len(bodies))
-    lengths = [LENGTH.pack(len(body.raw())) for body in bodies]
-    return b"".join([head, *lengths, payload, *(body.raw() for body in bodies)])
+    views = [body.raw() for body in bodies]
+    return [head, *(LENGTH.pack(len(view)) for view in views), payload, *views]
 
 
 def beside(data: bytes) -> bytes | pickle.PickleBuffer:

@@ -131,9 +131,11 @@ class RecorderService:
         try:
             while data := peer.connection.recv(1 << 20):
                 buffer += data
-                for message in frames(buffer):
+                messages = frames(buffer)  # none while a large record is still arriving
+                for message in messages:
                     self._handle(peer, records, message)
-                self.recorder.take_turn()
+                if messages:
+                    self.recorder.take_turn()
         except OSError:
             pass
         finally:

@@ -26,20 +26,26 @@ acknowledgements. The Responses answers go to the recorder process too
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from taplog.recorder.channel import beside, frame, frames, record_message
+from taplog.recorder.channel import beside, frame_parts, frames, record_message
 from taplog.recorder.sessions import Fact
 from taplog.recorder.usage import Totals
 
 log = logging.getLogger("taplog")
 
 RECONNECT_SECONDS = 0.05
+# An agent's request (up to a few MB) in one send where the system allows it: what the
+# socket cannot take is copied into the transport's buffer and sent on later turns. What
+# the socket holds is not counted against the high-water mark: at most a quarter of it.
+SEND_BUFFER = 4 * 1024 * 1024
 ASK_SECONDS = 5.0
 AWAY = "the recorder process is not running (it is being restarted)"
 
@@ -59,7 +65,8 @@ class RecorderLink(asyncio.Protocol):
         self._path = path
         self._high_water = high_water_bytes
         self._transport: asyncio.Transport | None = None
-        self._unsent = bytearray()  # this turn of the loop's frames (`_send`)
+        self._unsent: list[bytes | memoryview] = []  # this turn of the loop's frames (`_send`)
+        self._unsent_bytes = 0
         self._health: dict[str, Any] = _away()
         self._buffer = bytearray()
         self._tokens = itertools.count()
@@ -112,7 +119,7 @@ class RecorderLink(asyncio.Protocol):
             return AWAY
         if self._health["reason"] is not None:
             return self._health["reason"]
-        if self._transport.get_write_buffer_size() + len(self._unsent) >= self._high_water:
+        if self._transport.get_write_buffer_size() + self._unsent_bytes >= self._high_water:
             return "the recorder process is not keeping up (its channel is over the mark)"
         return None
 
@@ -158,17 +165,23 @@ class RecorderLink(asyncio.Protocol):
     def _send(self, message: tuple[Any, ...]) -> None:
         if not self._unsent:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._unsent += frame(message)
+        parts = frame_parts(message)  # a body as a view of itself: joined once, in `_flush`
+        self._unsent += parts
+        self._unsent_bytes += sum(map(len, parts))
 
     def _flush(self) -> None:
-        unsent, self._unsent = self._unsent, bytearray()  # a new one: the transport may keep it
+        unsent, self._unsent, self._unsent_bytes = self._unsent, [], 0
         if self._transport is not None and unsent:
-            self._transport.write(unsent)
+            self._transport.writelines(unsent)
 
     # -- the connection ------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        connection = transport.get_extra_info("socket")
+        with contextlib.suppress(OSError, AttributeError):  # the system's limit caps it
+            size = min(SEND_BUFFER, self._high_water // 4)
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
         if self.lost_records:
             log.error("%d records were lost while the recorder was away", self.lost_records)
             self.lost_records = 0
@@ -201,6 +214,7 @@ class RecorderLink(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._unsent.clear()  # their calls hear so: their acknowledgements fail below
+        self._unsent_bytes = 0
         self._health = _away()
         self._buffer.clear()
         waiting, self._waiting = self._waiting, {}
