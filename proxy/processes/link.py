@@ -26,10 +26,8 @@ acknowledgements. The Responses answers go to the recorder process too
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,10 +40,6 @@ from taplog.recorder.usage import Totals
 log = logging.getLogger("taplog")
 
 RECONNECT_SECONDS = 0.05
-# An agent's request (up to a few MB) in one send where the system allows it: what the
-# socket cannot take is copied into the transport's buffer and sent on later turns. What
-# the socket holds is not counted against the high-water mark: at most a quarter of it.
-SEND_BUFFER = 4 * 1024 * 1024
 ASK_SECONDS = 5.0
 AWAY = "the recorder process is not running (it is being restarted)"
 
@@ -178,10 +172,6 @@ class RecorderLink(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        connection = transport.get_extra_info("socket")
-        with contextlib.suppress(OSError, AttributeError):  # the system's limit caps it
-            size = min(SEND_BUFFER, self._high_water // 4)
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
         if self.lost_records:
             log.error("%d records were lost while the recorder was away", self.lost_records)
             self.lost_records = 0
