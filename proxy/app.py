@@ -297,7 +297,9 @@ def create_app(
     `proxy.processes` the recorder process listening at `recorder_socket`, the
     breakers all the workers share in the file `breakers`, and the `run` they share
     (which owns the fleet's session leases they take)."""
-    fallbacks = fallbacks or load_fallbacks(settings.openai_base, settings.anthropic_base, {}, ())
+    fallbacks = fallbacks or load_fallbacks(
+        settings.openai_base, settings.anthropic_base, {}, (), settings.gemini_base
+    )
     app_metrics = Metrics(bounded_labels(fallbacks), settings.session_idle_minutes * 60)
     app = web.Application(
         client_max_size=settings.max_body_bytes,

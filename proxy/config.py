@@ -181,6 +181,12 @@ class Settings:
         "Anthropic API root, in the form of ANTHROPIC_BASE_URL.",
         check_base_url,
     )
+    gemini_base: str = setting(
+        provider_endpoint("gemini").BASE_URL,
+        "Gemini API root, in the form of GOOGLE_GEMINI_BASE_URL (the host: the paths "
+        "carry their version).",
+        check_base_url,
+    )
     fsync: str = setting(
         "interval",
         "When logs reach the disk: always (every batch), interval (at most 100 ms "
@@ -426,7 +432,9 @@ class Settings:
 
     def base_url(self, provider: str) -> str:
         """The configured base URL of a built-in provider (`openai` for any other)."""
-        return self.anthropic_base if provider == "anthropic" else self.openai_base
+        if provider == "anthropic":
+            return self.anthropic_base
+        return self.gemini_base if provider == "gemini" else self.openai_base
 
     def __repr__(self) -> str:
         shown = (f"{name}={_shown(name, getattr(self, name))}" for name in SETTINGS)

@@ -4,10 +4,12 @@
                                            (its base URL, its prefix, then <path>)
 
 Which provider is `recorder.vendors.apis.provider_of_request`'s: the headers only one
-vendor's clients send (`anthropic-version`, `anthropic-beta`, `x-api-key` alone), else the
-paths only one vendor serves (`/messages`, `/complete`, `/organizations`, …), else OpenAI
-(any OpenAI-compatible server). So every Anthropic SDK call goes to Anthropic, models,
-files and the admin API included, whatever its path.
+vendor's clients send (`anthropic-version`, `anthropic-beta`, `x-api-key` alone,
+`x-goog-api-client`, `x-goog-api-key`), else the paths only one vendor serves
+(`/messages`, `/complete`, `/organizations`, `/v1beta/…`, `…:generateContent`), else OpenAI
+(any OpenAI-compatible server). So every Anthropic or Gemini SDK call goes to its vendor,
+models, files and the admin API included, whatever its path. Gemini's paths keep the
+version the client gave them (`/v1beta`, `/v1`); the others' go behind their base URL's.
 
 Upstream hosts come only from configuration; the client's path (kept raw,
 percent-encoding and query string included) is appended to a configured base,
@@ -17,7 +19,8 @@ are body fields and headers that other gateways read as an upstream address
 not make, and should hear so rather than have the call go elsewhere silently.
 
 A key goes only to the vendor it was sent for (`foreign_key`): a request carrying a key
-of one vendor's shape (`sk-ant-…`) that would reach another's upstream is refused, unless
+of one vendor's shape (`sk-ant-…`, `AIza…`, in a header or in `?key=`) that would reach
+another's upstream is refused, unless
 that upstream is the one configured for the key's vendor, or the vendor's own host.
 
 Near misses are answered here, never forwarded: a doubled version (`/v1/v1/messages`,
@@ -64,7 +67,7 @@ class RouteError(Exception):
 class CallRoute:
     """Where a client call goes, from its path alone (`route`)."""
 
-    provider: str  # "openai" or "anthropic" (`recorder.vendors.apis.PROVIDERS`)
+    provider: str  # "openai", "anthropic" or "gemini" (`recorder.vendors.apis.ALL_PROVIDERS`)
     api: str  # openai.chat, openai.responses, anthropic.messages or passthrough
     path: str  # the client's path and query, without the /s/<session> prefix
     upstream_url: str
@@ -107,7 +110,7 @@ def route(
         )
         prefix = "" if session is None else f"/s/{session}"
         raise RouteError(message, provider, base=prefix + sdk_base)
-    upstream = settings.base_url(provider).rstrip("/") + upstream_path(provider, rest)
+    upstream = settings.base_url(provider).rstrip("/") + upstream_path(provider, path)
     api = (api_of_path(provider, rest) or PASSTHROUGH) if method == "POST" else PASSTHROUGH
     target = path + question + query
     probe = rest in ("", "/")
@@ -115,19 +118,17 @@ def route(
 
 
 def foreign_key(headers: Mapping[str, str], route: CallRoute, settings: Settings) -> str | None:
-    """Why this call must not go on, when it carries another vendor's key; else None.
+    """Why this call must not go on, when it carries another vendor's key (beside its own,
+    or alone); else None.
 
     A key may go to the upstream configured for its own vendor, or to that vendor's own
     host (an `openai_base` of Anthropic's OpenAI-compatible endpoint, say)."""
-    owners = key_owners(headers)
-    if not owners or route.provider in owners:
-        return None
     upstream = _origin(route.upstream_url)
-    for owner in owners:
-        own = (settings.base_url(owner), provider_endpoint(owner).BASE_URL)
-        if upstream in {_origin(url) for url in own}:
-            return None
-    owner = provider_endpoint(sorted(owners)[0])
+    owners = key_owners(headers, route.path.partition("?")[2]) - {route.provider}
+    strangers = [owner for owner in sorted(owners) if not _takes(upstream, owner, settings)]
+    if not strangers:
+        return None
+    owner = provider_endpoint(strangers[0])
     served = provider_endpoint(route.provider)
     return (
         f"this request carries an {owner.VENDOR} key but speaks {served.VENDOR}'s API, so it "
@@ -136,6 +137,13 @@ def foreign_key(headers: Mapping[str, str], route: CallRoute, settings: Settings
         f"({owner.BASE_URL_VARIABLE} pointing at taplog), or set {route.provider}_base to a "
         "server that takes this key"
     )
+
+
+def _takes(upstream: tuple[str, str, int | None], owner: str, settings: Settings) -> bool:
+    """Whether `upstream` takes `owner`'s keys: it is the upstream configured for that
+    vendor, or the vendor's own host."""
+    own = (settings.base_url(owner), provider_endpoint(owner).BASE_URL)
+    return upstream in {_origin(url) for url in own}
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

@@ -48,7 +48,9 @@ def load_settings(
     """Settings and failover providers/rules, as `serve` reads them (flags > env > file)."""
     path, from_file = config_file(config, os.environ)
     settings = load(flags, os.environ, path)
-    fallbacks = load_fallbacks(settings.openai_base, settings.anthropic_base, from_file, rules)
+    fallbacks = load_fallbacks(
+        settings.openai_base, settings.anthropic_base, from_file, rules, settings.gemini_base
+    )
     return settings, fallbacks
 
 

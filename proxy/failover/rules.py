@@ -47,6 +47,7 @@ import aiohttp
 
 from taplog.proxy.config import ConfigError, Settings, check_base_url
 from taplog.recorder import prices
+from taplog.recorder.vendors.apis import provider_endpoint
 
 PROVIDER_TYPES = ("openai", "anthropic")
 MIDSTREAM = ("continue", "error")
@@ -66,7 +67,7 @@ _SECONDS = ("connect_timeout", "ttfb_timeout", "idle_timeout", "total_timeout")
 @dataclass(frozen=True, slots=True)
 class Provider:
     name: str
-    type: str  # openai | anthropic: the wire format it speaks
+    type: str  # openai | anthropic (| gemini, built in, never a target): its wire format
     base_url: str
     api_key_env: str
     api: str = "chat"  # openai type: the API that serves Anthropic clients (chat | responses)
@@ -216,7 +217,13 @@ def parse_target(where: str, text: Any, providers: Mapping[str, Provider]) -> Ta
     if not colon or not model:
         raise ConfigError(f"{where}: write targets as 'provider:model', got {text!r}")
     if name not in providers:
-        raise ConfigError(f"{where}: unknown provider {name!r} (known: {', '.join(providers)})")
+        known = ", ".join(n for n, p in providers.items() if p.type in PROVIDER_TYPES)
+        raise ConfigError(f"{where}: unknown provider {name!r} (known: {known})")
+    if providers[name].type not in PROVIDER_TYPES:
+        raise ConfigError(
+            f"{where}: taplog passes {name}'s own calls through, but translates no call into "
+            f"its API: {name} cannot be a target (targets: {', '.join(PROVIDER_TYPES)})"
+        )
     return Target(providers[name], model)
 
 
@@ -253,12 +260,17 @@ def parse_cli_rule(text: str) -> dict[str, Any]:
 
 
 def load_fallbacks(
-    openai_base: str, anthropic_base: str, file: Mapping[str, Any], cli_rules: tuple[str, ...]
+    openai_base: str,
+    anthropic_base: str,
+    file: Mapping[str, Any],
+    cli_rules: tuple[str, ...],
+    gemini_base: str = provider_endpoint("gemini").BASE_URL,
 ) -> Fallbacks:
     """Providers and rules from the config file and `--fallback` flags, all checked."""
     providers = {
         "openai": Provider("openai", "openai", openai_base, "OPENAI_API_KEY"),
         "anthropic": Provider("anthropic", "anthropic", anthropic_base, "ANTHROPIC_API_KEY"),
+        "gemini": Provider("gemini", "gemini", gemini_base, "GEMINI_API_KEY"),
     }
     tables = file.get("providers", {})
     if not isinstance(tables, dict):

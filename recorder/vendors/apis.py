@@ -15,7 +15,8 @@ provider, or by the path a client called) through this module and knows no vendo
     key_owners(headers)    the providers whose keys a request carries, by the keys' shapes
 
 API names are `<provider>.<api>`. A new API is one subpackage and one line in `_APIS` (and,
-for a new provider, one in `PROVIDERS`).
+for a new provider, one in `PROVIDERS`). A provider whose calls are routed and keyed but not
+yet read as LLM calls has its endpoint alone, in `PASSED_PROVIDERS` (Gemini).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
+from urllib.parse import unquote_plus
 
 from taplog.recorder.vendors.anthropic import conversation as anthropic_conversation
 from taplog.recorder.vendors.anthropic import endpoint as anthropic_endpoint
 from taplog.recorder.vendors.anthropic import splice as anthropic_splice
 from taplog.recorder.vendors.anthropic import wire as anthropic_wire
+from taplog.recorder.vendors.gemini import endpoint as gemini_endpoint
 from taplog.recorder.vendors.openai_chat import conversation as chat_conversation
 from taplog.recorder.vendors.openai_chat import endpoint as chat_endpoint
 from taplog.recorder.vendors.openai_chat import splice as chat_splice
@@ -57,10 +60,19 @@ API_MODULES: dict[str, ModuleType] = {name: api.wire for name, api in _APIS.item
 ENDPOINTS: dict[str, ModuleType] = {name: api.endpoint for name, api in _APIS.items()}
 SPLICES: dict[str, ModuleType] = {n: api.splice for n, api in _APIS.items() if api.splice}
 PROVIDERS = {"openai": "openai.chat", "anthropic": "anthropic.messages"}  # -> its main API
+# Providers whose calls taplog routes, keys and records as they came, without reading them
+# as LLM calls (no API of theirs above): each by its endpoint.
+PASSED_PROVIDERS = {"gemini": gemini_endpoint}
+ALL_PROVIDERS = (*PROVIDERS, *PASSED_PROVIDERS)
 DEFAULT_PROVIDER = "openai"  # paths no API claims: OpenAI-compatible servers serve the rest
 VERSION = "/v1"  # every API path lives under it; a client may leave it out
-# Where a client's key may come, in the order they are looked at.
-KEY_HEADERS = (*anthropic_endpoint.KEY_HEADERS, *chat_endpoint.KEY_HEADERS)
+# Where a client's key may come, in the order they are looked at: headers, query parameters.
+KEY_HEADERS = (
+    *anthropic_endpoint.KEY_HEADERS,
+    *chat_endpoint.KEY_HEADERS,
+    *gemini_endpoint.KEY_HEADERS,
+)
+KEY_PARAMETERS = (gemini_endpoint.KEY_PARAMETER,)
 _BEARER = re.compile(r"(?i)^bearer\s+")
 # Request fields that name the run (a user, a cache key), not what is asked.
 PER_RUN_FIELDS = frozenset().union(*(api.conversation.PER_RUN for api in _APIS.values()))
@@ -91,7 +103,8 @@ def splice_module(api: str) -> ModuleType:
 
 def provider_endpoint(provider: str) -> ModuleType:
     """The endpoint of a provider's main API; the default provider's for an unknown one."""
-    return ENDPOINTS[PROVIDERS.get(provider) or PROVIDERS[DEFAULT_PROVIDER]]
+    passed = PASSED_PROVIDERS.get(provider)
+    return passed or ENDPOINTS[PROVIDERS.get(provider) or PROVIDERS[DEFAULT_PROVIDER]]
 
 
 def unversioned(path: str) -> str:
@@ -103,20 +116,25 @@ def provider_of_request(path: str, headers: Mapping[str, str]) -> str:
     """The provider whose API a request speaks: from its (lower-cased) headers when one
     provider's clients alone send them, else from its (unversioned) path when one provider
     alone serves it, else from how it is keyed, else the default."""
-    speaking = [name for name in PROVIDERS if provider_endpoint(name).speaks(headers)]
+    speaking = [name for name in ALL_PROVIDERS if provider_endpoint(name).speaks(headers)]
     if len(speaking) == 1:
         return speaking[0]
     by_path = _provider_of_path(path)
     if by_path is not None:
         return by_path
-    keyed = [name for name in PROVIDERS if provider_endpoint(name).keyed_for(headers)]
+    keyed = [name for name in ALL_PROVIDERS if provider_endpoint(name).keyed_for(headers)]
     return keyed[0] if len(keyed) == 1 else DEFAULT_PROVIDER
 
 
 def _provider_of_path(path: str) -> str | None:
-    """The provider that alone serves the (unversioned) path's family."""
-    for name in PROVIDERS:
-        for family in provider_endpoint(name).OWN_PATHS:
+    """The provider that alone serves the (unversioned) path's family, or the custom method
+    it calls on a resource (`/models/gemini-2.5-pro:generateContent`)."""
+    _, colon, method = path.rpartition("/")[2].rpartition(":")
+    for name in ALL_PROVIDERS:
+        endpoint = provider_endpoint(name)
+        if colon and method in endpoint.OWN_METHODS:
+            return name
+        for family in endpoint.OWN_PATHS:
             if path == family or path.startswith(f"{family}/"):
                 return name
     return None
@@ -127,12 +145,24 @@ def without_bearer(value: str) -> str:
     return _BEARER.sub("", value)
 
 
-def key_owners(headers: Mapping[str, str]) -> frozenset[str]:
-    """The providers whose keys, by their shapes, a request's key headers carry."""
+def key_owners(headers: Mapping[str, str], query: str = "") -> frozenset[str]:
+    """The providers whose keys, by their shapes, a request's key headers (and the key
+    parameters of its `query`) carry."""
     keys = [without_bearer(headers[name]) for name in KEY_HEADERS if name in headers]
+    keys += query_keys(query)
     return frozenset(
-        name for name in PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
+        name for name in ALL_PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
     )
+
+
+def query_keys(query: str) -> list[str]:
+    """The keys a query string carries in a key parameter (`?key=AIza…`)."""
+    found = []
+    for pair in query.split("&"):
+        name, equals, value = pair.partition("=")
+        if equals and unquote_plus(name) in KEY_PARAMETERS:
+            found.append(unquote_plus(value))
+    return found
 
 
 def api_of_path(provider: str, path: str) -> str | None:
@@ -149,8 +179,11 @@ def api_ending(path: str) -> str | None:
 
 
 def upstream_path(provider: str, path: str) -> str:
-    """A client's (unversioned) path as it goes after the provider's base URL."""
-    return provider_endpoint(provider).PREFIX + path
+    """A client's path as it goes after the provider's base URL: without the version the
+    client gave it, behind the provider's prefix; or as it came, for a provider whose
+    paths carry their own version (Gemini's /v1beta, /v1)."""
+    endpoint = provider_endpoint(provider)
+    return path if endpoint.VERSIONED else endpoint.PREFIX + unversioned(path)
 
 
 def api_url(base_url: str, api: str) -> str:

@@ -16,11 +16,13 @@ import httpx2
 import openai
 import orjson
 from click.testing import CliRunner
+from google import genai
+from google.genai import types as genai_types
 from prometheus_client.parser import text_string_to_metric_families
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.store.writer import Recorder
-from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
+from tests.fakes.keys import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY
 
 _DROP = ("content-encoding", "content-length", "transfer-encoding")
 
@@ -33,6 +35,15 @@ def openai_at(url: str, **options: Any) -> openai.OpenAI:
 def anthropic_at(url: str, **options: Any) -> anthropic.Anthropic:
     """The Anthropic SDK for taplog (or a fake vendor) at `url`: the test key, no retries."""
     return anthropic.Anthropic(base_url=url, api_key=ANTHROPIC_KEY, max_retries=0, **options)
+
+
+def gemini_at(url: str) -> genai.Client:
+    """Google's `google-genai` SDK for taplog (or a fake vendor) at `url` (as
+    GOOGLE_GEMINI_BASE_URL names it), the test key, no retries."""
+    options = genai_types.HttpOptions(
+        base_url=url, retry_options=genai_types.HttpRetryOptions(attempts=1)
+    )
+    return genai.Client(api_key=GEMINI_KEY, http_options=options)
 
 
 class Capture:

@@ -97,10 +97,9 @@ def start_taplog(
 def start_on_fake(
     servers: ServerThread, fake: FakeVendor, data_dir: Path, **overrides: Any
 ) -> Taplog:
-    """taplog with both vendors pointed at the fake one."""
-    return start_taplog(
-        servers, data_dir, openai_base=f"{fake.url}/v1", anthropic_base=fake.url, **overrides
-    )
+    """taplog with every vendor pointed at the fake one."""
+    bases = {"openai_base": f"{fake.url}/v1", "anthropic_base": fake.url, "gemini_base": fake.url}
+    return start_taplog(servers, data_dir, **{**bases, **overrides})
 
 
 def serve_fake(servers: ServerThread, **runner_kwargs: Any) -> FakeVendor:
@@ -205,13 +204,15 @@ class TaplogProcess:
 def serve_on_fake(
     fake: FakeVendor, data_dir: Path, *args: str, env: dict[str, str] | None = None
 ) -> TaplogProcess:
-    """`taplog serve` with both vendors pointed at the fake one, and more options."""
+    """`taplog serve` with every vendor pointed at the fake one, and more options."""
     return TaplogProcess(
         "--data-dir",
         str(data_dir),
         "--openai-base",
         f"{fake.url}/v1",
         "--anthropic-base",
+        fake.url,
+        "--gemini-base",
         fake.url,
         *args,
         env=env,

@@ -1,7 +1,8 @@
-"""A deterministic fake of the OpenAI and Anthropic HTTP APIs, scripted from the prompt.
+"""A deterministic fake of the OpenAI, Anthropic and Gemini HTTP APIs, scripted from the
+prompt.
 
 Tests drive taplog with the official SDKs; this app stands in for the vendors so
-that every byte the proxy sees is known in advance. One app serves both vendors:
+that every byte the proxy sees is known in advance. One app serves every vendor:
 
     POST /v1/chat/completions   OpenAI Chat Completions      (Bearer auth)
     POST /v1/responses          OpenAI Responses             (Bearer auth)
@@ -9,6 +10,8 @@ that every byte the proxy sees is known in advance. One app serves both vendors:
     GET  /v1/models             OpenAI model list, 2 models  (Bearer auth)
     POST /v1/messages           Anthropic Messages           (x-api-key or Bearer)
     POST /v1/messages/count_tokens                           (x-api-key or Bearer)
+    POST /v1beta/models/{model}:generateContent, :streamGenerateContent (SSE, CRLF), and
+         the same under /v1     Gemini                       (x-goog-api-key or ?key=)
 
 The answer is `"Echo: " + <last user text without directives>`, steered by
 directive tokens (`!name` or `!name=value`, preceded by whitespace or at the start):
@@ -114,6 +117,16 @@ _FAILING = {  # !shell_fails: `ls` of a path that is not there exits 2
     "exec_command": {"cmd": "ls /taplog-nonexistent"},
 }
 _FOUND = ("https://taplog.test/docs", "taplog docs"), ("https://taplog.test/faq", "taplog FAQ")
+_GEMINI_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -339,13 +352,18 @@ class OpenAI:
 
     thinks = False
 
-    def auth_error(self, h: Mapping[str, str]) -> tuple[int, str, str | None] | None:
+    def auth_error(
+        self, h: Mapping[str, str], query: Mapping[str, str]
+    ) -> tuple[int, str, str | None] | None:
         key = h.get("authorization", "").removeprefix("Bearer ").strip()
         if not h.get("authorization", "").startswith("Bearer ") or not key:
             return 401, "You didn't provide an API key (fake).", None
         if key == "sk-bad":
             return 401, "Incorrect API key provided: sk-bad (fake).", "invalid_api_key"
         return None
+
+    def streams(self, body: Json) -> bool:
+        return bool(body.get("stream"))
 
     def request_id(self, seed: bytes) -> str:
         return "req_" + _ident(seed, "rid", 32, hexa=True)
@@ -741,11 +759,16 @@ class Anthropic:
         }
     )
 
-    def auth_error(self, h: Mapping[str, str]) -> tuple[int, str, str | None] | None:
+    def auth_error(
+        self, h: Mapping[str, str], query: Mapping[str, str]
+    ) -> tuple[int, str, str | None] | None:
         key = h.get("x-api-key") or h.get("authorization", "").removeprefix("Bearer ").strip()
         if not key or ("x-api-key" not in h and not h["authorization"].startswith("Bearer ")):
             return 401, "x-api-key header is required (fake)", None
         return (401, "invalid x-api-key (fake)", None) if key == "sk-bad" else None
+
+    def streams(self, body: Json) -> bool:
+        return bool(body.get("stream"))
 
     def request_id(self, seed: bytes) -> str:
         return "req_011C" + _ident(seed, "rid", 20)
@@ -970,9 +993,134 @@ class Anthropic:
         )
 
 
+class Gemini:
+    """POST /v1beta/models/{model}:generateContent and :streamGenerateContent?alt=sse (and
+    the same under /v1): Google's Gemini API, keyed by `x-goog-api-key` or `?key=`."""
+
+    thinks = True
+
+    def __init__(self, stream: bool) -> None:
+        self.stream = stream  # the method, not the body, asks for a stream
+
+    def auth_error(
+        self, h: Mapping[str, str], query: Mapping[str, str]
+    ) -> tuple[int, str, str | None] | None:
+        key = h.get("x-goog-api-key") or query.get("key", "")
+        if not key:
+            return 403, "Method doesn't allow unregistered callers (fake).", None
+        return (
+            (400, "API key not valid. Please pass a valid API key. (fake)", None)
+            if (key == "sk-bad")
+            else None
+        )
+
+    def streams(self, body: Json) -> bool:
+        return self.stream
+
+    def request_id(self, seed: bytes) -> str:
+        return _ident(seed, "rid", 22)
+
+    def error(self, status: int, message: str, rid: str, code: str | None = "") -> bytes:
+        kind = _GEMINI_STATUSES.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
+        return orjson.dumps({"error": {"code": status, "message": message, "status": kind}})
+
+    def headers(self, rid: str) -> dict[str, str]:
+        return {"x-gemini-service-tier": "standard", "server-timing": "gfet4t7; dur=42"}
+
+    def dumps(self, obj: object) -> bytes:
+        return orjson.dumps(obj, option=orjson.OPT_INDENT_2)  # Google pretty-prints JSON
+
+    def validate(self, body: Json) -> str | None:
+        contents = body.get("contents")
+        if not isinstance(contents, list) or not contents:
+            return "* GenerateContentRequest.contents: contents is not specified (fake)"
+        for i, content in enumerate(contents):
+            if not isinstance(content, dict) or content.get("role", "user") not in (
+                "user",
+                "model",
+            ):
+                return f"* GenerateContentRequest.contents[{i}].role: user or model (fake)"
+        return None
+
+    def transcript(self, body: Json) -> Transcript:
+        tr = Transcript()
+        for content in body["contents"]:
+            parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+            if content.get("role") == "model":
+                tr.turns, tr.results = tr.turns + 1, []
+                continue
+            tr.results += [
+                _text(p["functionResponse"].get("response"))
+                for p in parts
+                if isinstance(p.get("functionResponse"), dict)
+            ]
+            if text := "".join(p["text"] for p in parts if isinstance(p.get("text"), str)):
+                tr.users.append(text)
+        return tr
+
+    def _parts(self, a: Answer) -> list[Json]:
+        out: list[Json] = []
+        if a.thinking is not None:
+            out.append({"text": a.thinking, "thought": True})
+        if a.text is not None:
+            out.append({"text": a.text})
+        for call in a.calls:
+            args = orjson.loads(call.arguments) if call.arguments else {}
+            signature = base64.b64encode(a.seed[:12]).decode()
+            out.append(
+                {"functionCall": {"name": call.name, "args": args}, "thoughtSignature": signature}
+            )
+        return out
+
+    def _usage(self, a: Answer) -> Json:
+        usage = {
+            "promptTokenCount": a.input,
+            "candidatesTokenCount": a.output - a.reasoning,
+            "totalTokenCount": a.input + a.output,
+        }
+        if a.cached:
+            usage["cachedContentTokenCount"] = a.cached
+        if a.reasoning:
+            usage["thoughtsTokenCount"] = a.reasoning
+        return usage
+
+    def _chunk(self, a: Answer, body: Json, parts: list[Json], done: bool) -> Json:
+        candidate: Json = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        chunk: Json = {"candidates": [candidate]}
+        if done:
+            candidate["finishReason"] = "STOP"
+            chunk["usageMetadata"] = self._usage(a)
+        return {**chunk, "modelVersion": body["model"], "responseId": a.ident("resp", 22)}
+
+    def render(self, a: Answer, body: Json) -> Json:
+        return self._chunk(a, body, self._parts(a), done=True)
+
+    def events(self, a: Answer, body: Json) -> list[bytes]:
+        """One chunk per text piece (a thought's, then the answer's), a function call whole in
+        a chunk of its own, the finish reason and usage on the last; CRLF, as Google ends
+        its lines."""
+        chunks: list[Json] = []
+        for part in self._parts(a):
+            if "text" in part:
+                chunks += [{**part, "text": piece} for piece in _split(part["text"], a.parts)]
+            else:
+                chunks.append(part)
+        rendered = [self._chunk(a, body, [part], done=False) for part in chunks]
+        rendered[-1:] = [self._chunk(a, body, chunks[-1:], done=True)]
+        return [b"data: " + orjson.dumps(chunk) + b"\r\n\r\n" for chunk in rendered]
+
+    def inband_error(self, a: Answer, position: int) -> bytes:
+        error = {
+            "code": 503,
+            "message": "The model is overloaded (fake, in-band).",
+            "status": "UNAVAILABLE",
+        }
+        return b"data: " + orjson.dumps({"error": error}) + b"\r\n\r\n"
+
+
 # ------------------------------------------------------------------ HTTP
 
-Api = Chat | Responses | Anthropic
+Api = Chat | Responses | Anthropic | Gemini
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -991,7 +1139,8 @@ class FakeVendor:
         self.next_faults: list[dict[str, str]] = []
 
     def app(self) -> web.Application:
-        """One app serving both vendors; a fresh app keeps Responses chains of its own."""
+        """One app serving every vendor (OpenAI, Anthropic, Gemini); a fresh app keeps
+        Responses chains of its own."""
         app = web.Application(client_max_size=64 * 2**20)
         chat, anthropic = Chat(), Anthropic()
         for method, path, api, plain in (
@@ -1001,6 +1150,11 @@ class FakeVendor:
             ("POST", "/v1/messages/count_tokens", anthropic, _count),
             ("GET", "/v1/models", chat, _models),
             ("POST", "/v1/embeddings", chat, _embeddings),
+            *(
+                ("POST", f"{version}/models/{{model:[^/:]+}}:{method}", Gemini(stream), None)
+                for version in ("/v1beta", "/v1")
+                for method, stream in (("generateContent", False), ("streamGenerateContent", True))
+            ),
         ):
             app.router.add_route(method, path, self._route(api, plain))
         app.router.add_route("*", "/{tail:.*}", self._unknown_url)
@@ -1048,7 +1202,7 @@ class FakeVendor:
                 error = api.error(status, message, rid, code)
                 return await self._send(request, index, status, error, reply, d)
 
-            if auth := api.auth_error(headers):
+            if auth := api.auth_error(headers, request.query):
                 return await fail(*auth)
             if content is None:
                 return await fail(400, "The body is not in its Content-Encoding (fake).")
@@ -1059,6 +1213,8 @@ class FakeVendor:
                 return await fail(400, "We could not parse the JSON body (fake).")
             if not isinstance(body, dict):
                 return await fail(400, "The body must be a JSON object (fake).")
+            if "model" in request.match_info:  # Gemini names it in the path
+                body = {**body, "model": request.match_info["model"]}
             if plain is not None:
                 return await self._send(
                     request, index, 200, api.dumps(plain(body, len(raw))), reply, d
@@ -1095,7 +1251,7 @@ class FakeVendor:
             answer = build_answer(seed, len(raw), tr, d, api.thinks)
             if partial is not None and answer.text is not None:
                 _continue(answer, partial[0], d.get("continues", "proper"))
-            if not body.get("stream"):
+            if not api.streams(body):
                 rendered = api.dumps(api.render(answer, body))
                 return await self._send(request, index, 200, rendered, reply, d)
             events = api.events(answer, body)

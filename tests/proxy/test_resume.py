@@ -180,6 +180,8 @@ def test_resume_refuses_clearly(vendors, record_run, tmp_path, monkeypatch, serv
     unknown = resume(session, "--to", "nope:model")
     assert unknown.exit_code == 2
     assert "--to: unknown provider 'nope' (known: openai, anthropic)" in unknown.output
+    to_gemini = resume(session, "--to", "gemini:gemini-2.5-pro")
+    assert to_gemini.exit_code == 2 and "gemini cannot be a target" in to_gemini.output
     assert resume(session, "--to", "anthropic").exit_code == 2
     missing = resume("not-a-session", "--to", "openai:gpt-4.1")
     assert missing.exit_code == 1 and "no session 'not-a-session'" in missing.output

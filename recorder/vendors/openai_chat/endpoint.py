@@ -34,6 +34,8 @@ MARK_HEADERS = ("openai-organization", "openai-project", "openai-beta")
 # Its model APIs' families; every other path no vendor claims is its too (the default).
 OWN_PATHS = ("/chat/completions", "/responses", "/completions", "/embeddings")
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+OWN_METHODS: frozenset[str] = frozenset()  # model methods in a path (Gemini's `:generateContent`)
+VERSIONED = False  # a path goes upstream without the version a client gave it
 _KEY_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-")
 _KEY_MARK = "T3BlbkFJ"
 

@@ -1,0 +1,100 @@
+"""Gemini at the door: where Google's Gemini API is, how a call is keyed, how a refusal reads.
+
+base URL      the host alone (https://generativelanguage.googleapis.com): a path
+              carries its own version (/v1beta, /v1, /v1alpha), which goes upstream as
+              it came (the `google-genai` SDKs choose it; `GOOGLE_GEMINI_BASE_URL`
+              names the host)
+paths         /v1beta/models/{model}:generateContent, :streamGenerateContent (?alt=sse),
+              :countTokens, …, /v1beta/models, /v1beta/files, /upload/v1beta/files, and
+              the same under /v1: every call is Gemini's, passed through
+spoken by     a request with `x-goog-api-client` or `x-goog-api-key` (the SDKs send
+              both), whatever its path; else a versioned Gemini path (`OWN_PATHS`) or a
+              model method only Google's APIs have (`OWN_METHODS`: `…:generateContent`)
+key           `x-goog-api-key`, or `?key=` in the URL (curl, REST examples); its keys
+              start `AIza`
+refusal       {"error": {"code", "message", "status"}}, as Google's APIs answer; in a
+              stream, the same body as a `data:` event
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from taplog.recorder.vendors.sse import event_bytes
+
+VENDOR = "Gemini"  # as its users write it
+PROVIDER = "gemini"
+BASE_URL = "https://generativelanguage.googleapis.com"
+PREFIX = ""  # between the base URL and a path: the path carries its version
+SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1beta/… themselves
+VERSIONED = True  # a client's path goes upstream with its version, as it came
+KEY_HEADERS = ("x-goog-api-key",)
+KEY_PARAMETER = "key"  # the query parameter a key may come in instead
+MARK_HEADERS = ("x-goog-api-client", "x-goog-api-key")  # sent by Google's clients alone
+# Path families only Gemini serves, as the client sent them (their version is their own).
+OWN_PATHS = ("/v1beta", "/v1alpha", "/upload")
+# Google's custom methods on a model (`/v1/models/gemini-2.5-pro:generateContent`): its
+# `/v1` paths are otherwise OpenAI's (`/v1/models`), whose model ids may hold colons too.
+OWN_METHODS = frozenset(
+    {
+        "generateContent",
+        "streamGenerateContent",
+        "countTokens",
+        "embedContent",
+        "batchEmbedContents",
+        "batchGenerateContent",
+        "asyncBatchEmbedContent",
+        "predict",
+        "predictLongRunning",
+    }
+)
+BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
+FEATURE_HEADERS: tuple[str, ...] = ()
+
+_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def speaks(headers: Mapping[str, str]) -> bool:
+    """Whether a request's (lower-cased) headers are a Google client's."""
+    return any(name in headers for name in MARK_HEADERS)
+
+
+def keyed_for(headers: Mapping[str, str]) -> bool:
+    """Whether a request is keyed the Gemini way: `x-goog-api-key`."""
+    return "x-goog-api-key" in headers
+
+
+def owns_key(key: str) -> bool:
+    """Whether a key is Google's by its shape (an API key: `AIza` and 35 more)."""
+    return key.startswith("AIza")
+
+
+def auth_headers(key: str) -> dict[str, str]:
+    """The headers that key a call taplog makes with its own key."""
+    return {"x-goog-api-key": key}
+
+
+def error_body(status: int, message: str, code: str) -> dict:
+    """A refusal as Google's APIs write one (the SDKs read `code`, `message`, `status`;
+    taplog's own code goes in `details`, where Google puts the reason)."""
+    kind = _STATUSES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+    reason = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": code}
+    return {"error": {"code": status, "message": message, "status": kind, "details": [reason]}}
+
+
+def stream_error(message: str) -> bytes:
+    """The error event that ends a broken stream (Google sends the error body as data)."""
+    return event_bytes(None, error_body(500, message, "stream_interrupted"))

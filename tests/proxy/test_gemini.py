@@ -1,0 +1,141 @@
+"""Gemini's API through taplog: Google's `google-genai` SDK pointed at taplog (as
+`GOOGLE_GEMINI_BASE_URL` points it) reaches Gemini with its key, byte for byte, and is
+recorded; a Gemini key goes nowhere else. Three fake vendors, one per provider, so where a
+call went is what each one received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from google.genai import errors as genai_errors
+
+from tests.disk import readable
+from tests.fakes.clients import gemini_at
+from tests.fakes.harness import Taplog, Vendors, serve_fake, start_taplog
+from tests.fakes.keys import GEMINI_KEY, key_traces
+from tests.fakes.servers import ServerThread
+from tests.fakes.vendor import FakeVendor
+
+MODEL = "gemini-2.5-flash"
+# Keys in the other vendors' real shapes (the tests' usual keys prove nothing by shape).
+ANTHROPIC_KEY = "sk-ant-api03-" + "Zr8f" * 20
+OPENAI_KEY = "sk-proj-" + "Qw3e" * 12 + "T3BlbkFJ" + "x9Yz" * 6
+
+
+@pytest.fixture
+def gemini(servers: ServerThread) -> FakeVendor:
+    return serve_fake(servers)
+
+
+@pytest.fixture
+def three(servers: ServerThread, vendors: Vendors, gemini: FakeVendor, tmp_path: Path) -> Taplog:
+    """taplog with each provider at its own fake vendor."""
+    return start_taplog(
+        servers,
+        tmp_path,
+        openai_base=f"{vendors.openai.url}/v1",
+        anthropic_base=vendors.anthropic.url,
+        gemini_base=gemini.url,
+    )
+
+
+def _on_disk(taplog: Taplog) -> bytes:
+    """Every file of the data dir, logs as their lines (what a user would search)."""
+    taplog.flush()
+    return b"".join(readable(path) for path in taplog.data_dir.rglob("*") if path.is_file())
+
+
+def _reached(fake: FakeVendor) -> list[str]:
+    return [f"{r.method} {r.path}" + (f"?{r.query}" if r.query else "") for r in fake.requests]
+
+
+def test_the_gemini_sdk_reaches_gemini_with_its_key_and_its_answers_come_back_whole(
+    three, vendors, gemini
+):
+    client = gemini_at(three.url)
+    answer = client.models.generate_content(model=MODEL, contents="Hello there")
+    streamed = client.models.generate_content_stream(model=MODEL, contents="Hello again")
+    pieces = [chunk.text for chunk in streamed]
+
+    async def asynchronous() -> str:
+        found = await client.aio.models.generate_content(model=MODEL, contents="And async")
+        return found.text
+
+    assert answer.text == "Echo: Hello there"
+    assert "".join(pieces) == "Echo: Hello again" and len(pieces) > 1
+    assert asyncio.run(asynchronous()) == "Echo: And async"
+    assert _reached(gemini) == [
+        f"POST /v1/models/{MODEL}:generateContent",
+        f"POST /v1/models/{MODEL}:streamGenerateContent?alt=sse",
+        f"POST /v1/models/{MODEL}:generateContent",
+    ]
+    assert all(r.headers["x-goog-api-key"] == GEMINI_KEY for r in gemini.requests)
+    assert vendors.openai.requests == [] and vendors.anthropic.requests == []
+    # byte for byte: the bodies the vendor got are the SDK's, its answers the client's
+    three.wait_responses(3)
+    responses = three.events("llm.response")
+    assert [r["provider"] for r in three.events("llm.request")] == ["gemini"] * 3
+    assert all(r["status"] == 200 for r in responses)
+    assert not any(trace.encode() in _on_disk(three) for trace in key_traces(GEMINI_KEY))
+
+
+def test_a_gemini_key_in_the_url_reaches_gemini_and_stays_out_of_the_log(three, gemini):
+    """The REST examples' way (`?key=`): the key goes to Gemini alone, and nowhere on disk."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "Hi from curl"}]}]}
+    target = f"{three.url}/v1beta/models/{MODEL}:generateContent?key={GEMINI_KEY}"
+    answer = httpx.post(target, json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["candidates"][0]["content"]["parts"] == [{"text": "Echo: Hi from curl"}]
+    assert _reached(gemini) == [f"POST /v1beta/models/{MODEL}:generateContent?key={GEMINI_KEY}"]
+    three.wait_responses(1)
+    (request,) = three.events("llm.request")
+    assert request["provider"] == "gemini" and GEMINI_KEY not in request["path"]
+    assert not any(trace.encode() in _on_disk(three) for trace in key_traces(GEMINI_KEY))
+
+
+@pytest.mark.parametrize("carried", ["header", "query"])
+def test_a_gemini_key_never_goes_to_another_vendor(three, vendors, gemini, carried):
+    """A call carrying an OpenAI key and a Gemini key would take one of them to the other
+    vendor, whichever API it speaks: refused, and nothing is forwarded."""
+    headers = {"authorization": f"Bearer {OPENAI_KEY}"}
+    query = ""
+    if carried == "header":
+        headers["x-goog-api-key"] = GEMINI_KEY
+    else:
+        query = f"?key={GEMINI_KEY}"
+    body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+    refused = httpx.post(f"{three.url}/v1/chat/completions{query}", json=body, headers=headers)
+    if carried == "header":  # Google's own header makes it a Gemini call: to Gemini it goes
+        assert refused.status_code == 400 and "OpenAI key" in refused.text
+    else:
+        assert refused.status_code == 400 and "Gemini key" in refused.text
+        assert refused.json()["error"]["code"] == "key_for_another_vendor"
+    assert vendors.openai.requests == [] and vendors.anthropic.requests == []
+    assert gemini.requests == []
+
+
+def test_an_anthropic_key_never_goes_to_gemini(three, vendors, gemini):
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    refused = httpx.post(
+        f"{three.url}/v1beta/models/{MODEL}:generateContent",
+        json=body,
+        headers={"x-goog-api-key": ANTHROPIC_KEY},
+    )
+    assert refused.status_code == 400
+    error = refused.json()["error"]  # Google's error shape, which its SDKs read
+    assert error["status"] == "INVALID_ARGUMENT" and "Anthropic key" in error["message"]
+    assert gemini.requests == [] and vendors.anthropic.requests == []
+
+
+def test_gemini_errors_reach_the_sdk_as_google_wrote_them(three, gemini):
+    client = gemini_at(three.url)
+    with pytest.raises(genai_errors.ClientError) as raised:
+        client.models.generate_content(model=MODEL, contents="fail !status=404")
+    assert raised.value.code == 404 and "scripted" in str(raised.value.message)
+    three.wait_responses(1)
+    (response,) = three.events("llm.response")
+    assert response["status"] == 404
