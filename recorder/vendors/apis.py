@@ -116,7 +116,7 @@ def provider_of_request(path: str, headers: Mapping[str, str]) -> str:
     """The provider whose API a request speaks: from its (lower-cased) headers when one
     provider's clients alone send them, else from its (unversioned) path when one provider
     alone serves it, else from how it is keyed, else the default."""
-    speaking = [name for name in ALL_PROVIDERS if provider_endpoint(name).speaks(headers)]
+    speaking = [name for name in ALL_PROVIDERS if _speaks(provider_endpoint(name), headers)]
     if len(speaking) == 1:
         return speaking[0]
     by_path = _provider_of_path(path)
@@ -124,6 +124,12 @@ def provider_of_request(path: str, headers: Mapping[str, str]) -> str:
         return by_path
     keyed = [name for name in ALL_PROVIDERS if provider_endpoint(name).keyed_for(headers)]
     return keyed[0] if len(keyed) == 1 else DEFAULT_PROVIDER
+
+
+def _speaks(endpoint: ModuleType, headers: Mapping[str, str]) -> bool:
+    """Whether a request's (lower-cased) headers are the provider's own clients' (a header
+    only they send: `MARK_HEADERS`)."""
+    return any(name in headers for name in endpoint.MARK_HEADERS)
 
 
 def _provider_of_path(path: str) -> str | None:

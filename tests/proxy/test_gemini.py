@@ -139,3 +139,12 @@ def test_gemini_errors_reach_the_sdk_as_google_wrote_them(three, gemini):
     three.wait_responses(1)
     (response,) = three.events("llm.response")
     assert response["status"] == 404
+
+
+def test_model_ids_with_colons_stay_with_openai(three, vendors, gemini):
+    """Only Google's own model methods make a `/v1/models/…:…` path Gemini's: an OpenAI
+    fine-tuned model's id holds colons too."""
+    tuned = "ft:gpt-4o-mini-2024-07-18:acme:triage:9xYz"
+    httpx.get(f"{three.url}/v1/models/{tuned}", headers={"authorization": f"Bearer {OPENAI_KEY}"})
+    assert _reached(vendors.openai) == [f"GET /v1/models/{tuned}"]
+    assert gemini.requests == []

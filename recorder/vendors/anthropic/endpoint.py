@@ -64,11 +64,6 @@ _ERROR_TYPES = {
 }
 
 
-def speaks(headers: Mapping[str, str]) -> bool:
-    """Whether a request's (lower-cased) headers are an Anthropic client's."""
-    return any(name in headers for name in MARK_HEADERS)
-
-
 def keyed_for(headers: Mapping[str, str]) -> bool:
     """Whether a request is keyed the Anthropic way: `x-api-key`, no bearer token."""
     return "x-api-key" in headers and "authorization" not in headers

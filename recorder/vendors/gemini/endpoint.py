@@ -12,20 +12,15 @@ spoken by     a request with `x-goog-api-client` or `x-goog-api-key` (the SDKs s
               model method only Google's APIs have (`OWN_METHODS`: `…:generateContent`)
 key           `x-goog-api-key`, or `?key=` in the URL (curl, REST examples); its keys
               start `AIza`
-refusal       {"error": {"code", "message", "status"}}, as Google's APIs answer; in a
-              stream, the same body as a `data:` event
+refusal       {"error": {"code", "message", "status"}}, as Google's APIs answer
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from taplog.recorder.vendors.sse import event_bytes
-
 VENDOR = "Gemini"  # as its users write it
-PROVIDER = "gemini"
 BASE_URL = "https://generativelanguage.googleapis.com"
-PREFIX = ""  # between the base URL and a path: the path carries its version
 SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1beta/… themselves
 VERSIONED = True  # a client's path goes upstream with its version, as it came
 KEY_HEADERS = ("x-goog-api-key",)
@@ -49,7 +44,6 @@ OWN_METHODS = frozenset(
     }
 )
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
-FEATURE_HEADERS: tuple[str, ...] = ()
 
 _STATUSES = {
     400: "INVALID_ARGUMENT",
@@ -67,11 +61,6 @@ _STATUSES = {
 }
 
 
-def speaks(headers: Mapping[str, str]) -> bool:
-    """Whether a request's (lower-cased) headers are a Google client's."""
-    return any(name in headers for name in MARK_HEADERS)
-
-
 def keyed_for(headers: Mapping[str, str]) -> bool:
     """Whether a request is keyed the Gemini way: `x-goog-api-key`."""
     return "x-goog-api-key" in headers
@@ -82,19 +71,9 @@ def owns_key(key: str) -> bool:
     return key.startswith("AIza")
 
 
-def auth_headers(key: str) -> dict[str, str]:
-    """The headers that key a call taplog makes with its own key."""
-    return {"x-goog-api-key": key}
-
-
 def error_body(status: int, message: str, code: str) -> dict:
     """A refusal as Google's APIs write one (the SDKs read `code`, `message`, `status`;
     taplog's own code goes in `details`, where Google puts the reason)."""
     kind = _STATUSES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
     reason = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": code}
     return {"error": {"code": status, "message": message, "status": kind, "details": [reason]}}
-
-
-def stream_error(message: str) -> bytes:
-    """The error event that ends a broken stream (Google sends the error body as data)."""
-    return event_bytes(None, error_body(500, message, "stream_interrupted"))

@@ -49,11 +49,6 @@ _ERROR_TYPES = {
 }
 
 
-def speaks(headers: Mapping[str, str]) -> bool:
-    """Whether a request's (lower-cased) headers are an OpenAI client's own."""
-    return any(name in headers for name in MARK_HEADERS)
-
-
 def keyed_for(headers: Mapping[str, str]) -> bool:
     """Whether a request is keyed only the way OpenAI keys are: a bearer token proves
     nothing (every vendor takes one), so never."""
