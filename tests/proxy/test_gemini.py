@@ -148,3 +148,13 @@ def test_model_ids_with_colons_stay_with_openai(three, vendors, gemini):
     httpx.get(f"{three.url}/v1/models/{tuned}", headers={"authorization": f"Bearer {OPENAI_KEY}"})
     assert _reached(vendors.openai) == [f"GET /v1/models/{tuned}"]
     assert gemini.requests == []
+
+
+def test_gemini_calls_join_the_session_the_base_url_names(three, gemini):
+    """Until taplog reads Gemini's calls, a run is one session when the client names it:
+    `GOOGLE_GEMINI_BASE_URL=http://…/s/<session>`."""
+    client = gemini_at(f"{three.url}/s/gemini-run")
+    for prompt in ("first", "second"):
+        client.models.generate_content(model=MODEL, contents=prompt)
+    assert _reached(gemini) == [f"POST /v1/models/{MODEL}:generateContent"] * 2
+    assert list(three.wait_responses(2)) == ["gemini-run"]
