@@ -1,6 +1,6 @@
 """The real coding agents, Claude Code and Codex, through taplog: straight, and through an
-outage of their own vendor with the quick failover set-up of docs/failover.md
-(`tests.fakes.clis` runs them)."""
+outage of their own vendor with the quick failover set-up of docs/failover.md; the Gemini
+CLI straight through (`tests.fakes.clis` runs them)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ from tests.fakes.clis import (
     proxy_for,
     run_claude,
     run_codex,
+    run_gemini,
 )
-from tests.fakes.harness import serve_on_fake
+from tests.fakes.harness import serve_on_fake, start_on_fake
+from tests.fakes.keys import GEMINI_KEY
 
 pytestmark = pytest.mark.slow
 
@@ -203,3 +205,21 @@ def test_claude_code_and_codex_work_through_serve_with_workers(fake, tmp_path):
     listed = CliRunner().invoke(main, ["sessions", *data])
     clients = sorted(json.loads(line)["client"] for line in listed.output.splitlines())
     assert clients == ["Claude Code", "Codex"]
+
+
+def test_the_gemini_cli_works_through_taplog(servers, fake, tmp_path):
+    """Its tool loop reaches Gemini through taplog as it came, key and all, and each call is
+    recorded in the session its base URL names (taplog does not read Gemini's calls yet)."""
+    proxy = start_on_fake(servers, fake, tmp_path / "data")
+    result = run_gemini(f"{proxy.url}/s/gemini-cli", tmp_path)
+    assert "taplog-ok" in result["response"]
+    streamed = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+    assert [(r.path, r.query) for r in fake.requests] == [(streamed, "alt=sse")] * 2
+    assert all(r.headers["x-goog-api-key"] == GEMINI_KEY for r in fake.requests)
+    result_sent = json.loads(fake.requests[1].body)["contents"][-1]["parts"][0]
+    assert result_sent["functionResponse"]["name"] == "run_shell_command"
+    sessions = proxy.wait_responses(2)
+    assert list(sessions) == ["gemini-cli"]
+    answers = [e for e in sessions["gemini-cli"] if e["type"] == "llm.response"]
+    assert [(e["provider"], e["status"]) for e in answers] == [("gemini", 200)] * 2
+    assert all(report.ok for report in verify(proxy.data_dir))

@@ -1,4 +1,5 @@
-"""The real coding agents, Claude Code and Codex, run as a user runs them, against taplog.
+"""The real coding agents, Claude Code, Codex and the Gemini CLI, run as a user runs them,
+against taplog.
 
 Each CLI runs non-interactively in a scratch directory (its working directory `work/`
 and its home `home/` under it) and works through a one-tool loop of the fake vendor:
@@ -20,12 +21,13 @@ import pytest
 from taplog.proxy.failover.rules import load_fallbacks
 from tests import ROOT
 from tests.fakes.harness import start_taplog
-from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
+from tests.fakes.keys import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY
 
 BIN = Path(os.environ.get("TAPLOG_CLIS", ROOT / ".ci/clis/node_modules/.bin"))
-CLAUDE, CODEX = BIN / "claude", BIN / "codex"
+CLAUDE, CODEX, GEMINI = BIN / "claude", BIN / "codex", BIN / "gemini"
 PROMPT = "Run the shell command, then report what it printed. !plan={tool}"
 CLAUDE_PROMPT, CODEX_PROMPT = PROMPT.format(tool="Bash"), PROMPT.format(tool="exec_command")
+GEMINI_PROMPT = PROMPT.format(tool="run_shell_command")
 # Claude Code's Agent tool starts a sub-agent whose own prompt plans the shell echo
 # (tests/fakes/vendor.py): its calls go through taplog in the same session.
 SUB_AGENT_PROMPT = "Have a sub-agent run the shell command. !plan=Agent"
@@ -41,7 +43,8 @@ def needs(cli: Path) -> None:
     if not cli.exists():
         pytest.skip(
             f"{cli.name} is not installed here: npm install --prefix .ci/clis "
-            "@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 (as .ci/run does)"
+            "@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @google/gemini-cli@0.61.0 "
+            "(as .ci/run does)"
         )
 
 
@@ -107,6 +110,34 @@ enabled = false
     argv = [str(CODEX), "exec", "--json", "--skip-git-repo-check"]
     done = run([*argv, f"{CODEX_PROMPT} {directives}"], env, scratch)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def run_gemini(base_url: str, scratch: Path, prompt: str = GEMINI_PROMPT) -> dict:
+    """`gemini -p PROMPT` through `base_url` (as GOOGLE_GEMINI_BASE_URL), its tools run without
+    asking; its JSON result. Its settings keep every call on the base URL: an API key's
+    auth chosen outright (a base URL alone makes it pick a gateway auth it then refuses),
+    no usage statistics or telemetry (Google's own hosts)."""
+    needs(GEMINI)
+    home = scratch / "home"
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GEMINI_CLI_HOME": str(home),
+        "GEMINI_API_KEY": GEMINI_KEY,
+        "GOOGLE_GEMINI_BASE_URL": base_url,
+        "GEMINI_CLI_NO_RELAUNCH": "true",  # one process, no re-launch with other flags
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    argv = [str(GEMINI), "-p", prompt, "-m", "gemini-2.5-flash", "--yolo", "--skip-trust"]
+    done = run([*argv, "--output-format", "json"], env, scratch)
+    return json.loads(done.stdout)
 
 
 def run(

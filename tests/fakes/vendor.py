@@ -101,6 +101,7 @@ _ARGS: dict[str, Json] = {
     # the real coding agents' shell tools (tests/e2e/test_real_clis.py): one harmless echo
     "Bash": {"command": "echo taplog-ok", "description": "Print a word"},
     "exec_command": {"cmd": "echo taplog-ok"},
+    "run_shell_command": {"command": "echo taplog-ok", "description": "Print a word"},
     # Codex's freeform patch tool (its input wrapped, as taplog offers it to Claude) and a
     # tool of its multi_agent_v1 namespace, flattened
     "apply_patch": {"input": "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"},
@@ -329,6 +330,13 @@ def build_answer(
         "normal_stop" in d,
         d.get("web_search") or None,
     )
+
+
+def _function_result(response: Any) -> str:
+    """A Gemini function's result as text: its `output` (the Gemini CLI's), else its JSON."""
+    if isinstance(response, dict) and isinstance(response.get("output"), str):
+        return response["output"]
+    return orjson.dumps(response).decode()
 
 
 def _parts(d: Mapping[str, str]) -> int | tuple[int, ...]:
@@ -1050,7 +1058,7 @@ class Gemini:
                 tr.turns, tr.results = tr.turns + 1, []
                 continue
             tr.results += [
-                _text(p["functionResponse"].get("response"))
+                _function_result(p["functionResponse"].get("response"))
                 for p in parts
                 if isinstance(p.get("functionResponse"), dict)
             ]
