@@ -108,6 +108,8 @@ _CLIENTS = (  # user-agent prefix -> the client's name
     ("openai/js", "OpenAI JS SDK"),
     ("anthropic/python", "Anthropic Python SDK"),
     ("anthropic/js", "Anthropic JS SDK"),
+    ("geminicli", "Gemini CLI"),  # GeminiCLI-tui/0.61.0/<model> (…)
+    ("google-genai-sdk/", "Google Gen AI SDK"),
     ("taplog-resume", "taplog resume"),
 )
 

@@ -190,21 +190,30 @@ def test_a_codex_command_that_fails_is_recorded_and_shown_as_failed(servers, ven
     assert "  → ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in "\n".join(chat)
 
 
-def test_claude_code_and_codex_work_through_serve_with_workers(fake, tmp_path):
+def test_the_three_clis_work_through_serve_with_workers(fake, tmp_path):
     """`taplog serve --workers 2`, as a user starts it: the recorder in a process of its own."""
     served = serve_on_fake(fake, tmp_path / "data", "--workers", "2")
     try:
         assert "taplog-ok" in run_claude(served.url, tmp_path / "claude")["result"]
         assert "taplog-ok" in codex_answer(run_codex(f"{served.url}/v1", tmp_path / "codex"))
+        gemini = run_gemini(f"{served.url}/s/gemini-cli", tmp_path / "gemini")
+        assert "taplog-ok" in gemini["response"]
     finally:
         code, err = served.stop()
     assert code == 0, err
     reports = verify(tmp_path / "data")
-    assert len(reports) == 2 and all(report.ok for report in reports)
+    assert len(reports) == 3 and all(report.ok for report in reports)
     data = ["--data-dir", str(tmp_path / "data"), "--format", "jsonl"]
     listed = CliRunner().invoke(main, ["sessions", *data])
-    clients = sorted(json.loads(line)["client"] for line in listed.output.splitlines())
-    assert clients == ["Claude Code", "Codex"]
+    clients = {
+        json.loads(line)["session"]: json.loads(line)["client"]
+        for line in listed.output.splitlines()
+    }
+    assert sorted(client for session, client in clients.items() if session != "gemini-cli") == [
+        "Claude Code",
+        "Codex",
+    ]
+    assert clients["gemini-cli"] == "Gemini CLI"
 
 
 def test_the_gemini_cli_works_through_taplog(servers, fake, tmp_path):
