@@ -37,11 +37,14 @@ def anthropic_at(url: str, **options: Any) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=url, api_key=ANTHROPIC_KEY, max_retries=0, **options)
 
 
-def gemini_at(url: str) -> genai.Client:
+def gemini_at(url: str, api_version: str | None = None) -> genai.Client:
     """Google's `google-genai` SDK for taplog (or a fake vendor) at `url` (as
-    GOOGLE_GEMINI_BASE_URL names it), the test key, no retries."""
+    GOOGLE_GEMINI_BASE_URL names it), the test key, no retries; `api_version` as the SDK
+    chooses it (`v1`) unless given (`v1beta`, the Gemini CLI's)."""
     options = genai_types.HttpOptions(
-        base_url=url, retry_options=genai_types.HttpRetryOptions(attempts=1)
+        base_url=url,
+        api_version=api_version,
+        retry_options=genai_types.HttpRetryOptions(attempts=1),
     )
     return genai.Client(api_key=GEMINI_KEY, http_options=options)
 

@@ -12,6 +12,7 @@ that every byte the proxy sees is known in advance. One app serves every vendor:
     POST /v1/messages/count_tokens                           (x-api-key or Bearer)
     POST /v1beta/models/{model}:generateContent, :streamGenerateContent (SSE, CRLF), and
          the same under /v1     Gemini                       (x-goog-api-key or ?key=)
+    POST /v1beta/models/{model}:countTokens, GET /v1beta/models[/{model}]       (the same)
 
 The answer is `"Echo: " + <last user text without directives>`, steered by
 directive tokens (`!name` or `!name=value`, preceded by whitespace or at the start):
@@ -1163,6 +1164,9 @@ class FakeVendor:
                 for version in ("/v1beta", "/v1")
                 for method, stream in (("generateContent", False), ("streamGenerateContent", True))
             ),
+            ("POST", "/v1beta/models/{model:[^/:]+}:countTokens", Gemini(False), _gemini_count),
+            ("GET", "/v1beta/models", Gemini(False), _gemini_models),
+            ("GET", "/v1beta/models/{model:[^/:]+}", Gemini(False), _gemini_model),
         ):
             app.router.add_route(method, path, self._route(api, plain))
         app.router.add_route("*", "/{tail:.*}", self._unknown_url)
@@ -1508,6 +1512,27 @@ def _models(body: Json, size: int) -> Json:
             {"id": "gpt-4o-mini", "object": "model", "created": 1721172741, "owned_by": "system"},
             {"id": "gpt-4.1", "object": "model", "created": 1744316542, "owned_by": "system"},
         ],
+    }
+
+
+def _gemini_count(body: Json, size: int) -> Json:
+    return {"totalTokens": max(1, (size + 3) // 4)}
+
+
+def _gemini_model(body: Json, size: int) -> Json:
+    name = body["model"]
+    return {
+        "name": f"models/{name}",
+        "displayName": name,
+        "inputTokenLimit": 1048576,
+        "outputTokenLimit": 65536,
+        "supportedGenerationMethods": ["generateContent", "countTokens"],
+    }
+
+
+def _gemini_models(body: Json, size: int) -> Json:
+    return {
+        "models": [_gemini_model({"model": m}, 0) for m in ("gemini-2.5-flash", "gemini-2.5-pro")]
     }
 
 

@@ -158,3 +158,22 @@ def test_gemini_calls_join_the_session_the_base_url_names(three, gemini):
         client.models.generate_content(model=MODEL, contents=prompt)
     assert _reached(gemini) == [f"POST /v1/models/{MODEL}:generateContent"] * 2
     assert list(three.wait_responses(2)) == ["gemini-run"]
+
+
+def test_the_gemini_sdks_other_calls_reach_gemini_as_they_came(three, vendors, gemini):
+    """Models, one model, token counts: passed through to Gemini with the key, recorded."""
+    client = gemini_at(three.url, api_version="v1beta")
+    listed = [model.name for model in client.models.list()]
+    found = client.models.get(model=MODEL)
+    counted = client.models.count_tokens(model=MODEL, contents="How many tokens is this?")
+    assert listed == ["models/gemini-2.5-flash", "models/gemini-2.5-pro"]
+    assert found.input_token_limit == 1048576 and counted.total_tokens > 0
+    assert [path.split("?")[0] for path in _reached(gemini)] == [
+        "GET /v1beta/models",
+        f"GET /v1beta/models/{MODEL}",
+        f"POST /v1beta/models/{MODEL}:countTokens",
+    ]
+    assert all(r.headers["x-goog-api-key"] == GEMINI_KEY for r in gemini.requests)
+    assert vendors.openai.requests == [] and vendors.anthropic.requests == []
+    three.wait_responses(3)
+    assert {r["provider"] for r in three.events("llm.request")} == {"gemini"}
