@@ -13,6 +13,7 @@ import httpx
 import pytest
 from google.genai import errors as genai_errors
 
+from taplog.recorder.secrets import fingerprint
 from tests.disk import readable
 from tests.fakes.clients import gemini_at
 from tests.fakes.harness import Taplog, Vendors, serve_fake, start_taplog
@@ -94,6 +95,7 @@ def test_a_gemini_key_in_the_url_reaches_gemini_and_stays_out_of_the_log(three, 
     three.wait_responses(1)
     (request,) = three.events("llm.request")
     assert request["provider"] == "gemini" and GEMINI_KEY not in request["path"]
+    assert request["key_fingerprint"] == fingerprint(GEMINI_KEY)  # as from x-goog-api-key
     assert not any(trace.encode() in _on_disk(three) for trace in key_traces(GEMINI_KEY))
 
 
