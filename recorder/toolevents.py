@@ -36,7 +36,9 @@ from taplog.recorder.layouts import Layout
 from taplog.recorder.vendors.clients import tool_run
 from taplog.recorder.vendors.tools import ToolCall, ToolResult
 
-READ_RUNS = 1_000  # transcripts read for results, known by their last link (`Layout.chain`)
+# Transcripts read for results, known by their last link (`Layout.chain`): a request grows
+# from the latest body of its conversation (`recorder.known_bodies` keeps 16 of them).
+READ_RUNS = 64
 ORPHAN_RESULT = "orphan_result"
 UNANSWERED = "unanswered"
 FINISH_MISMATCH = "finish_mismatch"
