@@ -67,8 +67,8 @@ class RouteError(Exception):
 class CallRoute:
     """Where a client call goes, from its path alone (`route`)."""
 
-    provider: str  # "openai", "anthropic" or "gemini" (`recorder.vendors.apis.ALL_PROVIDERS`)
-    api: str  # openai.chat, openai.responses, anthropic.messages or passthrough
+    provider: str  # "openai", "anthropic" or "gemini" (`recorder.vendors.apis.PROVIDERS`)
+    api: str  # openai.chat, openai.responses, anthropic.messages, gemini.generate or passthrough
     path: str  # the client's path and query, without the /s/<session> prefix
     upstream_url: str
     session: str | None  # named by a /s/<session>/ prefix, not yet validated

@@ -34,7 +34,7 @@ from taplog.recorder.secrets_by_value import Secrets, scrub, scrub_fields
 from taplog.recorder.store.blobs import BlobStore
 from taplog.recorder.store.stream_fields import Chunk, stream_body, stream_fields
 from taplog.recorder.store.writer import SessionState
-from taplog.recorder.vendors.apis import api_module
+from taplog.recorder.vendors.apis import api_module, requested
 
 log = logging.getLogger("taplog.recorder")
 
@@ -69,7 +69,7 @@ class LlmRequest:
         if envelope is not None:
             self.event = envelope
             return
-        parsed = self.parsed if isinstance(self.parsed, dict) else {}
+        model, stream = requested(self.api, self.path, self.parsed)
         self.event = llm_request(
             self.session,
             self.exchange,
@@ -78,8 +78,8 @@ class LlmRequest:
             method=self.method,
             path=self.path,
             upstream_url=self.upstream_url,
-            model=_text(parsed.get("model")),
-            stream=parsed.get("stream") is True,
+            model=_text(model),
+            stream=stream,
             attempt=self.attempt,
             key_fingerprint=self.key_fingerprint,
             headers=self.headers,

@@ -117,16 +117,29 @@ class ToolLedger:
             if result.call_id in self.answered:
                 continue
             self.answered.add(result.call_id)
-            asked = self.pending.pop(result.call_id, None)
+            call_id, asked = self._asked_for(result)
+            how = {} if call_id == result.call_id else {"result_id": result.call_id}
             if asked is None:
                 name, timing = None, {"flags": [ORPHAN_RESULT]}
             else:  # a call copied by a fork: when its tool started is not known
                 took = None if asked.at is None else (epoch(request["ts"]) - asked.at) * 1000
                 name, timing = asked.name, {"duration_ms": None if took is None else round(took, 3)}
             events.append(
-                _post(request, result.call_id, name, result.result, **_judged(result), **timing)
+                _post(request, call_id, name, result.result, **_judged(result), **timing, **how)
             )
         return events
+
+    def _asked_for(self, result: ToolResult) -> tuple[str, _Asked | None]:
+        """The open call `result` answers, and its id: the one of its own id, else (an API
+        whose result ids may be the client's own, `by_name`) the oldest of its name."""
+        asked = self.pending.pop(result.call_id, None)
+        if asked is not None or not result.by_name:
+            return result.call_id, asked
+        named = next((cid for cid, a in self.pending.items() if a.name == result.name), None)
+        if named is None:
+            return result.call_id, None
+        self.answered.add(named)
+        return named, self.pending.pop(named)
 
     def expire(self, session: str) -> list[Event]:
         """`unanswered` events for every call still open; the session went idle."""
@@ -154,6 +167,8 @@ class ToolLedger:
             elif event["type"] == TOOL_POST:
                 self.pending.pop(event["call_id"], None)
                 self.answered.add(event["call_id"])
+                if isinstance(event.get("result_id"), str):  # the result's own id, resent
+                    self.answered.add(event["result_id"])
             elif event["type"] == SESSION_FORKED:
                 for asked in self.pending.values():
                     asked.at = None

@@ -13,7 +13,7 @@ shape, Anthropic Messages: every translation goes through it (`routes`). In each
     anthropic/          Anthropic Messages: its wire format and the neutral shape
     openai_chat/        OpenAI Chat Completions
     openai_responses/   OpenAI Responses (with `previous_response_id` chaining)
-    gemini/             Google's Gemini API: its door alone (routed, keyed, passed through)
+    gemini/             Google's Gemini API (`generateContent`; not yet translated)
     apis                each API by its name, each provider by its name, each path by its API
     routes              which translation serves a client API from an upstream API
     clients             what agents and SDKs send of their own accord (sessions, retries)

@@ -15,8 +15,7 @@ provider, or by the path a client called) through this module and knows no vendo
     key_owners(headers)    the providers whose keys a request carries, by the keys' shapes
 
 API names are `<provider>.<api>`. A new API is one subpackage and one line in `_APIS` (and,
-for a new provider, one in `PROVIDERS`). A provider whose calls are routed and keyed but not
-yet read as LLM calls has its endpoint alone, in `PASSED_PROVIDERS` (Gemini).
+for a new provider, one in `PROVIDERS`).
 """
 
 from __future__ import annotations
@@ -25,13 +24,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 from urllib.parse import unquote_plus
 
 from taplog.recorder.vendors.anthropic import conversation as anthropic_conversation
 from taplog.recorder.vendors.anthropic import endpoint as anthropic_endpoint
 from taplog.recorder.vendors.anthropic import splice as anthropic_splice
 from taplog.recorder.vendors.anthropic import wire as anthropic_wire
+from taplog.recorder.vendors.gemini import conversation as gemini_conversation
 from taplog.recorder.vendors.gemini import endpoint as gemini_endpoint
+from taplog.recorder.vendors.gemini import wire as gemini_wire
 from taplog.recorder.vendors.openai_chat import conversation as chat_conversation
 from taplog.recorder.vendors.openai_chat import endpoint as chat_endpoint
 from taplog.recorder.vendors.openai_chat import splice as chat_splice
@@ -55,15 +57,16 @@ _APIS = {
     "anthropic.messages": _Api(
         anthropic_wire, anthropic_endpoint, anthropic_conversation, anthropic_splice
     ),
+    "gemini.generate": _Api(gemini_wire, gemini_endpoint, gemini_conversation),
 }
 API_MODULES: dict[str, ModuleType] = {name: api.wire for name, api in _APIS.items()}
 ENDPOINTS: dict[str, ModuleType] = {name: api.endpoint for name, api in _APIS.items()}
 SPLICES: dict[str, ModuleType] = {n: api.splice for n, api in _APIS.items() if api.splice}
-PROVIDERS = {"openai": "openai.chat", "anthropic": "anthropic.messages"}  # -> its main API
-# Providers whose calls taplog routes, keys and records as they came, without reading them
-# as LLM calls (no API of theirs above): each by its endpoint.
-PASSED_PROVIDERS = {"gemini": gemini_endpoint}
-ALL_PROVIDERS = (*PROVIDERS, *PASSED_PROVIDERS)
+PROVIDERS = {  # -> its main API
+    "openai": "openai.chat",
+    "anthropic": "anthropic.messages",
+    "gemini": "gemini.generate",
+}
 DEFAULT_PROVIDER = "openai"  # paths no API claims: OpenAI-compatible servers serve the rest
 VERSION = "/v1"  # every API path lives under it; a client may leave it out
 # Where a client's key may come, in the order they are looked at: headers, query parameters.
@@ -103,8 +106,7 @@ def splice_module(api: str) -> ModuleType:
 
 def provider_endpoint(provider: str) -> ModuleType:
     """The endpoint of a provider's main API; the default provider's for an unknown one."""
-    passed = PASSED_PROVIDERS.get(provider)
-    return passed or ENDPOINTS[PROVIDERS.get(provider) or PROVIDERS[DEFAULT_PROVIDER]]
+    return ENDPOINTS[PROVIDERS.get(provider) or PROVIDERS[DEFAULT_PROVIDER]]
 
 
 def unversioned(path: str) -> str:
@@ -116,13 +118,13 @@ def provider_of_request(path: str, headers: Mapping[str, str]) -> str:
     """The provider whose API a request speaks: from its (lower-cased) headers when one
     provider's clients alone send them, else from its (unversioned) path when one provider
     alone serves it, else from how it is keyed, else the default."""
-    speaking = [name for name in ALL_PROVIDERS if _speaks(provider_endpoint(name), headers)]
+    speaking = [name for name in PROVIDERS if _speaks(provider_endpoint(name), headers)]
     if len(speaking) == 1:
         return speaking[0]
     by_path = _provider_of_path(path)
     if by_path is not None:
         return by_path
-    keyed = [name for name in ALL_PROVIDERS if provider_endpoint(name).keyed_for(headers)]
+    keyed = [name for name in PROVIDERS if provider_endpoint(name).keyed_for(headers)]
     return keyed[0] if len(keyed) == 1 else DEFAULT_PROVIDER
 
 
@@ -136,7 +138,7 @@ def _provider_of_path(path: str) -> str | None:
     """The provider that alone serves the (unversioned) path's family, or the custom method
     it calls on a resource (`/models/gemini-2.5-pro:generateContent`)."""
     _, colon, method = path.rpartition("/")[2].rpartition(":")
-    for name in ALL_PROVIDERS:
+    for name in PROVIDERS:
         endpoint = provider_endpoint(name)
         if colon and method in endpoint.OWN_METHODS:
             return name
@@ -157,7 +159,7 @@ def key_owners(headers: Mapping[str, str], query: str = "") -> frozenset[str]:
     keys = [without_bearer(headers[name]) for name in KEY_HEADERS if name in headers]
     keys += query_keys(query)
     return frozenset(
-        name for name in ALL_PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
+        name for name in PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
     )
 
 
@@ -172,16 +174,36 @@ def query_keys(query: str) -> list[str]:
 
 
 def api_of_path(provider: str, path: str) -> str | None:
-    """The API of `provider` at exactly this (unversioned) path; None: passed through."""
+    """The API of `provider` at exactly this (unversioned) path, or at this method of a
+    model (Gemini's); None: passed through."""
     for name, module in ENDPOINTS.items():
-        if provider == module.PROVIDER and path == module.PATH:
+        if provider == module.PROVIDER and _calls(module, path, exactly=True):
             return name
     return None
 
 
 def api_ending(path: str) -> str | None:
     """The API a recorded request path calls, whatever came before its API path."""
-    return next((name for name, m in ENDPOINTS.items() if path.endswith(m.PATH)), None)
+    return next((name for name, m in ENDPOINTS.items() if _calls(m, path, exactly=False)), None)
+
+
+def _calls(endpoint: ModuleType, path: str, exactly: bool) -> bool:
+    if endpoint.API_METHODS:
+        target = path.partition("?")[0]
+        resource, colon, method = target.rpartition(":")
+        return bool(colon) and method in endpoint.API_METHODS and "/models/" in resource
+    return path == endpoint.PATH if exactly else path.endswith(endpoint.PATH)
+
+
+def requested(api: str, path: str, body: Any) -> tuple[Any, bool]:
+    """The model a request asks for and whether it asks for a stream: in its body, or in
+    its path for an API whose method says both (Gemini's)."""
+    module = ENDPOINTS.get(api)
+    if module is not None and module.API_METHODS:
+        method = path.partition("?")[0].rpartition(":")[2]
+        return module.model_of(path), method == module.STREAMING_METHOD
+    fields = body if isinstance(body, dict) else {}
+    return fields.get("model"), fields.get("stream") is True
 
 
 def upstream_path(provider: str, path: str) -> str:

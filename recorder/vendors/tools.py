@@ -33,6 +33,10 @@ class ToolResult:
     call_id: str
     result: Any
     is_error: bool | None = None  # None: the API has no error flag (its client may say)
+    # Gemini's: its id may be one the client made up for a call that came without one, so
+    # when it is none of the open calls', the result answers the oldest open call of `name`
+    name: str | None = None
+    by_name: bool = False
 
 
 def parsed_arguments(raw: Any) -> tuple[Any, str | None]:

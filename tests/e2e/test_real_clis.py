@@ -217,18 +217,21 @@ def test_the_three_clis_work_through_serve_with_workers(fake, tmp_path):
 
 
 def test_the_gemini_cli_works_through_taplog(servers, fake, tmp_path):
-    """Its tool loop reaches Gemini through taplog as it came, key and all, and each call is
-    recorded in the session its base URL names (taplog does not read Gemini's calls yet)."""
+    """Its tool loop reaches Gemini through taplog as it came, key and all; its calls are
+    one session (found from the transcript: it sends no session id), the tool call
+    paired with its result, the log whole."""
     proxy = start_on_fake(servers, fake, tmp_path / "data")
-    result = run_gemini(f"{proxy.url}/s/gemini-cli", tmp_path)
+    result = run_gemini(proxy.url, tmp_path)
     assert "taplog-ok" in result["response"]
     streamed = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
     assert [(r.path, r.query) for r in fake.requests] == [(streamed, "alt=sse")] * 2
     assert all(r.headers["x-goog-api-key"] == GEMINI_KEY for r in fake.requests)
-    result_sent = json.loads(fake.requests[1].body)["contents"][-1]["parts"][0]
-    assert result_sent["functionResponse"]["name"] == "run_shell_command"
-    sessions = proxy.wait_responses(2)
-    assert list(sessions) == ["gemini-cli"]
-    answers = [e for e in sessions["gemini-cli"] if e["type"] == "llm.response"]
-    assert [(e["provider"], e["status"]) for e in answers] == [("gemini", 200)] * 2
+    events = _one_session_with_its_tool_events(proxy, "run_shell_command")
+    answers = [e for e in events if e["type"] == "llm.response"]
+    assert [(e["api"], e["status"]) for e in answers] == [("gemini.generate", 200)] * 2
     assert all(report.ok for report in verify(proxy.data_dir))
+    data = ["--data-dir", str(proxy.data_dir)]
+    shown = CliRunner().invoke(main, ["show", events[0]["session"], "--messages", *data])
+    assert shown.exit_code == 0, shown.output
+    assert "Run the shell command" in shown.output and "taplog-ok" in shown.output
+    assert "run_shell_command" in shown.output

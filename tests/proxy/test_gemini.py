@@ -10,12 +10,13 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from google.genai import errors as genai_errors
 
 from taplog.recorder.secrets import fingerprint
 from tests.disk import readable
-from tests.fakes.clients import gemini_at
+from tests.fakes.clients import gemini_at, sql_rows
 from tests.fakes.harness import Taplog, Vendors, serve_fake, start_taplog
 from tests.fakes.keys import GEMINI_KEY, key_traces
 from tests.fakes.servers import ServerThread
@@ -153,8 +154,8 @@ def test_model_ids_with_colons_stay_with_openai(three, vendors, gemini):
 
 
 def test_gemini_calls_join_the_session_the_base_url_names(three, gemini):
-    """Until taplog reads Gemini's calls, a run is one session when the client names it:
-    `GOOGLE_GEMINI_BASE_URL=http://…/s/<session>`."""
+    """A run named by its base URL (`GOOGLE_GEMINI_BASE_URL=http://…/s/<session>`) is
+    that session."""
     client = gemini_at(f"{three.url}/s/gemini-run")
     for prompt in ("first", "second"):
         client.models.generate_content(model=MODEL, contents=prompt)
@@ -179,3 +180,36 @@ def test_the_gemini_sdks_other_calls_reach_gemini_as_they_came(three, vendors, g
     assert vendors.openai.requests == [] and vendors.anthropic.requests == []
     three.wait_responses(3)
     assert {r["provider"] for r in three.events("llm.request")} == {"gemini"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_gemini_calls_are_read_as_llm_calls_with_tokens_and_cost(three, gemini, stream):
+    client = gemini_at(three.url)
+    prompt = "Think it over, then answer !thinking"
+    if stream:
+        text = "".join(
+            c.text or ""
+            for c in client.models.generate_content_stream(model=MODEL, contents=prompt)
+        )
+    else:
+        text = client.models.generate_content(model=MODEL, contents=prompt).text
+    assert text == "Echo: Think it over, then answer"
+    three.wait_responses(1)
+    sent = orjson.loads(gemini.sent[0]) if not stream else None
+    (row,) = sql_rows(
+        three.data_dir,
+        "SELECT api, request_model, stream, finish_reason, input_tokens, output_tokens, "
+        "reasoning_output_tokens AS reasoning, cost_usd FROM llm_calls",
+    )
+    assert (row["api"], row["request_model"], row["stream"], row["finish_reason"]) == (
+        "gemini.generate",
+        MODEL,
+        stream,
+        "STOP",
+    )
+    outputs, reasoning, cost = row["output_tokens"], row["reasoning"], row["cost_usd"]
+    assert row["input_tokens"] > 0 and reasoning > 0 and outputs > reasoning
+    assert cost > 0
+    if sent is not None:  # what the vendor said is what was recorded
+        usage = sent["usageMetadata"]
+        assert outputs == usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]

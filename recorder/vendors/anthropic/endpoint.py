@@ -50,6 +50,7 @@ OWN_PATHS = (
 BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
 OWN_METHODS: frozenset[str] = frozenset()  # model methods in a path (Gemini's `:generateContent`)
 VERSIONED = False  # a path goes upstream without the version a client gave it
+API_METHODS: frozenset[str] = frozenset()  # its API is a path (`PATH`), not a method
 FEATURE_HEADERS = ("anthropic-beta",)  # a body resent as it was needs the ones it was sent with
 VERSION = "2023-06-01"  # pinned on the calls taplog makes itself
 

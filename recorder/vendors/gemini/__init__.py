@@ -1,3 +1,3 @@
-"""Google's Gemini API (`generativelanguage.googleapis.com`), at its door: its calls are
-routed and keyed here, passed through and recorded as they came; taplog does not read
-them as LLM calls yet."""
+"""Google's Gemini API (`generativelanguage.googleapis.com`): its door (`endpoint`), its
+answers (`wire`) and its conversation (`conversation`). Read and recorded like the
+others; not yet translated to or from another API."""

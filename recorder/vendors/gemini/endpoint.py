@@ -6,7 +6,8 @@ base URL      the host alone (https://generativelanguage.googleapis.com): a path
               names the host)
 paths         /v1beta/models/{model}:generateContent, :streamGenerateContent (?alt=sse),
               :countTokens, …, /v1beta/models, /v1beta/files, /upload/v1beta/files, and
-              the same under /v1: every call is Gemini's, passed through
+              the same under /v1: every call is Gemini's; the first two are its API
+              (`gemini.generate`), the rest passed through
 spoken by     a request with `x-goog-api-client` or `x-goog-api-key` (the SDKs send
               both), whatever its path; else a versioned Gemini path (`OWN_PATHS`) or a
               model method only Google's APIs have (`OWN_METHODS`: `…:generateContent`)
@@ -19,8 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from taplog.recorder.vendors.sse import event_bytes
+
 VENDOR = "Gemini"  # as its users write it
+PROVIDER = "gemini"
 BASE_URL = "https://generativelanguage.googleapis.com"
+PREFIX = ""  # between the base URL and a path: the path carries its version
+# Its API is a model's method, not a path: `…/models/{model}:generateContent` (the model
+# in the path, not the body) and its stream, `:streamGenerateContent`.
+API_METHODS = frozenset({"generateContent", "streamGenerateContent"})
+STREAMING_METHOD = "streamGenerateContent"
+FEATURE_HEADERS: tuple[str, ...] = ()
 SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1beta/… themselves
 VERSIONED = True  # a client's path goes upstream with its version, as it came
 KEY_HEADERS = ("x-goog-api-key",)
@@ -77,3 +87,15 @@ def error_body(status: int, message: str, code: str) -> dict:
     kind = _STATUSES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
     reason = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": code}
     return {"error": {"code": status, "message": message, "status": kind, "details": [reason]}}
+
+
+def model_of(path: str) -> str | None:
+    """The model a call's path names (`/v1beta/models/gemini-2.5-pro:generateContent?…`)."""
+    resource = path.partition("?")[0].rpartition("/models/")[2]
+    model = resource.rpartition(":")[0]
+    return model or None
+
+
+def stream_error(message: str) -> bytes:
+    """The error event that ends a broken stream (Google sends the error body as data)."""
+    return event_bytes(None, error_body(500, message, "stream_interrupted"))

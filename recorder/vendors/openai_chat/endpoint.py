@@ -36,6 +36,7 @@ OWN_PATHS = ("/chat/completions", "/responses", "/completions", "/embeddings")
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
 OWN_METHODS: frozenset[str] = frozenset()  # model methods in a path (Gemini's `:generateContent`)
 VERSIONED = False  # a path goes upstream without the version a client gave it
+API_METHODS: frozenset[str] = frozenset()  # its API is a path (`PATH`), not a method
 _KEY_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-")
 _KEY_MARK = "T3BlbkFJ"
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from taplog.recorder.vendors.openai_chat.endpoint import (
+    API_METHODS,
     BASE_URL,
     FEATURE_HEADERS,
     KEY_HEADERS,
@@ -16,6 +17,7 @@ from taplog.recorder.vendors.openai_chat.endpoint import (
 from taplog.recorder.vendors.sse import event_bytes
 
 __all__ = [
+    "API_METHODS",
     "BASE_URL",
     "FEATURE_HEADERS",
     "KEY_HEADERS",
