@@ -13,6 +13,9 @@ provider, or by the path a client called) through this module and knows no vendo
                            (`anthropic-version`, …), then the paths only one provider
                            serves, else the default provider
     key_owners(headers)    the providers whose keys a request carries, by the keys' shapes
+                           (and its query's `?key=`)
+    requested(api, …)      the model a request asks for, and whether it streams: from its
+                           body, or from its path where the API's method says (Gemini's)
 
 API names are `<provider>.<api>`. A new API is one subpackage and one line in `_APIS` (and,
 for a new provider, one in `PROVIDERS`).
@@ -188,6 +191,8 @@ def api_ending(path: str) -> str | None:
 
 
 def _calls(endpoint: ModuleType, path: str, exactly: bool) -> bool:
+    """Whether `path` calls the endpoint's API: its path (exactly, or at the end of a
+    recorded one), or a model's method of it (Gemini's `…/models/{model}:generateContent`)."""
     if endpoint.API_METHODS:
         target = path.partition("?")[0]
         resource, colon, method = target.rpartition(":")
