@@ -67,7 +67,7 @@ _SECONDS = ("connect_timeout", "ttfb_timeout", "idle_timeout", "total_timeout")
 @dataclass(frozen=True, slots=True)
 class Provider:
     name: str
-    type: str  # openai | anthropic (| gemini, built in, never a target): its wire format
+    type: str  # openai | anthropic (| gemini: built in, not yet a target): its wire format
     base_url: str
     api_key_env: str
     api: str = "chat"  # openai type: the API that serves Anthropic clients (chat | responses)
@@ -221,8 +221,8 @@ def parse_target(where: str, text: Any, providers: Mapping[str, Provider]) -> Ta
         raise ConfigError(f"{where}: unknown provider {name!r} (known: {known})")
     if providers[name].type not in PROVIDER_TYPES:
         raise ConfigError(
-            f"{where}: taplog passes {name}'s own calls through, but translates no call into "
-            f"its API: {name} cannot be a target (targets: {', '.join(PROVIDER_TYPES)})"
+            f"{where}: taplog records {name}'s own calls, but translates no call into its "
+            f"API yet: {name} cannot be a target (targets: {', '.join(PROVIDER_TYPES)})"
         )
     return Target(providers[name], model)
 
