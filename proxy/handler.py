@@ -41,7 +41,7 @@ from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.secrets_by_value import scrub_text
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
 from taplog.recorder.store.writer import EventRecord, SessionStart
-from taplog.recorder.vendors.apis import provider_endpoint, query_keys
+from taplog.recorder.vendors.apis import provider_endpoint
 from taplog.recorder.vendors.clients import retry_count
 
 
@@ -123,8 +123,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         if isinstance(replayed, web.StreamResponse):
             return replayed
         replay_miss = replayed
-    in_query = query_keys(route.path.partition("?")[2])  # `?key=`: Gemini's REST way
-    key_fp = fingerprint(api_key(headers) or next(iter(in_query), None))
+    key_fp = fingerprint(api_key(headers) or next(iter(route.query_keys), None))
     clues = CallClues(route.api, headers, parsed, key_fp, route.session, retry_count(headers) > 0)
     try:
         resolution = services.resolver.resolve(clues)
@@ -146,7 +145,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         session=resolution.session,
         id=new_id("ex"),
         secrets=secret_values(headers)
-        + tuple(key.encode() for key in in_query)
+        + tuple(key.encode() for key in route.query_keys)
         + ((token.encode(),) if token else ()),
         received=received,
         body=body,

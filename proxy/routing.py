@@ -42,6 +42,7 @@ from taplog.recorder.vendors.apis import (
     key_owners,
     provider_endpoint,
     provider_of_request,
+    query_keys,
     unversioned,
     upstream_path,
 )
@@ -73,6 +74,7 @@ class CallRoute:
     upstream_url: str
     session: str | None  # named by a /s/<session>/ prefix, not yet validated
     probe: bool = False  # the base URL itself: answered by taplog, never forwarded
+    query_keys: tuple[str, ...] = ()  # keys in its query (`?key=`: Gemini's REST way)
 
 
 def _split_session(path: str) -> tuple[str | None, str]:
@@ -114,7 +116,8 @@ def route(
     api = (api_of_path(provider, rest) or PASSTHROUGH) if method == "POST" else PASSTHROUGH
     target = path + question + query
     probe = rest in ("", "/")
-    return CallRoute(provider, api, target, upstream + question + query, session, probe)
+    keys = tuple(query_keys(query))
+    return CallRoute(provider, api, target, upstream + question + query, session, probe, keys)
 
 
 def foreign_key(headers: Mapping[str, str], route: CallRoute, settings: Settings) -> str | None:
@@ -124,7 +127,7 @@ def foreign_key(headers: Mapping[str, str], route: CallRoute, settings: Settings
     A key may go to the upstream configured for its own vendor, or to that vendor's own
     host (an `openai_base` of Anthropic's OpenAI-compatible endpoint, say)."""
     upstream = _origin(route.upstream_url)
-    owners = key_owners(headers, route.path.partition("?")[2]) - {route.provider}
+    owners = key_owners(headers, route.query_keys) - {route.provider}
     strangers = [owner for owner in sorted(owners) if not _takes(upstream, owner, settings)]
     if not strangers:
         return None

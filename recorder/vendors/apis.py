@@ -24,7 +24,7 @@ for a new provider, one in `PROVIDERS`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -156,11 +156,11 @@ def without_bearer(value: str) -> str:
     return _BEARER.sub("", value)
 
 
-def key_owners(headers: Mapping[str, str], query: str = "") -> frozenset[str]:
-    """The providers whose keys, by their shapes, a request's key headers (and the key
-    parameters of its `query`) carry."""
+def key_owners(headers: Mapping[str, str], in_query: Iterable[str] = ()) -> frozenset[str]:
+    """The providers whose keys, by their shapes, a request's key headers (and the keys
+    its query carries, `query_keys`) are."""
     keys = [without_bearer(headers[name]) for name in KEY_HEADERS if name in headers]
-    keys += query_keys(query)
+    keys += in_query
     return frozenset(
         name for name in PROVIDERS for key in keys if provider_endpoint(name).owns_key(key)
     )
