@@ -35,6 +35,7 @@ from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
 from taplog.recorder.layouts import Layout
 from taplog.recorder.secrets import fingerprint, redact_url, safe_headers
 from taplog.recorder.store.writer import EventRecord
+from taplog.recorder.vendors.apis import requested
 from taplog.recorder.vendors.openai_responses.chaining import answer_id, output_items
 
 
@@ -75,6 +76,11 @@ class Call:
     def provider(self) -> str:
         return self.route.provider
 
+    @property
+    def model(self) -> Any:
+        """The model it asks for: in its body, or in its path (Gemini's)."""
+        return requested(self.api, self.route.path, self.parsed)[0]
+
     def start_try(self, attempt: Attempt) -> Try:
         """A new try on `attempt`, its request recorded as it goes upstream."""
         self.attempts += 1
@@ -87,6 +93,9 @@ class Call:
         self._try(own, 0).record_request(sent=False)
 
     def _try(self, attempt: Attempt, number: int) -> Try:
+        # where it went: the client's path, unless the try went elsewhere (another
+        # vendor's, or the same one's for another model in its path: Gemini's)
+        elsewhere = attempt.own_key or attempt.url != self.route.upstream_url
         return Try(
             self.services.recorder,
             self.session,
@@ -94,7 +103,7 @@ class Call:
             attempt,
             number,
             client_api=self.api,
-            path=self.route.path,
+            path=_path_of(attempt.url) if elsewhere else self.route.path,
             key_fingerprint=self.key_fingerprint,
             client_secrets=self.secrets,
             received=self.received,
@@ -180,7 +189,7 @@ class Try:
     attempt: Attempt
     number: int  # the attempt number in the log (0: not sent)
     client_api: str  # the API the client spoke (differs when translated)
-    path: str  # the client's path and query
+    path: str  # the path and query it went to (the client's, unless it went elsewhere)
     key_fingerprint: str | None  # of the client's key
     client_secrets: tuple[bytes, ...] = ()  # values to scrub wherever they echo back
     received: float | None = None  # when the client's request arrived, for taplog's overhead
@@ -225,7 +234,7 @@ class Try:
             api=attempt.api,
             provider=attempt.target.provider.name,
             method=attempt.method,
-            path=redact_url(self.path if not attempt.own_key else _path_of(attempt.url)),
+            path=redact_url(self.path),
             upstream_url=redact_url(attempt.url),
             headers=safe_headers(attempt.headers.items()),
             key_fingerprint=key_fp,

@@ -61,6 +61,7 @@ from taplog.proxy.upstream import (
     response_headers,
 )
 from taplog.recorder.bodies import parse_json
+from taplog.recorder.vendors.anthropic.thinking import carries_gemini_thinking
 from taplog.recorder.vendors.apis import API_MODULES
 from taplog.recorder.vendors.errors import context_overflow, retry_after
 from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining
@@ -154,8 +155,7 @@ async def _serve(request: web.Request, call: Call) -> web.StreamResponse:
 
 
 def _primary(call: Call) -> Target:
-    model = call.parsed.get("model") if isinstance(call.parsed, dict) else None
-    return Target(call.services.fallbacks.providers[call.provider], str(model or ""))
+    return Target(call.services.fallbacks.providers[call.provider], str(call.model or ""))
 
 
 def _own_attempt(call: Call, primary: Target) -> Attempt:
@@ -194,12 +194,18 @@ async def _attempt(call: Call, target: Target, primary: Target) -> Attempt:
 
 def _needs_planning(call: Call) -> bool:
     """The client's own target takes the call as made, unless it chains to an answer
-    its vendor never gave (a Responses `previous_response_id` taplog made)."""
+    its vendor never gave (a Responses `previous_response_id` taplog made), or carries
+    thinking its vendor did not sign (a turn Gemini served, for Claude: looked for only
+    when the call's rule can go to Gemini)."""
     parsed = call.parsed
+    if not isinstance(parsed, dict):
+        return False
+    if call.api == "openai.responses":
+        return needs_unchaining(parsed, same_provider=True)
     return (
-        call.api == "openai.responses"
-        and isinstance(parsed, dict)
-        and needs_unchaining(parsed, same_provider=True)
+        call.api == "anthropic.messages"
+        and any(target.provider.type == "gemini" for target in call.rule.targets)
+        and carries_gemini_thinking(call.body)
     )
 
 

@@ -35,9 +35,11 @@ def error_response(provider: str, status: int, message: str, code: str) -> web.R
     )
 
 
-def stream_error_event(api: str, message: str) -> bytes:
-    """An in-band error event that ends a broken stream in the client's own API format."""
-    return endpoint(api).stream_error(f"taplog: {message}")
+def stream_error_event(api: str, message: str, sse: bool = True) -> bytes:
+    """An in-band error event that ends a broken stream in the client's own API format
+    (`sse` False: a Gemini stream that is one JSON array, which it closes)."""
+    module = endpoint(api)
+    return (module.stream_error if sse else module.array_stream_error)(f"taplog: {message}")
 
 
 @web.middleware

@@ -41,7 +41,7 @@ from taplog.recorder.secrets import api_key, fingerprint, secret_values
 from taplog.recorder.secrets_by_value import scrub_text
 from taplog.recorder.sessions import CallClues, InvalidSessionId, Resolution
 from taplog.recorder.store.writer import EventRecord, SessionStart
-from taplog.recorder.vendors.apis import provider_endpoint
+from taplog.recorder.vendors.apis import provider_endpoint, requested
 from taplog.recorder.vendors.clients import retry_count
 
 
@@ -154,7 +154,7 @@ async def proxy_call(request: web.Request) -> web.StreamResponse:
         layout=layout,
         headers=request.headers,
         key_fingerprint=key_fp,
-        rule=_rule(services, route.api, parsed),
+        rule=_rule(services, route.api, route.path, parsed),
         replay_miss=replay_miss,
         epoch=epoch,
     )
@@ -194,10 +194,11 @@ def _route_refusal(request: web.Request, token: str | None, refused: RouteError)
     return f"{refused}: set {variable}={base}"
 
 
-def _rule(services: Services, api: str, parsed: object) -> Rule:
-    """The call's fallback rule when its model has one, else the plain chain of one."""
+def _rule(services: Services, api: str, path: str, parsed: object) -> Rule:
+    """The call's fallback rule when its model (in its body, or its path: Gemini's) has
+    one, else the plain chain of one."""
     if api in chain.LLM_APIS and isinstance(parsed, dict):
-        rule = services.fallbacks.rule_for(parsed.get("model"))
+        rule = services.fallbacks.rule_for(requested(api, path, parsed)[0])
         if rule is not None:
             return rule
     return services.plain_rule

@@ -168,8 +168,8 @@ class Limits:
         message = refusal_message(call, over)
         reason = "loop_guard" if limit.measure == "repeats" else "budget"
         details: dict[str, object] = {"api": call.api, "provider": call.provider}
-        if isinstance(call.parsed, dict) and isinstance(call.parsed.get("model"), str):
-            details["model"] = call.parsed["model"]
+        if isinstance(call.model, str):
+            details["model"] = call.model
         if limit.setting.startswith("key_"):
             details["key_fingerprint"] = call.key_fingerprint
         if limit.measure == "cost_usd" and over.totals is not None:

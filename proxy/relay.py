@@ -49,6 +49,7 @@ from taplog.proxy.failover.continuation import (
 from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import BrokenStream, classify, open_upstream, response_headers
 from taplog.recorder.bodies import parse_json
+from taplog.recorder.vendors.apis import streams_sse
 from taplog.recorder.vendors.routes import answer_context, route_for
 from taplog.recorder.vendors.splice import ClientView
 from taplog.recorder.vendors.sse import SseTooLarge, parse_block
@@ -57,6 +58,7 @@ from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch
 
 MIB = 1024 * 1024
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+JSON_STREAM_HEADERS = {"content-type": "application/json; charset=UTF-8"}  # Gemini's, no alt=sse
 
 
 def can_continue(call: Call) -> bool:
@@ -99,9 +101,11 @@ class TranslatedStream:
         attempt = attempt_try.attempt
         route = route_for(call.api, attempt.api)
         assert route is not None and attempt.translation is not None  # planned that way
+        sse = streams_sse(call.api, call.route.path)
         self.translator = route.stream(
-            answer_context(call.parsed, attempt.target.model, attempt.translation)
+            answer_context(call.parsed, attempt.target.model, attempt.translation, sse=sse)
         )
+        self.headers = SSE_HEADERS if sse else JSON_STREAM_HEADERS
 
     @property
     def answer(self) -> dict | None:
@@ -168,8 +172,11 @@ async def relay(
     translated = attempt.translation is not None
     if translated and not attempt.stream:
         return await _relay_translated_body(request, call, attempt_try, upstream)
-    stream = TranslatedStream(call, attempt_try) if translated else RELAYED
-    headers = CIMultiDict(SSE_HEADERS) if translated else attempt_try.headers
+    stream: RelayedStream | TranslatedStream = RELAYED
+    headers = attempt_try.headers
+    if translated:
+        stream = TranslatedStream(call, attempt_try)
+        headers = CIMultiDict(stream.headers)
     if watch.streamed and "content-length" in headers:  # a stream's end is its own
         headers = CIMultiDict(headers)
         headers.popall("content-length")
@@ -321,7 +328,8 @@ async def _end_with_error(
 ) -> None:
     """The client's stream hears why, in its API's format, and ends without its end."""
     with contextlib.suppress(ClientGone):
-        await send(delivery.response, event or errors.stream_error_event(call.api, message))
+        sse = streams_sse(call.api, call.route.path)
+        await send(delivery.response, event or errors.stream_error_event(call.api, message, sse))
     cut_off(delivery.request)
 
 

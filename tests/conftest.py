@@ -27,6 +27,7 @@ from tests.fakes.harness import (
 )
 from tests.fakes.keys import (
     ANTHROPIC_FALLBACK_KEY,
+    GEMINI_FALLBACK_KEY,
     OPENAI_FALLBACK_KEY,
 )
 from tests.fakes.reading_traffic import record_day
@@ -78,6 +79,7 @@ def ant_direct(fake: FakeVendor) -> anthropic.Anthropic:
 def vendors(servers: ServerThread, monkeypatch: pytest.MonkeyPatch) -> Vendors:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_FALLBACK_KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_FALLBACK_KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_FALLBACK_KEY)
     return Vendors(servers)
 
 

@@ -29,7 +29,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import request_headers
 from taplog.recorder import __version__
-from taplog.recorder.vendors.apis import api_url, endpoint, served_api
+from taplog.recorder.vendors.anthropic.thinking import without_gemini_thinking
+from taplog.recorder.vendors.apis import api_url, endpoint, requested, served_api
 from taplog.recorder.vendors.errors import spend_limit
 from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining, unchained
 from taplog.recorder.vendors.routes import Options, route_for
@@ -56,7 +57,8 @@ class Attempt:
 
     @property
     def stream(self) -> bool:
-        return isinstance(self.parsed, dict) and self.parsed.get("stream") is True
+        """Whether it asks for a stream: in its body, or in its URL (Gemini's method)."""
+        return requested(self.api, self.url, self.parsed)[1]
 
 
 def as_sent(
@@ -81,8 +83,8 @@ def target_api(target: Target, client_api: str) -> str:
     return served_api(target.provider.type, client_api, target.provider.api)
 
 
-def _url(target: Target, api: str) -> str:
-    return api_url(target.provider.base_url, api)
+def _url(target: Target, api: str, stream: bool) -> str:
+    return api_url(target.provider.base_url, api, target.model, stream)
 
 
 def _rewritten_headers(client: CIMultiDictProxy[str]) -> CIMultiDict[str]:
@@ -135,15 +137,16 @@ def plan(
     """
     api = target_api(target, client_api)
     same_provider = target.provider.name == client_provider
+    model, stream = requested(client_api, client_url, parsed)
     if api != client_api:
         route = route_for(client_api, api)
         if route is None:
             raise Untranslatable(f"taplog cannot serve {client_api} calls from {api}")
-        options = Options(target.model, allow_prefill, history, leave_out)
+        options = Options(target.model, allow_prefill, history, leave_out, stream=stream)
         translation = route.request(parsed, options)
         body = orjson.dumps(translation.body)
         headers = _own_headers(target, api, client_headers)
-        url = _url(target, api)
+        url = _url(target, api, stream)
         return Attempt(target, api, url, headers, body, translation.body, translation, own_key=True)
     if same_provider:
         headers = _rewritten_headers(client_headers)
@@ -151,13 +154,22 @@ def plan(
         headers = _own_headers(target, api, client_headers)
         headers.extend(_feature_headers(api, client_headers))
     changed = unchained(parsed, history) if needs_unchaining(parsed, same_provider) else parsed
-    if same_provider and changed is parsed and parsed.get("model") == target.model:
+    if api == "anthropic.messages":
+        changed = without_gemini_thinking(changed)
+    if same_provider and changed is parsed and model == target.model:
         if encoded is None:  # `raw` is what is sent: its headers as it is
             return Attempt(target, api, client_url, headers, raw, parsed, None)
         client = request_headers(client_headers)  # the call as sent, encoded
         return Attempt(target, api, client_url, client, raw, parsed, None, encoded=encoded)
+    if endpoint(api).API_METHODS:  # the model is in the URL (Gemini's): the body stays
+        if same_provider:
+            url = endpoint(api).with_model(client_url, target.model)
+        else:
+            url = _url(target, api, stream)
+        body = raw if changed is parsed and raw else orjson.dumps(changed)  # raw: b"" (resume)
+        return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
     changed = {**changed, "model": target.model}
-    url = client_url if same_provider else _url(target, api)
+    url = client_url if same_provider else _url(target, api, stream)
     body = orjson.dumps(changed)
     return Attempt(target, api, url, headers, body, changed, None, own_key=not same_provider)
 

@@ -49,7 +49,7 @@ from taplog.proxy.config import ConfigError, Settings, check_base_url
 from taplog.recorder import prices
 from taplog.recorder.vendors.apis import provider_endpoint
 
-PROVIDER_TYPES = ("openai", "anthropic")
+PROVIDER_TYPES = ("openai", "anthropic", "gemini")
 MIDSTREAM = ("continue", "error")
 _RULE_DEFAULTS = {
     "retries": 2,
@@ -67,7 +67,7 @@ _SECONDS = ("connect_timeout", "ttfb_timeout", "idle_timeout", "total_timeout")
 @dataclass(frozen=True, slots=True)
 class Provider:
     name: str
-    type: str  # openai | anthropic (| gemini: built in, not yet a target): its wire format
+    type: str  # openai | anthropic | gemini: its wire format
     base_url: str
     api_key_env: str
     api: str = "chat"  # openai type: the API that serves Anthropic clients (chat | responses)
@@ -217,13 +217,7 @@ def parse_target(where: str, text: Any, providers: Mapping[str, Provider]) -> Ta
     if not colon or not model:
         raise ConfigError(f"{where}: write targets as 'provider:model', got {text!r}")
     if name not in providers:
-        known = ", ".join(n for n, p in providers.items() if p.type in PROVIDER_TYPES)
-        raise ConfigError(f"{where}: unknown provider {name!r} (known: {known})")
-    if providers[name].type not in PROVIDER_TYPES:
-        raise ConfigError(
-            f"{where}: taplog records {name}'s own calls, but translates no call into its "
-            f"API yet: {name} cannot be a target (targets: {', '.join(PROVIDER_TYPES)})"
-        )
+        raise ConfigError(f"{where}: unknown provider {name!r} (known: {', '.join(providers)})")
     return Target(providers[name], model)
 
 

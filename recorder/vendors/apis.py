@@ -211,6 +211,22 @@ def requested(api: str, path: str, body: Any) -> tuple[Any, bool]:
     return fields.get("model"), fields.get("stream") is True
 
 
+def streams_sse(api: str, path: str) -> bool:
+    """Whether a streamed call of `api` at this path takes SSE; Gemini's streams are one
+    JSON array unless the query asks for SSE (`alt=sse`, as the SDKs do)."""
+    module = ENDPOINTS.get(api)
+    if module is None or not module.API_METHODS:
+        return True
+    return "alt=sse" in path.partition("?")[2].split("&")
+
+
+def with_model(api: str, body: dict[str, Any], model: str) -> dict[str, Any]:
+    """A request of `api` for `model`: in its body, unless the API names the model in its
+    path (Gemini's), whose body stays as it is."""
+    module = ENDPOINTS.get(api)
+    return body if module is not None and module.API_METHODS else {**body, "model": model}
+
+
 def upstream_path(provider: str, path: str) -> str:
     """A client's path as it goes after the provider's base URL: without the version the
     client gave it, behind the provider's prefix; or as it came, for a provider whose
@@ -219,10 +235,12 @@ def upstream_path(provider: str, path: str) -> str:
     return path if endpoint.VERSIONED else endpoint.PREFIX + unversioned(path)
 
 
-def api_url(base_url: str, api: str) -> str:
-    """Where a call of `api` goes at a provider with this base URL."""
+def api_url(base_url: str, api: str, model: str, stream: bool) -> str:
+    """Where a call of `api` goes at a provider with this base URL: its path, or the
+    model's method (Gemini's, which names the model and whether it streams)."""
     module = ENDPOINTS[api]
-    return base_url.rstrip("/") + module.PREFIX + module.PATH
+    path = module.call_path(model, stream) if module.API_METHODS else module.PATH
+    return base_url.rstrip("/") + module.PREFIX + path
 
 
 def served_api(provider: str, client_api: str, choice: str) -> str:

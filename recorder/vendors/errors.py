@@ -205,13 +205,18 @@ def context_overflow(status: int, body: Any) -> bool:
     """A refusal because the prompt does not fit the model's context window."""
     if status not in (400, 413):
         return False
+    if isinstance(body, list) and len(body) == 1:  # Gemini's, to a stream without alt=sse
+        body = body[0]
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return False
     if error.get("code") == "context_length_exceeded" or error.get("type") == "request_too_large":
         return True
     message = str(error.get("message", "")).lower()
-    return "prompt is too long" in message or "context window" in message
+    return any(
+        said in message
+        for said in ("prompt is too long", "context window", "exceeds the maximum number of tokens")
+    )
 
 
 def error_message(body: Any) -> str | None:

@@ -5,8 +5,13 @@
     anthropic.messages → openai.chat          (Claude clients served by an OpenAI Chat model)
     openai.responses   → anthropic.messages   (Codex, Agents SDK served by Claude)
     anthropic.messages → openai.responses     (Claude clients served through Responses)
+    gemini.generate    → anthropic.messages   (the Gemini CLI and SDKs served by Claude)
+    anthropic.messages → gemini.generate      (Claude clients served by Gemini)
 
-Each pair translates the request, a whole answer, and a stream event by event.
+Each pair translates the request, a whole answer, and a stream event by event. Anthropic
+Messages is the hub: a pair with no translation of its own goes through it
+(`_via_hub`: OpenAI clients served by Gemini, Gemini clients served by OpenAI), the
+request translated twice, the answer and each stream event twice back.
 
 A new pair is one more `Translators` in `ROUTES`; the failover code asks only
 `route_for(client_api, upstream_api)` and uses the three uniform calls.
@@ -17,12 +22,20 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import orjson
 
-from taplog.recorder.vendors.naming import ClientTools
+from taplog.recorder.vendors.gemini.answers import (
+    gemini_answer_to_messages,
+    messages_answer_to_gemini,
+)
+from taplog.recorder.vendors.gemini.request_from_neutral import messages_to_gemini
+from taplog.recorder.vendors.gemini.request_to_neutral import gemini_to_messages
+from taplog.recorder.vendors.gemini.stream_from_neutral import AnthropicToGeminiStream
+from taplog.recorder.vendors.gemini.stream_to_neutral import GeminiToAnthropicStream
+from taplog.recorder.vendors.naming import ClientTool, ClientTools
 from taplog.recorder.vendors.openai_chat.answers import (
     chat_answer_to_messages,
     messages_answer_to_chat,
@@ -40,7 +53,7 @@ from taplog.recorder.vendors.openai_responses.request_from_neutral import messag
 from taplog.recorder.vendors.openai_responses.request_to_neutral import responses_to_messages
 from taplog.recorder.vendors.openai_responses.stream_from_neutral import AnthropicToResponsesStream
 from taplog.recorder.vendors.openai_responses.stream_to_neutral import ResponsesToAnthropicStream
-from taplog.recorder.vendors.sse import SseEvent
+from taplog.recorder.vendors.sse import SseEvent, parse_block
 from taplog.recorder.vendors.translation import Translated
 
 
@@ -53,6 +66,7 @@ class AnswerContext:
     tools: ClientTools  # wire name -> the client's own tool
     created: int
     response_id: str  # for Responses clients: the id of the answer taplog makes
+    sse: bool = True  # for Gemini clients: a stream as SSE (`?alt=sse`), else a JSON array
 
 
 class StreamTranslator(Protocol):
@@ -105,6 +119,42 @@ class _FromChat(_FromAnthropic):
         return self.translator.feed(_data(event))
 
 
+class _FromGemini(_FromAnthropic):
+    """Gemini's events are unnamed: each one's data is a chunk."""
+
+    def feed(self, event: SseEvent) -> list[bytes]:
+        return self.translator.feed(_data(event))
+
+
+class _ThroughHub:
+    """A stream translated twice: the upstream's events into the hub's, those into the
+    client's."""
+
+    def __init__(self, to_hub: StreamTranslator, to_client: StreamTranslator) -> None:
+        self.to_hub = to_hub
+        self.to_client = to_client
+
+    @property
+    def finished(self) -> bool:
+        return self.to_client.finished
+
+    @property
+    def failed(self) -> bool:
+        return self.to_hub.failed or self.to_client.failed
+
+    @property
+    def answer(self) -> dict | None:
+        return getattr(self.to_client, "answer", None)
+
+    def feed(self, event: SseEvent) -> list[bytes]:
+        out: list[bytes] = []
+        for block in self.to_hub.feed(event):
+            hub_event = parse_block(block)
+            if hub_event is not None:
+                out += self.to_client.feed(hub_event)
+        return out
+
+
 def _include_usage(request: Mapping[str, Any]) -> bool:
     options = request.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
@@ -119,6 +169,7 @@ class Options:
     history: list[Any] | None = None  # Responses: the items a previous_response_id names
     leave_out: bool = False  # drop (and record) what cannot be translated instead of refusing
     answered: bool = False  # it ends with the model's answer, a finished turn (an export)
+    stream: bool = False  # the client asked for a stream (Gemini's requests do not say it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +241,84 @@ ROUTES: dict[tuple[str, str], Translators] = {
 }
 
 
+ROUTES[("gemini.generate", "anthropic.messages")] = Translators(
+    request=lambda body, o: gemini_to_messages(
+        body,
+        model=o.model,
+        stream=o.stream,
+        allow_prefill=o.allow_prefill,
+        answered=o.answered,
+        leave_out=o.leave_out,
+    ),
+    answer=lambda answer, ctx: messages_answer_to_gemini(
+        answer, request=ctx.request, model=ctx.model, tools=ctx.tools
+    ),
+    stream=lambda ctx: _FromAnthropic(
+        AnthropicToGeminiStream(request=ctx.request, model=ctx.model, tools=ctx.tools, sse=ctx.sse)
+    ),
+)
+ROUTES[("anthropic.messages", "gemini.generate")] = Translators(
+    request=lambda body, o: messages_to_gemini(
+        body,
+        model=o.model,
+        allow_prefill=o.allow_prefill,
+        answered=o.answered,
+        leave_out=o.leave_out,
+    ),
+    answer=lambda answer, ctx: gemini_answer_to_messages(answer, model=ctx.model, tools=ctx.tools),
+    stream=lambda ctx: _FromGemini(GeminiToAnthropicStream(model=ctx.model, tools=ctx.tools)),
+)
+HUB = "anthropic.messages"
+
+
+def _via_hub(to_hub: Translators, from_hub: Translators) -> Translators:
+    """A pair made of two through the hub. The hub's request carries the client's tools
+    under their hub names; the upstream's answers are read back with no renaming (the
+    hub's names are then the upstream's) and the client's leg maps the upstream's names
+    to the client's tools (`_joined`)."""
+
+    def request(body: dict, options: Options) -> Translated:
+        hub = to_hub.request(body, options)
+        upstream = from_hub.request(hub.body, replace(options, history=None))
+        return _joined(hub, upstream)
+
+    def hub_context(ctx: AnswerContext) -> AnswerContext:
+        return replace(ctx, request={}, tools={})
+
+    return Translators(
+        request=request,
+        answer=lambda answer, ctx: to_hub.answer(from_hub.answer(answer, hub_context(ctx)), ctx),
+        stream=lambda ctx: _ThroughHub(from_hub.stream(hub_context(ctx)), to_hub.stream(ctx)),
+    )
+
+
+def _joined(hub: Translated, upstream: Translated) -> Translated:
+    """Two translations as one: what either left out, and the upstream's wire names and
+    ids mapped straight to the client's."""
+    tools: dict[str, ClientTool] = dict(hub.tools)
+    for wire, named in upstream.tools.items():
+        tools[wire] = hub.tools.get(named.name) or named
+    ids = dict(hub.tool_ids)
+    for wire, named in upstream.tool_ids.items():
+        ids[wire] = hub.tool_ids.get(named, named)
+    return Translated(upstream.body, [*hub.dropped, *upstream.dropped], tools, ids)
+
+
+for _client, _upstream in (
+    ("openai.chat", "gemini.generate"),
+    ("openai.responses", "gemini.generate"),
+    ("gemini.generate", "openai.chat"),
+    ("gemini.generate", "openai.responses"),
+):
+    ROUTES[(_client, _upstream)] = _via_hub(ROUTES[(_client, HUB)], ROUTES[(HUB, _upstream)])
+
+
 def route_for(client_api: str, upstream_api: str) -> Translators | None:
     return ROUTES.get((client_api, upstream_api))
 
 
 def answer_context(
-    request: Mapping[str, Any], model: str, translation: Translated
+    request: Mapping[str, Any], model: str, translation: Translated, sse: bool = True
 ) -> AnswerContext:
     answer_id = f"{TAPLOG_ANSWER_PREFIX}{os.urandom(20).hex()}"
-    return AnswerContext(request, model, translation.tools, int(time.time()), answer_id)
+    return AnswerContext(request, model, translation.tools, int(time.time()), answer_id, sse)

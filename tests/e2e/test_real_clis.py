@@ -1,6 +1,6 @@
-"""The real coding agents, Claude Code and Codex, through taplog: straight, and through an
-outage of their own vendor with the quick failover set-up of docs/failover.md; the Gemini
-CLI straight through (`tests.fakes.clis` runs them)."""
+"""The real coding agents, Claude Code, Codex and the Gemini CLI, through taplog: straight,
+and through an outage of their own vendor with the quick failover set-up of
+docs/failover.md, to each of the other two vendors (`tests.fakes.clis` runs them)."""
 
 from __future__ import annotations
 
@@ -235,3 +235,39 @@ def test_the_gemini_cli_works_through_taplog(servers, fake, tmp_path):
     assert shown.exit_code == 0, shown.output
     assert "Run the shell command" in shown.output and "taplog-ok" in shown.output
     assert "run_shell_command" in shown.output
+
+
+@pytest.mark.parametrize("to", ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"])
+def test_the_gemini_cli_finishes_its_tool_loop_while_gemini_is_down(servers, vendors, tmp_path, to):
+    proxy = proxy_for(servers, vendors, tmp_path / "data", f"gemini-*={to}")
+    vendors.gemini.down = {"status": "503"}
+    result = run_gemini(proxy.url, tmp_path)
+    assert "taplog-ok" in result["response"], result
+    events = _one_session_with_its_tool_events(proxy, "run_shell_command")
+    served = [e for e in events if e["type"] == "llm.response" and e["status"] == 200]
+    assert served and {e["provider"] for e in served} == {to.partition(":")[0]}
+    print(f"Gemini CLI through a Gemini outage, to {to}: {_outage(events)}")
+    shown = CliRunner().invoke(
+        main, ["show", events[0]["session"], "--messages", "--data-dir", str(proxy.data_dir)]
+    )
+    assert shown.exit_code == 0 and "taplog-ok" in shown.output, shown.output
+    assert "failover gemini:gemini-2.5-flash → " + to in shown.output
+
+
+def test_claude_code_and_codex_finish_their_tool_loops_served_by_gemini(servers, vendors, tmp_path):
+    rules = ("claude-*=gemini:gemini-2.5-flash", "gpt-*=gemini:gemini-2.5-flash")
+    proxy = proxy_for(servers, vendors, tmp_path / "data", *rules)
+    vendors.anthropic.down = {"status": "529"}
+    vendors.openai.down = {"status": "503"}
+    claude = run_claude(f"{proxy.url}/s/claude", tmp_path / "claude")
+    assert claude["is_error"] is False and "taplog-ok" in claude["result"], claude
+    assert "taplog-ok" in codex_answer(run_codex(f"{proxy.url}/s/codex/v1", tmp_path / "codex"))
+    sessions = proxy.wait_for(
+        lambda s: sum(e["type"] == "tool.post" for v in s.values() for e in v) >= 2
+    )
+    for name, tool in (("claude", "Bash"), ("codex", "exec_command")):
+        events = sessions[name]
+        assert [e["name"] for e in events if e["type"] == "tool.pre"] == [tool]
+        served = [e for e in events if e["type"] == "llm.response" and e["status"] == 200]
+        assert served and {e["provider"] for e in served} == {"gemini"}
+        print(f"{name} through its vendor's outage, to Gemini: {_outage(events)}")

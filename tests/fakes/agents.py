@@ -7,7 +7,11 @@ plans the tool calls from the prompt (`!plan=…`); the tools answer from `OUTCO
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
+
+from google.genai import types as genai_types
 
 PLAN = "Plan my trip to Paris. !plan=get_weather+get_time,read_file,text"
 TOOL_NAMES = ("get_weather", "get_time", "read_file")
@@ -115,6 +119,61 @@ def responses_agent(client, stream: bool) -> None:
         if not stream:
             history.append({"role": "assistant", "content": answer.output_text})
         answer = turn([{"role": "user", "content": f"More, please ({n})."}])
+
+
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+def gemini_agent(client, stream: bool, asynchronous: bool = False) -> list[str]:
+    """The Gemini CLI's loop with the `google-genai` SDK: function declarations, the
+    model's calls run by the agent and answered with `functionResponse` parts (ids echoed
+    when the model gave them), each streamed chunk kept as its own model content (as the
+    SDK's chats do). Returns the answers' texts."""
+    declarations = [
+        genai_types.FunctionDeclaration(name=n, parameters_json_schema={"type": "object"})
+        for n in TOOL_NAMES
+    ]
+    config = genai_types.GenerateContentConfig(
+        tools=[genai_types.Tool(function_declarations=declarations)],
+        automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    contents: list[Any] = [genai_types.Content(role="user", parts=[genai_types.Part(text=PLAN)])]
+    texts: list[str] = []
+
+    async def generate() -> list[Any]:
+        kwargs = {"model": GEMINI_MODEL, "contents": contents, "config": config}
+        if asynchronous and stream:
+            chunks = await client.aio.models.generate_content_stream(**kwargs)
+            return [chunk async for chunk in chunks]
+        if asynchronous:
+            return [await client.aio.models.generate_content(**kwargs)]
+        if stream:
+            return list(client.models.generate_content_stream(**kwargs))
+        return [client.models.generate_content(**kwargs)]
+
+    async def turn() -> list[Any]:
+        answers = await generate()
+        contents.extend(a.candidates[0].content for a in answers if a.candidates[0].content.parts)
+        texts.append("".join(a.text or "" for a in answers))
+        return [call for a in answers for call in a.function_calls or []]
+
+    async def loop() -> None:
+        while calls := await turn():
+            responses = []
+            for call in calls:
+                output, failed = run_tool(call.name)
+                response = genai_types.FunctionResponse(
+                    id=call.id, name=call.name, response={"error" if failed else "output": output}
+                )
+                responses.append(genai_types.Part(function_response=response))
+            contents.append(genai_types.Content(role="user", parts=responses))
+        for n in range(5):
+            more = genai_types.Part(text=f"More, please ({n}).")
+            contents.append(genai_types.Content(role="user", parts=[more]))
+            await turn()
+
+    asyncio.run(loop())
+    return texts
 
 
 # agent, client fixture, model, whether the API can say a tool failed

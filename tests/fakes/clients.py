@@ -90,9 +90,10 @@ OWN_VENDOR = {
     "openai.chat": "openai",
     "openai.responses": "openai",
     "anthropic.messages": "anthropic",
+    "gemini.generate": "gemini",
 }
-OTHER_VENDOR = {"openai": "anthropic", "anthropic": "openai"}
-VENDOR_MODEL = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-6"}
+OTHER_VENDOR = {"openai": "anthropic", "anthropic": "openai", "gemini": "anthropic"}
+VENDOR_MODEL = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-6", "gemini": "gemini-2.5-flash"}
 
 
 @dataclass
@@ -109,7 +110,18 @@ def ask_sdk(url: str, api: str, stream: bool, prompt: str = STORY_PROMPT, **extr
     text: list[str] = []
     usage = None
     try:
-        if api == "anthropic.messages":
+        if api == "gemini.generate":
+            client = gemini_at(url)  # held: a client collected closes its connections
+            models = client.models
+            ask = {"model": VENDOR_MODEL["gemini"], "contents": prompt, **extra}
+            if stream:
+                for chunk in models.generate_content_stream(**ask):
+                    text.append(chunk.text or "")
+                    if chunk.usage_metadata and chunk.usage_metadata.candidates_token_count:
+                        usage = chunk.usage_metadata.candidates_token_count
+            else:
+                text.append(models.generate_content(**ask).text or "")
+        elif api == "anthropic.messages":
             client = anthropic.Anthropic(base_url=url, api_key=ANTHROPIC_KEY, max_retries=0)
             kwargs = dict(model=VENDOR_MODEL["anthropic"], max_tokens=200, **extra)
             kwargs["messages"] = [{"role": "user", "content": prompt}]

@@ -49,12 +49,16 @@ def needs(cli: Path) -> None:
 
 
 def proxy_for(servers, vendors, data: Path, *fallback: str, **options):
-    """taplog in front of both fakes, with `--fallback` rules as a user would type them."""
-    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
-    fallbacks = load_fallbacks(openai_base, anthropic_base, {}, fallback)
-    return start_taplog(
-        servers, data, fallbacks, openai_base=openai_base, anthropic_base=anthropic_base, **options
+    """taplog in front of the three fakes, with `--fallback` rules as a user would type them."""
+    bases = {
+        "openai_base": f"{vendors.openai.url}/v1",
+        "anthropic_base": vendors.anthropic.url,
+        "gemini_base": vendors.gemini.url,
+    }
+    fallbacks = load_fallbacks(
+        bases["openai_base"], bases["anthropic_base"], {}, fallback, bases["gemini_base"]
     )
+    return start_taplog(servers, data, fallbacks, **bases, **options)
 
 
 def run_claude(

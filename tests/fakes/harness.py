@@ -111,26 +111,24 @@ def serve_fake(servers: ServerThread, **runner_kwargs: Any) -> FakeVendor:
 
 
 class Vendors:
-    """Two fake vendors, one per provider, so one can be down while the other serves."""
+    """Three fake vendors, one per provider, so one can be down while the others serve."""
 
     def __init__(self, servers: ServerThread) -> None:
         self.openai = serve_fake(servers, handler_cancellation=True)
         self.anthropic = serve_fake(servers, handler_cancellation=True)
+        self.gemini = serve_fake(servers, handler_cancellation=True)
 
     def proxy(
         self, servers: ServerThread, data_dir: Path, rules: dict[str, Any], **overrides: Any
     ) -> Taplog:
-        """taplog in front of both, with these fallback rules (and other settings)."""
-        openai_base, anthropic_base = f"{self.openai.url}/v1", self.anthropic.url
-        fallbacks = load_fallbacks(openai_base, anthropic_base, rules, ())
-        return start_taplog(
-            servers,
-            data_dir,
-            fallbacks,
-            openai_base=openai_base,
-            anthropic_base=anthropic_base,
-            **overrides,
-        )
+        """taplog in front of all three, with these fallback rules (and other settings)."""
+        bases = {
+            "openai_base": f"{self.openai.url}/v1",
+            "anthropic_base": self.anthropic.url,
+            "gemini_base": self.gemini.url,
+        }
+        fallbacks = load_fallbacks(*list(bases.values())[:2], rules, (), bases["gemini_base"])
+        return start_taplog(servers, data_dir, fallbacks, **{**bases, **overrides})
 
 
 # Both ways: an OpenAI model falls back to Claude and a Claude model to OpenAI's.
@@ -156,9 +154,17 @@ FAILOVER_RULES = {
 FALLBACK_TTFB = 1.0
 
 
+_MODEL_PATHS = ("/v1/chat/completions", "/v1/messages")
+_MODEL_METHODS = ("generateContent", "streamGenerateContent")  # Gemini's
+
+
 def model_requests(fake: FakeVendor) -> list[Any]:
     """The model calls a fake vendor received (not count_tokens, models…)."""
-    return [r for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages")]
+    return [
+        r
+        for r in fake.requests
+        if r.path in _MODEL_PATHS or r.path.rpartition(":")[2] in _MODEL_METHODS
+    ]
 
 
 def serve_replay(servers: ServerThread, source: Path, speed: float = 0) -> str:

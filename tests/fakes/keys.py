@@ -8,6 +8,7 @@ ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
 GEMINI_KEY = "AIzaSyTest-gemini-0123456789abcdefghij"  # Google's shape: AIza and 35 more
 OPENAI_FALLBACK_KEY = "sk-fallback-openai-0123456789"  # taplog's own keys, for translated calls
 ANTHROPIC_FALLBACK_KEY = "sk-ant-fallback-0123456789"
+GEMINI_FALLBACK_KEY = "AIzaSyFallback-gemini-0123456789abcdef"
 
 
 def key_traces(key: str) -> list[str]:

@@ -1002,6 +1002,11 @@ class Anthropic:
         )
 
 
+_GEMINI_TOO_LONG = (
+    "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576)."
+)
+
+
 class Gemini:
     """POST /v1beta/models/{model}:generateContent and :streamGenerateContent?alt=sse (and
     the same under /v1): Google's Gemini API, keyed by `x-goog-api-key` or `?key=`."""
@@ -1031,6 +1036,8 @@ class Gemini:
 
     def error(self, status: int, message: str, rid: str, code: str | None = "") -> bytes:
         kind = _GEMINI_STATUSES.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
+        if code == "context_length_exceeded":  # Gemini has no codes: its message says it
+            message = _GEMINI_TOO_LONG
         return orjson.dumps({"error": {"code": status, "message": message, "status": kind}})
 
     def headers(self, rid: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""A broken answer is never passed off as a complete one: every cut, three APIs, both SDKs.
+"""A broken answer is never passed off as a complete one: every cut, four APIs, three SDKs.
 
 The vendor breaks an answer after its first bytes: it closes or resets the
 connection, ends the body cleanly without the end marker, stalls, sends its
@@ -47,6 +47,7 @@ def rules_for(servers, vendors, tmp_path):
             "fallback": [
                 {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **limits},
                 {"model": "claude-*", "to": ["openai:gpt-4.1"], **limits},
+                {"model": "gemini-*", "to": ["anthropic:claude-sonnet-4-6"], **limits},
             ]
         }
         return vendors.proxy(servers, data, rules, **overrides)
@@ -84,9 +85,11 @@ def test_a_broken_stream_makes_the_sdk_raise_and_the_log_says_why(
     assert got.error is not None, f"the SDK took a broken stream for whole: {got.text!r}"
     assert STORY_ANSWER.startswith(got.text)  # whole events only: a clean prefix, nothing glued
     (broken,) = answers(proxy, own)
-    if cut == "malformed" and mode is None:
+    if cut == "malformed" and mode is None and api != "gemini.generate":
         # Without a rule nothing could be done about it: it went on as the vendor sent
         # it, and the client's own SDK failed on it as it would have without taplog.
+        # (A Gemini stream ends in a chunk's data, not an event's name: taplog reads
+        # every chunk, so it ends the stream with its own error, as with a rule.)
         assert isinstance(got.error, ValueError)  # a JSON decode error, from the SDK
         assert broken["malformed_events"] == 1
         assert broken["outcome"] in ("upstream_error", "client_disconnected")  # it left

@@ -7,19 +7,33 @@ produced has no such block, and neither does any history an OpenAI client sends.
 moving a block gives ``Invalid signature in thinking block``, so the only safe repair is to
 switch thinking off for that one request: the next user turn starts a fresh loop and may
 think again.
+
+A turn Gemini served carries its thought signatures in thinking blocks of its own
+(`gemini.thoughts`), which Claude would refuse the same way: a request that goes back to
+Claude leaves them out (`without_gemini_thinking`), and switches thinking off when the
+current tool turn is then without one.
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+from taplog.recorder.vendors.gemini.thoughts import TAG, gemini_signature
 from taplog.recorder.vendors.sse import as_list, dig
 from taplog.recorder.vendors.translation import Translated
 
-__all__ = ["disable_thinking", "thinking_conflict", "unthought_tool_turn"]
+__all__ = [
+    "carries_gemini_thinking",
+    "disable_thinking",
+    "thinking_conflict",
+    "unthought_tool_turn",
+    "without_gemini_thinking",
+]
 
 _THINKING_ON = frozenset({"enabled", "adaptive"})
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+_GEMINI_MARK = b'"' + TAG.encode()  # how a Gemini signature starts in a request's JSON
 
 
 def unthought_tool_turn(messages: list) -> bool:
@@ -52,3 +66,33 @@ def disable_thinking(body: dict) -> Translated:
     out = copy.copy(body)
     out.pop("thinking", None)
     return Translated(out, ["thinking (the current tool turn has no thinking block to replay)"])
+
+
+def carries_gemini_thinking(raw: bytes) -> bool:
+    """Whether a request's bytes may hold Gemini's thinking blocks (a quick look: the
+    parse decides, `without_gemini_thinking`)."""
+    return _GEMINI_MARK in raw
+
+
+def without_gemini_thinking(body: dict) -> dict:
+    """The request without the thinking blocks that carry Gemini's signatures, and with
+    thinking off when the current tool turn then has no thinking block; `body` itself
+    when it has none."""
+    messages = as_list(body.get("messages"))
+    kept = [_without_gemini_blocks(message) for message in messages]
+    if all(new is old for new, old in zip(kept, messages, strict=True)):
+        return body
+    out = {**body, "messages": kept}
+    return disable_thinking(out).body if thinking_conflict(out) else out
+
+
+def _without_gemini_blocks(message: Any) -> Any:
+    blocks = dig(message, "content")
+    if dig(message, "role") != "assistant" or not isinstance(blocks, list):
+        return message
+    kept = [b for b in blocks if not _gemini_thinking(b)]
+    return message if len(kept) == len(blocks) else {**message, "content": kept}
+
+
+def _gemini_thinking(block: Any) -> bool:
+    return dig(block, "type") == "thinking" and gemini_signature(block.get("signature")) is not None

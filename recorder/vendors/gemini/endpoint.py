@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import orjson
+
 from taplog.recorder.vendors.sse import event_bytes
 
 VENDOR = "Gemini"  # as its users write it
@@ -30,6 +32,7 @@ PREFIX = ""  # between the base URL and a path: the path carries its version
 # in the path, not the body) and its stream, `:streamGenerateContent`.
 API_METHODS = frozenset({"generateContent", "streamGenerateContent"})
 STREAMING_METHOD = "streamGenerateContent"
+API_VERSION = "/v1beta"  # taplog's own calls: the version the SDKs use (v1 has no tools)
 FEATURE_HEADERS: tuple[str, ...] = ()
 SDK_BASE = ""  # what a client's base URL ends in: the SDKs add /v1beta/… themselves
 VERSIONED = True  # a client's path goes upstream with its version, as it came
@@ -81,6 +84,18 @@ def owns_key(key: str) -> bool:
     return key.startswith("AIza")
 
 
+def auth_headers(key: str) -> dict[str, str]:
+    """The headers that key a call taplog makes with its own key."""
+    return {"x-goog-api-key": key}
+
+
+def call_path(model: str, stream: bool) -> str:
+    """Where a call of a model goes, streamed as SSE or whole (taplog's own calls)."""
+    if stream:
+        return f"{API_VERSION}/models/{model}:{STREAMING_METHOD}?alt=sse"
+    return f"{API_VERSION}/models/{model}:generateContent"
+
+
 def error_body(status: int, message: str, code: str) -> dict:
     """A refusal as Google's APIs write one (the SDKs read `code`, `message`, `status`;
     taplog's own code goes in `details`, where Google puts the reason)."""
@@ -96,6 +111,20 @@ def model_of(path: str) -> str | None:
     return model or None
 
 
+def with_model(url: str, model: str) -> str:
+    """A call's URL with another model in its path (its method and query kept)."""
+    path, query, rest = url.partition("?")
+    head, models, resource = path.rpartition("/models/")
+    method = resource.rpartition(":")[2]
+    return f"{head}{models}{model}:{method}{query}{rest}"
+
+
 def stream_error(message: str) -> bytes:
     """The error event that ends a broken stream (Google sends the error body as data)."""
     return event_bytes(None, error_body(500, message, "stream_interrupted"))
+
+
+def array_stream_error(message: str) -> bytes:
+    """The error that ends a broken stream sent as one JSON array (no `alt=sse`): its last
+    element, and the array's end, so a client reads the error rather than cut JSON."""
+    return b"," + orjson.dumps(error_body(500, message, "stream_interrupted")) + b"]"

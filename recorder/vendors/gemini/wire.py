@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from taplog.recorder.vendors.gemini.vocab import tool_use_id
 from taplog.recorder.vendors.sse import (
     MalformedEvent,
     Pieces,
@@ -163,7 +164,8 @@ def summarize(body: dict) -> Summary:
 
 def tool_calls(body: dict) -> list[ToolCall]:
     """The first candidate's function calls, in order; a call without an id is named by
-    its answer's id and its place in it (`r-1:0`)."""
+    its answer's id and its place in it, as a client served through a translation is
+    told it (`vocab.tool_use_id`: `call_r-1_0`)."""
     calls = [
         part["functionCall"]
         for part in as_list(dig(body, "candidates", 0, "content", "parts"))
@@ -171,7 +173,9 @@ def tool_calls(body: dict) -> list[ToolCall]:
     ]
     answer = as_str(body.get("responseId")) or "answer"
     return [
-        ToolCall(_given(call) or f"{answer}:{n}", as_str(call.get("name")), call.get("args"))
+        ToolCall(
+            _given(call) or tool_use_id(None, answer, n), as_str(call.get("name")), call.get("args")
+        )
         for n, call in enumerate(calls)
     ]
 

@@ -16,6 +16,7 @@ import pytest
 from taplog.proxy.failover.breaker import COOL_DOWN, SharedBreakers, create_shared_breakers
 from taplog.proxy.keys import BREAKERS
 from tests.builders import HELLO
+from tests.fakes.clients import gemini_at
 from tests.fakes.harness import FALLBACK_TTFB, model_requests
 from tests.fakes.keys import OPENAI_KEY
 
@@ -98,6 +99,27 @@ def test_a_prompt_too_long_for_its_model_goes_to_one_with_a_larger_window(
     (failover,) = proxy.events("failover")
     assert failover["reason"] == "the prompt is too long for openai:gpt-4o-mini"
     assert (failover["to_provider"], failover["to_model"]) == ("openai", "gpt-4.1")
+
+
+def test_a_prompt_too_long_for_gemini_goes_to_a_model_with_a_larger_window(
+    servers, vendors, tmp_path
+):
+    """Gemini says it in words alone. gemini-2.5-flash takes 1,048,576 tokens, Claude
+    Sonnet 4.6 fewer (skipped), gpt-5.5 1,050,000 (litellm's catalogue)."""
+    rule = {"model": "gemini-2.5-flash", "to": ["anthropic:claude-sonnet-4-6", "openai:gpt-5.5"]}
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.gemini.next_faults = [{"status": "400", "code": "context_length_exceeded"}]
+
+    client = gemini_at(proxy.url)
+    answer = client.models.generate_content(model="gemini-2.5-flash", contents="hello")
+
+    assert answer.text == "Echo: hello"
+    assert len(model_requests(vendors.gemini)) == 1 and model_requests(vendors.anthropic) == []
+    (sent,) = [orjson.loads(r.body) for r in model_requests(vendors.openai)]
+    assert sent["model"] == "gpt-5.5"
+    (failover,) = proxy.events("failover")
+    assert failover["reason"] == "the prompt is too long for gemini:gemini-2.5-flash"
+    assert (failover["to_provider"], failover["to_model"]) == ("openai", "gpt-5.5")
 
 
 def test_a_prompt_too_long_for_every_window_gets_its_vendors_refusal(servers, vendors, tmp_path):

@@ -1,4 +1,4 @@
-"""Every vendor fault before the first byte, through both SDKs, stream and non-stream.
+"""Every vendor fault before the first byte, through the three SDKs, stream and non-stream.
 
 Before the first byte reaches the client a fault moves the call along its
 chain, and the client gets the fallback's complete answer. Attempt counts are
@@ -15,6 +15,7 @@ import anthropic
 import openai
 import pytest
 
+from tests.fakes.clients import gemini_at
 from tests.fakes.harness import model_requests
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
@@ -29,6 +30,7 @@ FAULT_RULES = {
     "fallback": [
         {"model": "gpt-*", "to": ["anthropic:claude-sonnet-4-6"], **FAULT_LIMITS},
         {"model": "claude-*", "to": ["openai:gpt-4.1"], **FAULT_LIMITS},
+        {"model": "gemini-*", "to": ["anthropic:claude-sonnet-4-6"], **FAULT_LIMITS},
     ]
 }
 
@@ -64,9 +66,19 @@ def ask_anthropic(proxy, stream: bool) -> str:
     return client.messages.create(**kwargs).content[0].text
 
 
+def ask_gemini(proxy, stream: bool) -> str:
+    client = gemini_at(proxy.url)  # held: a client collected closes its connections
+    models = client.models
+    ask = {"model": "gemini-2.5-flash", "contents": "tell me !events=4"}
+    if stream:
+        return "".join(chunk.text or "" for chunk in models.generate_content_stream(**ask))
+    return models.generate_content(**ask).text
+
+
 CLIENTS = {
     "openai": (ask_openai, "openai", "anthropic"),
     "anthropic": (ask_anthropic, "anthropic", "openai"),
+    "gemini": (ask_gemini, "gemini", "anthropic"),
 }
 
 # fault -> tries the broken vendor gets (retries: 1), or None where only streams apply

@@ -138,7 +138,7 @@ def test_each_result_pairs_with_the_call_it_answers_whatever_ids_the_client_give
     assert (
         [p["call_id"] for p in posts]
         == [p["call_id"] for p in pres]
-        == ["resp-ex1:0", "resp-ex1:1"]
+        == ["call_resp-ex1_0", "call_resp-ex1_1"]
     )
     assert [p["result"] for p in posts] == [{"output": "A"}, {"output": "B"}]
     assert posts[0]["result_id"] == "read_file_17_0" and "result_id" in posts[1]
