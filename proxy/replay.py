@@ -48,6 +48,7 @@ from taplog.recorder.tools.recorded_answers import (
     Recorded,
     ReplayIndex,
     api_of_path,
+    asked,
     load_index,
     recorded_calls,
 )
@@ -88,6 +89,7 @@ class Replayer:
             if self.mode != STRICT:
                 return None
             return error_response(provider, 400, "the body is not JSON", "replay_bad_body")
+        body = asked(api, request.path_qs, body)
         recorded = self.index.take(api, body)
         if recorded is not None:
             log.info("replay hit: %s from %s", api, recorded.where())

@@ -331,8 +331,9 @@ def _block_events(draw: Any, index: int, block: dict) -> list[dict]:
 class SessionLog:
     """A session's events, built call by call (only the fields the tools read)."""
 
-    def __init__(self, api: str) -> None:
+    def __init__(self, api: str, path: str | None = None) -> None:
         self.api = api
+        self.path = path  # the requests' path, where it names the model (Gemini's)
         self.events: list[dict] = [{"seq": 1, "type": "session.started", "api": api}]
         self.calls = 0
 
@@ -352,7 +353,8 @@ class SessionLog:
         is None (`outcome`: by the status unless given); the seq of its last event."""
         self.calls += 0 if retry else 1
         exchange = {"exchange": f"ex_{self.calls}", "api": self.api}
-        seq = self.add("llm.request", body=request, **exchange)
+        path = {"path": self.path} if self.path else {}
+        seq = self.add("llm.request", body=request, **path, **exchange)
         if answer is None:
             return seq
         outcome = outcome or ("ok" if status < 400 else "upstream_error")

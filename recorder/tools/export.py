@@ -19,7 +19,8 @@ failover learns: what the target cannot take is left out, and `Exported.left_out
 what, as failover's `dropped` does. Chat <-> Anthropic and Responses <-> Anthropic are
 one route each; Chat <-> Responses is two, through Anthropic Messages. A conversation that
 ends with the model's answer ends with a finished turn, not a prefill (`Options.answered`). The
-`stream` options are left out: the caller decides how to send it. `jsonl` is the raw event
+`stream` options are left out: the caller decides how to send it. A Gemini body names
+no model (its URL does): send it to `…/models/{model}:generateContent`. `jsonl` is the raw event
 lines, exact to the byte (all of them, or up to `--at`).
 
 Pure over the files: no server, no network.
@@ -37,16 +38,23 @@ import orjson
 from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.store.lognames import iter_lines, log_path
 from taplog.recorder.store.reader import read_events
-from taplog.recorder.vendors.apis import STREAMING_FIELDS, api_module, conversation
+from taplog.recorder.vendors.apis import (
+    STREAMING_FIELDS,
+    api_module,
+    conversation,
+    requested,
+    with_model,
+)
 from taplog.recorder.vendors.openai_responses import chaining
 from taplog.recorder.vendors.routes import Options, route_for
 from taplog.recorder.vendors.translation import Translated, Untranslatable
 
-FORMATS = ("openai-chat", "anthropic", "responses", "jsonl")
+FORMATS = ("openai-chat", "anthropic", "responses", "gemini", "jsonl")
 API_FORMATS = {
     "openai.chat": "openai-chat",
     "anthropic.messages": "anthropic",
     "openai.responses": "responses",
+    "gemini.generate": "gemini",
 }
 FORMAT_APIS = {fmt: api for api, fmt in API_FORMATS.items()}
 HUB = "anthropic.messages"  # every route goes to or from it: Chat <-> Responses is two
@@ -88,6 +96,7 @@ class Conversation:
     request: dict[str, Any]  # the last request, unchained (Responses), as it was sent
     api: str
     answer: dict[str, Any] | None  # its answer, when it had one by then
+    model: str | None = None  # the model it asked for (in its body, or its path: Gemini's)
 
 
 def export_conversation(
@@ -114,7 +123,10 @@ def conversation_through(events: list[Event], at: int | None = None) -> Conversa
     body = dict(last["body"])
     if last["api"] == "openai.responses":
         body = _unchained(body, events, last["seq"])
-    return Conversation(body, last["api"], _answer(upto, last))
+    model = requested(last["api"], last.get("path") or "", body)[0]
+    return Conversation(
+        body, last["api"], _answer(upto, last), model if isinstance(model, str) else None
+    )
 
 
 def as_request(
@@ -134,7 +146,7 @@ def as_request(
         body = turns.with_prompt(body, prompt)
     body = {key: value for key, value in body.items() if key not in STREAMING_FIELDS}
     answered = answer is not None and prompt is None  # it ends with the model's turn
-    model = model or body.get("model") or ""
+    model = model or conversation.model or ""
     translated = translate(body, source, FORMAT_APIS[fmt], model, answered)
     return Exported(translated.body, source, [*left_out, *translated.dropped])
 
@@ -146,7 +158,7 @@ def translate(
     failover routes, leaving out (and naming) what `target` cannot take. `answered`: it
     ends with the model's answer (a finished turn, not a prefill)."""
     if source == target:
-        return Translated({**body, "model": model} if model else body)
+        return Translated(with_model(source, body, model) if model else body)
     options = Options(model, leave_out=True, answered=answered)
     route = route_for(source, target)
     if route is not None:

@@ -31,7 +31,7 @@ from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.redaction import matches_redacted, rules_found
 from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.reader import read_all, read_events
-from taplog.recorder.vendors.apis import API_MODULES, api_ending
+from taplog.recorder.vendors.apis import API_MODULES, api_ending, endpoint, requested
 from taplog.recorder.vendors.reruns import IgnoredField, rerun_view
 
 REPLAYED_APIS = tuple(API_MODULES)
@@ -44,6 +44,16 @@ _HOP_HEADERS = frozenset(
 def api_of_path(path: str) -> str | None:
     """The API a request path calls (with or without /v1 or a /s/<id>/ prefix)."""
     return api_ending(path.partition("?")[0].rstrip("/"))
+
+
+def asked(api: str, path: str, body: Any) -> Any:
+    """A request as replay matches it: with the model and the stream its path names, for
+    an API whose body names neither (Gemini's: a stream's recording never answers a call
+    for a whole answer, nor one model's another's)."""
+    if not isinstance(body, dict) or api not in API_MODULES or not endpoint(api).API_METHODS:
+        return body
+    model, stream = requested(api, path, body)
+    return {**body, "model": model, "stream": stream}
 
 
 def canonical(view: Any) -> bytes:
@@ -179,7 +189,7 @@ def _recorded(session: str, request: Event, answer: Event) -> Recorded:
         seq=request["seq"],
         exchange=request["exchange"],
         api=request["api"],
-        request=request["body"],
+        request=asked(request["api"], request.get("path") or "", request["body"]),
         status=answer["status"],
         headers=headers,
         body=body,

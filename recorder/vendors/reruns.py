@@ -13,6 +13,10 @@ that a rerun is recognised:
                   (the skill roots under CODEX_HOME)
     Claude Code   its working directory (`Primary working directory:`), its home (the
                   memory folder named after the directory), today's date
+    Gemini CLI    its workspace directory and home (the project's temporary directory)
+                  in its `<session_context>`, today's date there, the process group of
+                  its shell tool's output, the ids it makes up for calls that came
+                  without one (`run_shell_command_<ms since 1970>_<n>`)
 
 A working directory or home found anywhere in the body is replaced wherever it occurs
 (tool calls and results name files under it), so a rerun from another directory matches.
@@ -34,12 +38,23 @@ _PLACES = (  # (a text that names a place of this run, the place in it, its mark
     ("<cwd>", re.compile(r"<cwd>(/[^<]+)</cwd>"), "<cwd>"),  # Codex's environment context
     ("/.claude/projects/", re.compile(r"memory at `(/\S+?)/\.claude/projects/"), "<home>"),
     ("/skills/.system`", re.compile(r"`(/\S+?)/skills/\.system`"), "<home>"),  # Codex's
+    # the Gemini CLI's session context
+    ("**Workspace Directories:**", re.compile(r"Directories:\*\*\n {2}- (/\S+)"), "<cwd>"),
+    ("temporary directory is: ", re.compile(r"directory is: (/\S+?)/\.gemini/tmp/"), "<home>"),
 )
 _FACTS = (  # (a text it may be in, what changes between runs, what it becomes)
     ("Today's date is ", re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}"), r"\1<date>"),
     ("<current_date>", re.compile(r"(<current_date>)[^<]*(</current_date>)"), r"\1<date>\2"),
     ("Chunk ID: ", re.compile(r"^(Chunk ID: )\S+$", re.M), r"\1<chunk>"),  # Codex's shell
     ("Wall time: ", re.compile(r"^(Wall time: ).*$", re.M), r"\1<time>"),
+    # the Gemini CLI's: its date, its shell's process group, the ids it makes up
+    (
+        "Today's date is ",
+        re.compile(r"(Today's date is )[A-Z]\w+, [A-Z]\w+ \d+, \d{4}"),
+        r"\1<date>",
+    ),
+    ("Process Group PGID: ", re.compile(r"(Process Group PGID: )\d+"), r"\1<pid>"),
+    ("_", re.compile(r"^([A-Za-z_][\w.:-]*)_\d{13}_(\d+)$"), r"\1_<time>_\2"),
 )
 
 

@@ -1,13 +1,13 @@
-"""A Claude Code run and a Codex run, recorded through taplog, replayed offline with the
-real CLIs: run again from another working directory and home, every call is answered
-from the recording (the vendor hears nothing), in strict mode and in record-missing,
-which then has nothing new to learn."""
+"""A Claude Code run, a Codex run and a Gemini CLI run, recorded through taplog, replayed
+offline with the real CLIs: run again from another working directory and home, every
+call is answered from the recording (the vendor hears nothing), in strict mode and in
+record-missing, which then has nothing new to learn."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fakes.clis import codex_answer, proxy_for, run_claude, run_codex
+from tests.fakes.clis import codex_answer, proxy_for, run_claude, run_codex, run_gemini
 from tests.fakes.harness import serve_replay, start_taplog
 
 pytestmark = pytest.mark.slow
@@ -23,7 +23,15 @@ def _codex(base_url: str, scratch) -> str:
     return codex_answer(run_codex(f"{base_url}/v1", scratch))
 
 
-CLIENTS = {"claude-code": ("anthropic", _claude), "codex": ("openai", _codex)}
+def _gemini(base_url: str, scratch) -> str:
+    return run_gemini(base_url, scratch)["response"]
+
+
+CLIENTS = {
+    "claude-code": ("anthropic", _claude),
+    "codex": ("openai", _codex),
+    "gemini-cli": ("gemini", _gemini),
+}
 
 
 def _recorded(servers, vendors, tmp_path, client: str):
@@ -56,12 +64,12 @@ def test_a_real_cli_run_replays_offline_from_another_directory(
 def test_record_missing_learns_nothing_new_from_a_rerun(servers, vendors, tmp_path, client):
     data, answer, vendor = _recorded(servers, vendors, tmp_path, client)
     heard = len(vendor.requests)
-    openai_base, anthropic_base = f"{vendors.openai.url}/v1", vendors.anthropic.url
     cassette = start_taplog(
         servers,
         tmp_path / "cassette",
-        openai_base=openai_base,
-        anthropic_base=anthropic_base,
+        openai_base=f"{vendors.openai.url}/v1",
+        anthropic_base=vendors.anthropic.url,
+        gemini_base=vendors.gemini.url,
         replay=str(data),
         replay_mode="record-missing",
         replay_speed=0.0,

@@ -18,10 +18,10 @@ from taplog.recorder.store.reader import read_all
 from taplog.recorder.tools.export import export_conversation
 from taplog.recorder.tools.resume_request import DEFAULT_PROMPT, resume_note
 from tests.disk import log_of, readable
-from tests.fakes.agents import AGENTS
-from tests.fakes.clients import sdk_client
+from tests.fakes.agents import AGENTS, gemini_agent
+from tests.fakes.clients import gemini_at, sdk_client
 from tests.fakes.harness import model_requests
-from tests.fakes.keys import ANTHROPIC_FALLBACK_KEY, OPENAI_FALLBACK_KEY
+from tests.fakes.keys import ANTHROPIC_FALLBACK_KEY, GEMINI_FALLBACK_KEY, OPENAI_FALLBACK_KEY
 from tests.fakes.servers import ServerThread
 
 
@@ -31,6 +31,7 @@ def record_run(vendors, tmp_path, monkeypatch):
     data = tmp_path / "data"
     monkeypatch.setenv("TAPLOG_OPENAI_BASE", f"{vendors.openai.url}/v1")
     monkeypatch.setenv("TAPLOG_ANTHROPIC_BASE", vendors.anthropic.url)
+    monkeypatch.setenv("TAPLOG_GEMINI_BASE", vendors.gemini.url)
     monkeypatch.setenv("TAPLOG_DATA_DIR", str(data))
 
     def record(api: str) -> tuple[str, list[dict]]:
@@ -38,7 +39,10 @@ def record_run(vendors, tmp_path, monkeypatch):
         try:
             proxy = vendors.proxy(thread, data, {})
             before = set(read_all(data)) if data.exists() else set()
-            AGENTS[api][0](sdk_client(api, proxy.url), False)
+            if api == "gemini":
+                gemini_agent(gemini_at(proxy.url), stream=False)
+            else:
+                AGENTS[api][0](sdk_client(api, proxy.url), False)
             sessions = proxy.wait_responses(8)
         finally:
             thread.stop()
@@ -153,6 +157,54 @@ def test_resume_through_a_configured_responses_provider(vendors, record_run, tmp
     assert "/s/on-mine/v1" in result.output
 
 
+@pytest.mark.parametrize(
+    ("api", "to", "reached"),
+    [
+        ("chat", "gemini:gemini-2.5-pro", "gemini"),
+        ("anthropic", "gemini:gemini-2.5-pro", "gemini"),
+        ("gemini", "anthropic:claude-sonnet-4-6", "anthropic"),
+        ("gemini", "openai:gpt-4.1", "openai"),
+    ],
+)
+def test_a_session_resumes_to_and_from_gemini(vendors, record_run, api, to, reached):
+    """The conversation goes whole, tool calls paired with their results, the note first,
+    with the target's own key; the answer is printed."""
+    session, events = record_run(api)
+    result = resume(session, "--to", to)
+    assert result.exit_code == 0, result.output
+    (sent,) = model_requests(getattr(vendors, reached))[-1:]
+    body = orjson.loads(sent.body)
+    note = resume_note(events, session, to.partition(":")[2])
+    if reached == "gemini":
+        assert sent.path == "/v1beta/models/gemini-2.5-pro:generateContent"
+        assert sent.headers["x-goog-api-key"] == GEMINI_FALLBACK_KEY
+        assert body["systemInstruction"]["parts"][0] == {"text": note}
+        calls = [p for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+        results = [p for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+        assert [c["functionCall"]["name"] for c in calls] == [
+            "get_weather",
+            "get_time",
+            "read_file",
+        ]
+        assert [r["functionResponse"]["id"] for r in results] == [
+            c["functionCall"]["id"] for c in calls
+        ]
+        assert body["contents"][-1] == {"role": "user", "parts": [{"text": DEFAULT_PROMPT}]}
+    else:
+        system = body["system"] if reached == "anthropic" else body["messages"][0]["content"]
+        assert note in str(system)
+        assert "get_weather" in sent.body.decode() and "sunny" in sent.body.decode()
+    answer = orjson.loads(getattr(vendors, reached).sent[-1])
+    text = (
+        answer["candidates"][0]["content"]["parts"][0]["text"]
+        if reached == "gemini"
+        else answer["content"][0]["text"]
+        if reached == "anthropic"
+        else answer["choices"][0]["message"]["content"]
+    )
+    assert result.stdout.startswith(text + "\n")
+
+
 def test_dry_run_prints_the_request_without_the_key_and_sends_nothing(
     vendors, record_run, tmp_path, monkeypatch
 ):
@@ -179,9 +231,7 @@ def test_resume_refuses_clearly(vendors, record_run, tmp_path, monkeypatch, serv
     session, _ = record_run("chat")
     unknown = resume(session, "--to", "nope:model")
     assert unknown.exit_code == 2
-    assert "--to: unknown provider 'nope' (known: openai, anthropic)" in unknown.output
-    to_gemini = resume(session, "--to", "gemini:gemini-2.5-pro")
-    assert to_gemini.exit_code == 2 and "gemini cannot be a target" in to_gemini.output
+    assert "--to: unknown provider 'nope' (known: openai, anthropic, gemini)" in unknown.output
     assert resume(session, "--to", "anthropic").exit_code == 2
     missing = resume("not-a-session", "--to", "openai:gpt-4.1")
     assert missing.exit_code == 1 and "no session 'not-a-session'" in missing.output

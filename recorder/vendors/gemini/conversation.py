@@ -1,6 +1,7 @@
 """A Gemini request's conversation: its system instruction and turns (`contents`), how a
 person reads it (`read_request`, `read_answer`: in the neutral shape, Anthropic
-Messages'), and an answer's text (`recorder.vendors.transcripts`).
+Messages'), an answer's text (`recorder.vendors.transcripts`), and the request taken on
+with a note, an answer or a prompt (export and resume).
 
 A turn is `{role: user | model, parts: [...]}`; a part is text (a `thought` is reasoning),
 a `functionCall`, a `functionResponse` (in a user turn), or media, code and its result.
@@ -22,6 +23,31 @@ _ROLES = {"model": "assistant", "user": "user", "function": "user"}
 def transcript(body: dict[str, Any]) -> tuple[Any, Any]:
     """The system instruction's parts and the turns."""
     return dig_parts(body.get("systemInstruction")), body.get("contents")
+
+
+def with_note(body: dict[str, Any], note: str) -> dict[str, Any]:
+    """The request with `note` as the first part of its system instruction."""
+    instruction = body.get("systemInstruction")
+    parts = instruction.get("parts") if isinstance(instruction, dict) else None
+    if isinstance(instruction, str):
+        parts = [{"text": instruction}]
+    return {**body, "systemInstruction": {"parts": [{"text": note}, *as_list(parts)]}}
+
+
+def with_answer(body: dict[str, Any], answer: dict[str, Any], calls: bool = True) -> dict[str, Any]:
+    """The request with `answer` (its first candidate) as the model's next turn; `calls`
+    False leaves out the functions it asked the client to run (they never ran); a turn
+    left with no more than thoughts is no turn."""
+    parts = [p for p in _answer_parts(answer) if calls or "functionCall" not in p]
+    if all(p.get("thought") or p.get("text") == "" for p in parts):
+        return body
+    return {**body, "contents": [*as_list(body.get("contents")), {"role": "model", "parts": parts}]}
+
+
+def with_prompt(body: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The request with `prompt` as the user's next turn."""
+    turn = {"role": "user", "parts": [{"text": prompt}]}
+    return {**body, "contents": [*as_list(body.get("contents")), turn]}
 
 
 def dig_parts(instruction: Any) -> list[Any]:

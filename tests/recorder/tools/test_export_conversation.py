@@ -35,10 +35,16 @@ from tests.builders import (
     tool_use,
     user,
 )
-from tests.fakes.vendor import Anthropic, Chat, Responses
+from tests.fakes.vendor import Anthropic, Chat, Gemini, Responses
 
-FORMATS = ("openai-chat", "anthropic", "responses")
-READERS = {"openai-chat": Chat, "anthropic": Anthropic, "responses": Responses}
+FORMATS = ("openai-chat", "anthropic", "responses", "gemini")
+READERS = {
+    "openai-chat": Chat,
+    "anthropic": Anthropic,
+    "responses": Responses,
+    "gemini": lambda: Gemini(stream=False),
+}
+GEMINI_PATH = "/v1beta/models/gemini-2.5-flash:generateContent"
 ASK = "Weather in Oslo, then say FINAL"
 FINAL = "FINAL: step3"
 
@@ -92,26 +98,61 @@ def responses_session(final: dict | None) -> SessionLog:
     return log
 
 
+def gemini_answer(*parts: dict) -> dict:
+    content = {"role": "model", "parts": list(parts)}
+    return {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}]}
+
+
+GEMINI_CALL = {"functionCall": {"id": "call_1", "name": "weather", "args": {"city": "Oslo"}}}
+
+
+def gemini_session(final: dict | None) -> SessionLog:
+    log = SessionLog("gemini.generate", GEMINI_PATH)
+    weather = {"name": "weather", "parametersJsonSchema": CHAT_WEATHER["function"]["parameters"]}
+    first = {
+        "contents": [{"role": "user", "parts": [{"text": ASK}]}],
+        "tools": [{"functionDeclarations": [weather]}],
+    }
+    log.call(first, gemini_answer(GEMINI_CALL))
+    result = {
+        "functionResponse": {"id": "call_1", "name": "weather", "response": {"output": "sunny"}}
+    }
+    turns = [
+        *first["contents"],
+        {"role": "model", "parts": [GEMINI_CALL]},
+        {"role": "user", "parts": [result]},
+    ]
+    log.call({**first, "contents": turns}, final)
+    return log
+
+
 FINALS = {
     "anthropic": (anthropic_session, claude_answer(text(FINAL))),
     "openai-chat": (chat_session, chat_answer(FINAL)),
     "responses": (responses_session, a_response(a_message("msg_2", a_text(FINAL)))),
+    "gemini": (gemini_session, gemini_answer({"text": FINAL})),
 }
 ASKING_AGAIN = {  # a last answer with text and a call of a tool that never ran
     "anthropic": claude_answer(text("One more."), tool_use("toolu_2"), stop="tool_use"),
     "openai-chat": chat_answer("One more.", tool_call("call_2")),
     "responses": a_response(a_message("msg_2", a_text("One more.")), function_call("call_2")),
+    "gemini": gemini_answer(
+        {"text": "One more."},
+        {"functionCall": {"id": "call_2", "name": "weather", "args": {"city": "Oslo"}}},
+    ),
 }
+TURNS = {"responses": "input", "gemini": "contents"}  # else "messages"
+ROLES = {"model": "assistant"}
 
 
 def last_turn(fmt: str, body: dict) -> tuple[str, str]:
     """(role, text) of the body's last turn; a Responses call item counts as the assistant's."""
-    turn = (body["input"] if fmt == "responses" else body["messages"])[-1]
+    turn = body[TURNS.get(fmt, "messages")][-1]
     if turn.get("type") == "function_call":
         return "assistant", ""
-    content = turn.get("content")
+    content = turn.get("parts") if fmt == "gemini" else turn.get("content")
     parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or []]
-    return turn["role"], "\n".join(parts)
+    return ROLES.get(turn["role"], turn["role"]), "\n".join(parts)
 
 
 def calls_in_last_turn(fmt: str, body: dict) -> int:
@@ -119,6 +160,8 @@ def calls_in_last_turn(fmt: str, body: dict) -> int:
         return sum(b["type"] == "tool_use" for b in body["messages"][-1]["content"])
     if fmt == "openai-chat":
         return len(body["messages"][-1].get("tool_calls") or [])
+    if fmt == "gemini":
+        return sum("functionCall" in p for p in body["contents"][-1]["parts"])
     return sum(item.get("type") == "function_call" for item in body["input"][-2:])
 
 
@@ -178,8 +221,8 @@ def test_tool_calls_that_never_ran_are_kept_as_they_stand_and_left_out_before_a_
     ready = export_conversation(events, fmt, prompt="Go on.")
     assert last_turn(fmt, ready.body) == ("user", "Go on.")
     assert "the last answer's tool calls (weather): never run" in ready.left_out
-    turns = ready.body["input"] if fmt == "responses" else ready.body["messages"]
-    before = {"input": turns[:-1], "messages": turns[:-1]}
+    turns = ready.body[TURNS.get(fmt, "messages")]
+    before = {"input": turns[:-1], "messages": turns[:-1], "contents": turns[:-1]}
     assert last_turn(fmt, before) == ("assistant", "One more.")  # its text stays, not its call
     read = accepted(fmt, ready.body)
     assert read.turns == 2 and read.results == []
