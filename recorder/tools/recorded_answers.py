@@ -9,10 +9,13 @@ answer; when the recording holds several answers for one signature (an agent tha
 the same thing twice), they are served in recorded order, the last one again once they
 run out.
 
-Indexed: each client call (exchange) of a known API whose first request body
-is JSON and whose answer came back whole from the vendor it was sent to. Calls
-that failed over are left out: the client got a translated answer that the log
-does not hold byte for byte.
+Indexed: each client call (exchange) of a known API whose first request body is JSON and
+whose answer came back whole. A call that failed over is answered as its client got it:
+the answer of the target that served it, translated into the client's API again by the
+failover routes (`recorder.vendors.routes`: the same translation, so the same text, tool
+calls and finish; the ids an answer is given anew may differ). Left out: a stream taplog
+continued on another target (spliced from two answers), and a call whose failover
+served no whole answer.
 
 Pure: reads the files through `recorder.store.reader`, no I/O beyond that.
 """
@@ -20,19 +23,28 @@ Pure: reads the files through `recorder.store.reader`, no I/O beyond that.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from taplog.recorder.bodies import decode_body
+from taplog.recorder.bodies import decode_body, parse_json
 from taplog.recorder.events import FAILOVER, LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.redaction import matches_redacted, rules_found
 from taplog.recorder.store.lognames import session_name
 from taplog.recorder.store.reader import read_all, read_events
-from taplog.recorder.vendors.apis import API_MODULES, api_ending, endpoint, requested
+from taplog.recorder.vendors.apis import (
+    API_MODULES,
+    api_ending,
+    endpoint,
+    requested,
+    streams_sse,
+)
 from taplog.recorder.vendors.reruns import IgnoredField, rerun_view
+from taplog.recorder.vendors.routes import Options, answer_context, route_for
+from taplog.recorder.vendors.sse import parse_block
+from taplog.recorder.vendors.translation import Untranslatable
 
 REPLAYED_APIS = tuple(API_MODULES)
 # Answer headers that describe the original connection, not the answer.
@@ -160,11 +172,15 @@ def recorded_calls(session: str, events: list[Event]) -> list[Recorded]:
     calls = []
     for exchange, request in requests.items():
         answer = answers.get(exchange)
-        if answer is None or exchange in failed_over or not _whole(answer):
+        if answer is None or not _whole(answer) or request.get("body") is None:
             continue
-        if request.get("body") is None:
-            continue
-        calls.append(_recorded(session, request, answer))
+        if exchange in failed_over and (answer.get("status") != 200 or answer.get("rescue")):
+            continue  # the client got an error of taplog's, or a splice of two answers
+        recorded = _recorded(session, request, answer)
+        if answer.get("api") != request["api"]:
+            recorded = _as_the_client_got_it(recorded, request, answer)
+        if recorded is not None:
+            calls.append(recorded)
     return calls
 
 
@@ -196,6 +212,41 @@ def _recorded(session: str, request: Event, answer: Event) -> Recorded:
         sse=sse,
         redacted=rules_found(body.decode("utf-8", "replace")),
     )
+
+
+def _as_the_client_got_it(recorded: Recorded, request: Event, answer: Event) -> Recorded | None:
+    """A failed-over call's answer translated into the client's API, as the client got
+    it; None when the routes cannot say (no route, a request they now refuse)."""
+    client_api, served_api = request["api"], answer.get("api") or ""
+    route = route_for(client_api, served_api)
+    body = request["body"]
+    if route is None or not isinstance(body, dict):
+        return None
+    path = request.get("path") or ""
+    model = str(answer.get("model") or "")
+    try:
+        options = Options(model, leave_out=True, stream=recorded.sse is not None)
+        translation = route.request(body, options)
+    except Untranslatable:
+        return None
+    context = answer_context(body, model, translation, sse=streams_sse(client_api, path))
+    if recorded.sse is None:
+        translated = orjson.dumps(route.answer(parse_json(recorded.body), context))
+        headers = {"content-type": "application/json"}
+        return replace(recorded, headers=headers, body=translated)
+    stream = route.stream(context)
+    events = []
+    for t_ms, raw in recorded.sse:
+        event = parse_block(raw)
+        try:
+            out = b"".join(stream.feed(event)) if event is not None else b""
+        except ValueError:  # an event the translation cannot read: the call is not replayed
+            return None
+        if out:
+            events.append((t_ms, out))
+    content_type = "text/event-stream" if context.sse else "application/json"
+    sent = b"".join(raw for _, raw in events)
+    return replace(recorded, headers={"content-type": content_type}, body=sent, sse=events)
 
 
 def _raw(entry: dict[str, Any]) -> bytes:

@@ -1,7 +1,8 @@
 """A Claude Code run, a Codex run and a Gemini CLI run, recorded through taplog, replayed
 offline with the real CLIs: run again from another working directory and home, every
 call is answered from the recording (the vendor hears nothing), in strict mode and in
-record-missing, which then has nothing new to learn."""
+record-missing, which then has nothing new to learn; a run recorded through an outage of
+its vendor replays as its CLI got it."""
 
 from __future__ import annotations
 
@@ -32,12 +33,17 @@ CLIENTS = {
     "codex": ("openai", _codex),
     "gemini-cli": ("gemini", _gemini),
 }
+OUTAGE_RULES = {  # the docs' quick set-up: each CLI's vendor to another
+    "claude-code": "claude-*=openai:gpt-4.1",
+    "codex": "gpt-*=anthropic:claude-sonnet-4-5",
+    "gemini-cli": "gemini-*=anthropic:claude-sonnet-4-6",
+}
 
 
-def _recorded(servers, vendors, tmp_path, client: str):
+def _recorded(servers, vendors, tmp_path, client: str, *fallback: str):
     """A first run through taplog against the fake vendor: its data dir, its answer."""
     vendor, run = CLIENTS[client]
-    proxy = proxy_for(servers, vendors, tmp_path / "data")
+    proxy = proxy_for(servers, vendors, tmp_path / "data", *fallback)
     answer = run(proxy.url, tmp_path / "first")
     assert "taplog-ok" in answer
     proxy.wait_for(lambda s: any(e["type"] == "tool.post" for ev in s.values() for e in ev))
@@ -77,3 +83,22 @@ def test_record_missing_learns_nothing_new_from_a_rerun(servers, vendors, tmp_pa
 
     assert CLIENTS[client][1](cassette.url, tmp_path / "rerun") == answer
     assert len(vendor.requests) == heard and cassette.sessions() == {}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_run_recorded_through_an_outage_replays_as_the_cli_got_it(
+    servers, vendors, tmp_path, client, caplog
+):
+    own = getattr(vendors, CLIENTS[client][0])
+    own.down = {"status": "503"}
+    data, answer, _ = _recorded(servers, vendors, tmp_path, client, OUTAGE_RULES[client])
+    heard = [len(v.requests) for v in (vendors.openai, vendors.anthropic, vendors.gemini)]
+    caplog.set_level("INFO", logger="taplog")
+
+    replayed = CLIENTS[client][1](serve_replay(servers, data), tmp_path / "elsewhere")
+
+    said = [r.getMessage() for r in caplog.records if r.name == "taplog"]
+    assert not [m for m in said if m.startswith("replay miss")], said
+    assert len([m for m in said if m.startswith("replay hit")]) >= 2
+    assert replayed == answer
+    assert [len(v.requests) for v in (vendors.openai, vendors.anthropic, vendors.gemini)] == heard

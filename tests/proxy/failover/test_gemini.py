@@ -15,7 +15,7 @@ from taplog.proxy.keys import BREAKERS
 from taplog.recorder.vendors.gemini.thoughts import SKIP_VALIDATION
 from tests.fakes.agents import AGENTS, GEMINI_MODEL, PLAN, TOOL_NAMES, gemini_agent
 from tests.fakes.clients import anthropic_at, gemini_at, openai_at
-from tests.fakes.harness import model_requests
+from tests.fakes.harness import model_requests, serve_replay
 from tests.fakes.keys import (
     ANTHROPIC_FALLBACK_KEY,
     GEMINI_FALLBACK_KEY,
@@ -123,6 +123,26 @@ def test_claude_and_openai_agents_are_served_by_gemini_while_their_vendor_is_dow
         assert all(base64.b64decode(s) for s in signed)
     else:
         assert set(signed) == {SKIP_VALIDATION}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_a_run_recorded_through_an_outage_replays_as_its_client_got_it(
+    servers, vendors, tmp_path, stream, caplog
+):
+    taplog = vendors.proxy(servers, tmp_path / "data", _rules(("gemini-*", TARGETS["openai"])))
+    vendors.gemini.down = {"status": "503"}
+    texts = gemini_agent(gemini_at(taplog.url), stream)
+    _events(taplog, 8)
+    heard = [len(v.requests) for v in (vendors.gemini, vendors.openai, vendors.anthropic)]
+    caplog.set_level("INFO", logger="taplog")
+
+    replayed = gemini_agent(gemini_at(serve_replay(servers, taplog.data_dir)), stream)
+
+    assert replayed == texts
+    said = [r.getMessage() for r in caplog.records if r.name == "taplog"]
+    assert sum(m.startswith("replay hit") for m in said) == 8
+    assert not [m for m in said if m.startswith("replay miss")]
+    assert [len(v.requests) for v in (vendors.gemini, vendors.openai, vendors.anthropic)] == heard
 
 
 def test_claude_back_after_gemini_served_a_tool_loop_gets_no_thinking_it_did_not_sign(

@@ -12,6 +12,7 @@ from tests import FIXTURES
 
 CLAUDE_CODE = (FIXTURES / "claude_code_2.1.197_messages.json").read_bytes()
 CODEX = (FIXTURES / "codex_0.171.0_responses.json").read_bytes()
+GEMINI_CLI = (FIXTURES / "gemini_cli_0.61.0_generate.json").read_bytes()
 
 
 def _signed(api: str, raw: bytes, *ignored: str) -> str:
@@ -81,6 +82,24 @@ def test_codex_shell_output_is_the_same_whatever_its_chunk_id_and_wall_time():
     first = rerun_view("openai.responses", output("3b753e", "0.0012"))
     assert first == rerun_view("openai.responses", output("9f01aa", "0.0409"))
     assert first != rerun_view("openai.responses", {**output("3b753e", "0"), "model": "o3"})
+
+
+def test_gemini_cli_run_from_another_directory_and_home_on_another_day_is_a_rerun():
+    """Its session context names the workspace, its home (the project's temporary
+    directory), the date; its shell names the process group; the id of a call that came
+    without one is made from the clock."""
+    call_id = orjson.loads(GEMINI_CLI)["body"]["contents"][1]["parts"][0]["functionCall"]["id"]
+    rerun = _rerun(
+        GEMINI_CLI,
+        ("/tmp/cap/work", "/home/ana/src/work"),
+        ("/tmp/cap/home", "/home/ana"),
+        ("Saturday, December 5, 2026", "Monday, January 11, 2027"),
+        ("Process Group PGID: 8502", "Process Group PGID: 9137"),
+        (call_id, call_id.replace("_17", "_18")),
+    )
+    assert _signed("gemini.generate", rerun) == _signed("gemini.generate", GEMINI_CLI)
+    asked_else = _rerun(GEMINI_CLI, ("then report what it printed", "then report nothing"))
+    assert _signed("gemini.generate", asked_else) != _signed("gemini.generate", GEMINI_CLI)
 
 
 def test_the_fields_a_user_names_are_set_aside():
