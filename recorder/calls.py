@@ -34,7 +34,7 @@ from taplog.recorder.secrets_by_value import Secrets, scrub, scrub_fields
 from taplog.recorder.store.blobs import BlobStore
 from taplog.recorder.store.stream_fields import Chunk, stream_body, stream_fields
 from taplog.recorder.store.writer import SessionState
-from taplog.recorder.vendors.apis import api_module, requested
+from taplog.recorder.vendors.apis import api_module, one_answer, requested
 
 log = logging.getLogger("taplog.recorder")
 
@@ -194,7 +194,7 @@ class LlmResponse:
             if redaction:
                 raw, parsed = redaction.body(raw, parse_json(raw))
             self.event.update(encode_body(raw, parsed))
-            body = self.event.get("body")
+            body = one_answer(self.api, self.event.get("body"))
         if module is None or not isinstance(body, dict) or self.status != 200:
             return (self.event,)
         self.event.update(self._summary(module, body))
@@ -304,7 +304,8 @@ class CallAnswer:
         if module is None or not self.client_bytes:
             return None
         data = self.client_bytes
-        body = parse_json(data) if data.lstrip()[:1] == b"{" else stream_body(module, data)
+        whole = data.lstrip()[:1] in (b"{", b"[")  # an object, or Gemini's JSON array
+        body = one_answer(self.api, parse_json(data)) if whole else stream_body(module, data)
         return module.summarize(body).finish_reason if isinstance(body, dict) else None
 
 

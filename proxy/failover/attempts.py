@@ -30,7 +30,7 @@ from taplog.proxy.failover.rules import Target
 from taplog.proxy.upstream import request_headers
 from taplog.recorder import __version__
 from taplog.recorder.vendors.anthropic.thinking import without_gemini_thinking
-from taplog.recorder.vendors.apis import api_url, endpoint, requested, served_api
+from taplog.recorder.vendors.apis import api_url, endpoint, requested, served_api, streams_sse
 from taplog.recorder.vendors.errors import spend_limit
 from taplog.recorder.vendors.openai_responses.chaining import needs_unchaining, unchained
 from taplog.recorder.vendors.routes import Options, route_for
@@ -57,8 +57,9 @@ class Attempt:
 
     @property
     def stream(self) -> bool:
-        """Whether it asks for a stream: in its body, or in its URL (Gemini's method)."""
-        return requested(self.api, self.url, self.parsed)[1]
+        """Whether it asks for an SSE stream: in its body, or in its URL (Gemini's method;
+        without `alt=sse` its stream is one JSON array, a body like any other)."""
+        return requested(self.api, self.url, self.parsed)[1] and streams_sse(self.api, self.url)
 
 
 def as_sent(

@@ -227,6 +227,15 @@ def with_model(api: str, body: dict[str, Any], model: str) -> dict[str, Any]:
     return body if module is not None and module.API_METHODS else {**body, "model": model}
 
 
+def one_answer(api: str, body: Any) -> Any:
+    """An answer's body as one object: a Gemini stream sent as one JSON array (no
+    `alt=sse`) folded as its SSE twin would be; any other body as it is."""
+    module = ENDPOINTS.get(api)
+    if isinstance(body, list) and module is not None and module.API_METHODS:
+        return API_MODULES[api].folded(body)
+    return body
+
+
 def upstream_path(provider: str, path: str) -> str:
     """A client's path as it goes after the provider's base URL: without the version the
     client gave it, behind the provider's prefix; or as it came, for a provider whose

@@ -10,8 +10,8 @@ that every byte the proxy sees is known in advance. One app serves every vendor:
     GET  /v1/models             OpenAI model list, 2 models  (Bearer auth)
     POST /v1/messages           Anthropic Messages           (x-api-key or Bearer)
     POST /v1/messages/count_tokens                           (x-api-key or Bearer)
-    POST /v1beta/models/{model}:generateContent, :streamGenerateContent (SSE, CRLF), and
-         the same under /v1     Gemini                       (x-goog-api-key or ?key=)
+    POST /v1beta/models/{model}:generateContent, :streamGenerateContent (SSE, CRLF, with
+         ?alt=sse; else one JSON array), the same under /v1  Gemini  (x-goog-api-key or ?key=)
     POST /v1beta/models/{model}:countTokens, GET /v1beta/models[/{model}]       (the same)
 
 The answer is `"Echo: " + <last user text without directives>`, steered by
@@ -1136,6 +1136,19 @@ class Gemini:
 
 # ------------------------------------------------------------------ HTTP
 
+SSE = "text/event-stream; charset=utf-8"
+JSON = "application/json; charset=UTF-8"
+
+
+def _json_array(events: list[bytes]) -> list[bytes]:
+    """Gemini's stream without `alt=sse`: the events' data as one JSON array, an element
+    a write (`[` opens the first, `,` leads the others, `]` closes the last)."""
+    data = [event.partition(b"data: ")[2].strip() for event in events]
+    pieces = [(b"[" if k == 0 else b",\r\n") + chunk for k, chunk in enumerate(data)]
+    pieces[-1] += b"]"
+    return pieces
+
+
 Api = Chat | Responses | Anthropic | Gemini
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -1278,6 +1291,8 @@ class FakeVendor:
                 events = [*events[:2], api.inband_error(answer, 2)]
             if "error_first" in d:  # a 200 stream whose very first event is an error
                 events = [api.inband_error(answer, 0)]
+            if isinstance(api, Gemini) and request.query.get("alt") != "sse":
+                return await self._stream(request, index, _json_array(events), reply, d, JSON)
             return await self._stream(request, index, events, reply, d)
 
         async def counted(request: web.Request) -> web.StreamResponse:
@@ -1334,19 +1349,17 @@ class FakeVendor:
         events: list[bytes],
         headers: dict[str, str],
         d: Mapping[str, str],
+        content_type: str = SSE,
     ) -> web.StreamResponse:
-        """SSE, one write per event, so the client sees the vendor's chunk boundaries.
+        """SSE, one write per event, so the client sees the vendor's chunk boundaries
+        (or a Gemini stream's JSON array, one write per element).
 
         A cut (`!cut=N` events, `!cut_at=B` bytes) ends as `!cut_how` says: `close` (the
         connection, mid-chunked-body; the default), `reset` (a TCP RST), `eof` (a clean
         end of the body), `stall` (silence until the client leaves). `!unframed` sends
         the stream HTTP/1.0 style, delimited only by the connection closing.
         """
-        wire_headers = {
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache",
-            **headers,
-        }
+        wire_headers = {"Content-Type": content_type, "Cache-Control": "no-cache", **headers}
         if "no_end" in d:  # a clean end of the body, but without the end marker
             events = events[:-1]
         if "malformed" in d and int(_num(d, "malformed")) < len(events):

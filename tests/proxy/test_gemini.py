@@ -14,6 +14,7 @@ import orjson
 import pytest
 from google.genai import errors as genai_errors
 
+from taplog.proxy.failover.rules import load_fallbacks
 from taplog.recorder.secrets import fingerprint
 from tests.disk import readable
 from tests.fakes.clients import gemini_at, sql_rows
@@ -213,3 +214,45 @@ def test_gemini_calls_are_read_as_llm_calls_with_tokens_and_cost(three, gemini, 
     if sent is not None:  # what the vendor said is what was recorded
         usage = sent["usageMetadata"]
         assert outputs == usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+
+
+@pytest.mark.parametrize("rule", [False, True], ids=["no-rule", "rule"])
+def test_a_stream_without_alt_sse_is_the_json_array_gemini_sent_and_is_read_as_one_answer(
+    servers, vendors, gemini, tmp_path, rule
+):
+    """Google's REST way (no `alt=sse`): one JSON array, sent on as it came (with a rule
+    too: it is no broken SSE stream), recorded with its tokens and finish reason."""
+    rules = {"fallback": [{"model": "gemini-*", "to": ["anthropic:claude-sonnet-4-6"]}]}
+    taplog = start_taplog(
+        servers,
+        tmp_path / "data",
+        load_fallbacks(
+            f"{vendors.openai.url}/v1", vendors.anthropic.url, rules if rule else {}, (), gemini.url
+        ),
+        openai_base=f"{vendors.openai.url}/v1",
+        anthropic_base=vendors.anthropic.url,
+        gemini_base=gemini.url,
+    )
+    body = {"contents": [{"role": "user", "parts": [{"text": "In pieces !events=3 !thinking"}]}]}
+    answer = httpx.post(
+        f"{taplog.url}/v1beta/models/{MODEL}:streamGenerateContent",
+        json=body,
+        headers={"x-goog-api-key": GEMINI_KEY},
+    )
+    assert answer.status_code == 200 and answer.content == gemini.sent[-1]
+    chunks = answer.json()
+    assert len(chunks) > 3 and chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    assert vendors.anthropic.requests == []
+    taplog.wait_responses(1)
+    (row,) = sql_rows(
+        taplog.data_dir,
+        "SELECT api, stream, finish_reason, input_tokens, output_tokens, "
+        "reasoning_output_tokens AS reasoning FROM llm_calls",
+    )
+    usage = chunks[-1]["usageMetadata"]
+    assert (row["api"], row["finish_reason"], row["input_tokens"]) == (
+        "gemini.generate",
+        "STOP",
+        usage["promptTokenCount"],
+    )
+    assert row["output_tokens"] == usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]

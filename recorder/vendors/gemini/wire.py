@@ -62,11 +62,21 @@ def reassemble(events: Iterable[SseEvent], longer_than: int | None = None) -> Re
     `thoughtSignature`, which stays on the part it came on), the last finish reason,
     usage and model version. `longer_than`: texts at least this long stay in pieces
     (`recorder.vendors.sse.Text`) for the caller to write in slices."""
+    result = Reassembled(None, complete=False, error=None)
+    return _folded(_chunks(events, result), result, longer_than)
+
+
+def folded(chunks: list[Any]) -> dict | None:
+    """A stream sent as one JSON array (no `alt=sse`) folded as its SSE twin would be."""
+    result = Reassembled(None, complete=False, error=None)
+    return _folded((c for c in chunks if isinstance(c, dict)), result, None).body
+
+
+def _folded(chunks: Iterable[dict], result: Reassembled, longer_than: int | None) -> Reassembled:
     pieces = Pieces()
     candidates: dict[int, _Candidate] = {}
     top: dict[str, Any] = {}
-    result = Reassembled(None, complete=False, error=None)
-    for data in _chunks(events, result):
+    for data in chunks:
         if isinstance(data.get("error"), dict):
             result.error = data
             continue
