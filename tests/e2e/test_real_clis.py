@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
+from taplog.recorder.store.lognames import log_path
 from taplog.recorder.toolevents import epoch
 from taplog.recorder.verify import verify
 from tests.fakes.clis import (
@@ -22,7 +23,7 @@ from tests.fakes.clis import (
     run_codex,
     run_gemini,
 )
-from tests.fakes.harness import serve_on_fake, start_on_fake
+from tests.fakes.harness import serve_on_fake, serve_replay, start_on_fake
 from tests.fakes.keys import GEMINI_KEY
 
 pytestmark = pytest.mark.slow
@@ -190,8 +191,9 @@ def test_a_codex_command_that_fails_is_recorded_and_shown_as_failed(servers, ven
     assert "  → ERROR [exit 2] ls: cannot access '/taplog-nonexistent'" in "\n".join(chat)
 
 
-def test_the_three_clis_work_through_serve_with_workers(fake, tmp_path):
-    """`taplog serve --workers 2`, as a user starts it: the recorder in a process of its own."""
+def test_the_three_clis_work_through_serve_with_workers(servers, fake, tmp_path):
+    """`taplog serve --workers 2`, as a user starts it: the recorder in a process of its own.
+    The Gemini CLI's run replays from another directory, every call a hit."""
     served = serve_on_fake(fake, tmp_path / "data", "--workers", "2")
     try:
         assert "taplog-ok" in run_claude(served.url, tmp_path / "claude")["result"]
@@ -201,6 +203,10 @@ def test_the_three_clis_work_through_serve_with_workers(fake, tmp_path):
     finally:
         code, err = served.stop()
     assert code == 0, err
+    heard = len(fake.requests)
+    cassette = serve_replay(servers, log_path(tmp_path / "data" / "sessions", "gemini-cli"))
+    assert run_gemini(cassette, tmp_path / "gemini-again")["response"] == gemini["response"]
+    assert len(fake.requests) == heard
     reports = verify(tmp_path / "data")
     assert len(reports) == 3 and all(report.ok for report in reports)
     data = ["--data-dir", str(tmp_path / "data"), "--format", "jsonl"]

@@ -1059,11 +1059,17 @@ class Gemini:
         return None
 
     def transcript(self, body: Json) -> Transcript:
+        """Model contents in a row are one turn: the SDKs keep each streamed chunk of an
+        answer as a content of its own."""
         tr = Transcript()
+        role_before = None
         for content in body["contents"]:
             parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
-            if content.get("role") == "model":
-                tr.turns, tr.results = tr.turns + 1, []
+            role, in_a_row = content.get("role"), content.get("role") == role_before
+            role_before = role
+            if role == "model":
+                tr.turns += not in_a_row
+                tr.results = []
                 continue
             tr.results += [
                 _function_result(p["functionResponse"].get("response"))

@@ -17,6 +17,7 @@ from google.genai import errors as genai_errors
 from taplog.proxy.failover.rules import load_fallbacks
 from taplog.recorder.secrets import fingerprint
 from tests.disk import readable
+from tests.fakes.agents import GEMINI_MODEL, gemini_agent
 from tests.fakes.clients import gemini_at, sql_rows
 from tests.fakes.harness import Taplog, Vendors, serve_fake, start_taplog
 from tests.fakes.keys import GEMINI_KEY, key_traces
@@ -256,3 +257,24 @@ def test_a_stream_without_alt_sse_is_the_json_array_gemini_sent_and_is_read_as_o
         usage["promptTokenCount"],
     )
     assert row["output_tokens"] == usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_sdk_s_tool_loop_reaches_gemini_as_it_came_and_is_recorded_paired(
+    three, gemini, stream, asynchronous
+):
+    texts = gemini_agent(gemini_at(three.url), stream, asynchronous)
+    assert texts[:3] == ["", "", "Echo: Plan my trip to Paris."]
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    assert {f"{r.path}?{r.query}".rstrip("?") for r in gemini.requests} == {
+        f"/v1/models/{GEMINI_MODEL}:{method}"  # the Python SDK's own version
+    }
+    assert len(gemini.requests) == 8
+    sessions = three.wait_responses(8)
+    (events,) = sessions.values()
+    pres = [e for e in events if e["type"] == "tool.pre"]
+    posts = [e for e in events if e["type"] == "tool.post"]
+    assert [p["name"] for p in pres] == ["get_weather", "get_time", "read_file"]
+    assert {p["call_id"] for p in posts} == {p["call_id"] for p in pres}
+    assert [p["is_error"] for p in posts] == [False, False, True]  # read_file failed

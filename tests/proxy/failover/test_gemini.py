@@ -14,7 +14,7 @@ import pytest
 from taplog.proxy.keys import BREAKERS
 from taplog.recorder.vendors.gemini.thoughts import SKIP_VALIDATION
 from tests.fakes.agents import AGENTS, GEMINI_MODEL, PLAN, TOOL_NAMES, gemini_agent
-from tests.fakes.clients import anthropic_at, gemini_at, openai_at
+from tests.fakes.clients import STORY_ANSWER, anthropic_at, ask_sdk, gemini_at, openai_at
 from tests.fakes.harness import model_requests, serve_replay
 from tests.fakes.keys import (
     ANTHROPIC_FALLBACK_KEY,
@@ -143,6 +143,26 @@ def test_a_run_recorded_through_an_outage_replays_as_its_client_got_it(
     assert sum(m.startswith("replay hit") for m in said) == 8
     assert not [m for m in said if m.startswith("replay miss")]
     assert [len(v.requests) for v in (vendors.gemini, vendors.openai, vendors.anthropic)] == heard
+
+
+def test_a_stream_gemini_breaks_for_a_claude_client_is_continued_into_one_whole_answer(
+    servers, vendors, tmp_path
+):
+    """Gemini serves an Anthropic client while Claude is down, breaks off mid-stream, and
+    the next target continues the answer: the client gets one whole answer, never a
+    passage twice, as between OpenAI and Anthropic."""
+    rule = {"model": "claude-*", "to": [f"gemini:{GEMINI_MODEL}", "openai:gpt-4.1"], **QUICK}
+    taplog = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.anthropic.down = {"status": "503"}
+    vendors.gemini.down = {"cut": "3"}
+
+    got = ask_sdk(taplog.url, "anthropic.messages", stream=True)
+
+    assert (got.error, got.text) == (None, STORY_ANSWER)
+    answers = [e for e in _events(taplog, 1) if e["type"] == "llm.response"]
+    tried = [(a["provider"], a["outcome"]) for a in answers]
+    assert ("gemini", "upstream_cut") in tried and tried[-1] == ("openai", "ok")
+    assert answers[-1]["rescue"]["verdict"] in ("continued", "trimmed")  # Claude is still down
 
 
 def test_claude_back_after_gemini_served_a_tool_loop_gets_no_thinking_it_did_not_sign(
