@@ -101,10 +101,13 @@ async def _recorder(app: web.Application) -> AsyncIterator[None]:
     tracing = start_tracing(settings, recorder, app[METRICS])
     recorder.start()
     app[RECORDER] = recorder
+    shipper = start_shipping(settings, app[METRICS])
     try:
         yield
     finally:
         await asyncio.to_thread(recorder.close)
+        if shipper is not None:  # once the last line is written: the last round ships it
+            await asyncio.to_thread(shipper.finish, settings.shutdown_grace)
         if reports is not None:
             await asyncio.to_thread(reports.stop)
         if tracing is not None:
@@ -197,15 +200,6 @@ async def _retention(app: web.Application) -> AsyncIterator[None]:
     yield
     if timer is not None:
         await asyncio.to_thread(timer.stop)
-
-
-async def _shipping(app: web.Application) -> AsyncIterator[None]:
-    """Ship closed sessions to the fleet's object store on a thread of its own, where the
-    recorder runs (a worker leaves it to the recorder process)."""
-    shipper = None if RECORDER_SOCKET in app else start_shipping(app[SETTINGS], app[METRICS])
-    yield
-    if shipper is not None:
-        await asyncio.to_thread(shipper.stop)
 
 
 async def _services(app: web.Application) -> None:
@@ -328,7 +322,6 @@ def create_app(
     app.cleanup_ctx.append(_coordination)
     app.cleanup_ctx.append(_compactor)
     app.cleanup_ctx.append(_retention)
-    app.cleanup_ctx.append(_shipping)
     app.on_startup.append(_services)  # runs after the cleanup contexts have started
     app.on_shutdown.append(_mark_stopping)
     app.on_response_prepare.append(stream_tracker(app_metrics))

@@ -122,6 +122,16 @@ def _replay_source(value: str) -> None:
         raise ValueError("must be an existing data dir or session file (empty: no replay)")
 
 
+MIN_SHIP_AFTER_MINUTES = 0.01  # 0.6 s: tests ship that soon; a user means minutes
+
+
+def _ship_after(minutes: float) -> None:
+    if minutes < MIN_SHIP_AFTER_MINUTES:
+        raise ValueError(
+            f"must be at least {MIN_SHIP_AFTER_MINUTES} (a session idle that long is closed)"
+        )
+
+
 def _ship_to(value: str) -> None:
     if value:
         parse_location(value)
@@ -307,8 +317,9 @@ class Settings:
     )
     ship_after_minutes: float = setting(
         10.0,
-        "With ship_to, ship sessions idle this long (a session that grows again is shipped again).",
-        _positive,
+        "With ship_to, ship sessions idle this long (a session that grows again is shipped "
+        f"again); at least {MIN_SHIP_AFTER_MINUTES}, a round at most once a second.",
+        _ship_after,
     )
     log_format: str = setting(
         "text",

@@ -449,12 +449,13 @@ def _recorder_families(recorder: Recorder) -> Iterator[Metric]:
 def _shipping_families(stats: ShipStats) -> Iterator[Metric]:
     yield GaugeMetricFamily(
         "taplog_ship_backlog_objects",
-        "Objects of the last shipping round not yet in the store (0: nothing waiting).",
+        "Objects not yet in the store: every session log not shipped as it stands, due or "
+        "not, and a manifest (during a round, its files). 0: nothing waiting.",
         value=stats.backlog_objects,
     )
     yield GaugeMetricFamily(
         "taplog_ship_backlog_bytes",
-        "Bytes of the last shipping round not yet in the store.",
+        "Bytes not yet in the store (as taplog_ship_backlog_objects counts them).",
         value=stats.backlog_bytes,
     )
     yield CounterMetricFamily(

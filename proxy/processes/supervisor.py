@@ -66,7 +66,7 @@ log = logging.getLogger("taplog")
 
 READY_SECONDS = 30.0  # a child not ready by then failed to start
 RESTART_PAUSE = 1.0  # at least this long between two starts of one child
-RECORDER_STOP_SECONDS = 60.0
+RECORDER_STOP_SECONDS = 60.0  # to write what it holds; shipping's last round gets the grace more
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1  # prctl(2)
 _fork = multiprocessing.get_context("fork")
 
@@ -153,7 +153,7 @@ class _Family:
             worker.terminate()
         for worker in self.workers:
             worker.stop(self.settings.shutdown_grace + 5)
-        self.recorder.stop(RECORDER_STOP_SECONDS)
+        self.recorder.stop(RECORDER_STOP_SECONDS + self.settings.shutdown_grace)
         self._stop.restore()
 
 
@@ -323,11 +323,11 @@ def _recorder_main(launch: _Launch, told: Connection) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
     told.send(True)
     service.serve()
-    if shipper is not None:
-        shipper.stop()
     if retention is not None:
         retention.stop()
     recorder.close()
+    if shipper is not None:  # once the last line is written: the last round ships it
+        shipper.finish(settings.shutdown_grace)
     if reports is not None:
         reports.stop()
     if tracing is not None:

@@ -15,8 +15,13 @@ on the writer thread, so a slow or absent store costs no call anything):
 
 A round that fails leaves the state as it was; the next starts again, and what it had
 uploaded is found in the store (412) and verified, never written twice. While the store
-is unreachable, rounds only probe it, and the backlog counts the due logs and a manifest
-(a staged round counts its Parquet files and blobs too). The session
+is unreachable, rounds only probe it. The backlog counts every log not shipped as it
+stands, due or not, and a manifest (a staged round counts its Parquet files and blobs).
+
+The first round runs at once and takes every log written before the shipper started,
+idle or not: an instance stopped, or killed with its disk kept, ships what it left as
+soon as it starts again. On a stop (`finish`) a last round ships every log as it stands,
+within a deadline; what is left is logged, and ships at the next start. The session
 logs are never changed or deleted: shipping copies. A manifest of this instance's
 sequence that another data dir wrote stops shipping (two data dirs under one instance
 name would hide each other's sessions), loudly.
@@ -56,6 +61,8 @@ log = logging.getLogger("taplog.shipping")
 SHIPPING_DIR = "shipping"
 STATE_FORMAT = 1
 MAX_ROUND_SECONDS = 30.0
+MIN_ROUND_SECONDS = 1.0  # however short the idle time: a round costs a look at every log
+COUNT_SECONDS = 5.0  # how often the backlog is counted between rounds
 
 
 @dataclass
@@ -101,16 +108,20 @@ class Shipper:
     ) -> None:
         self.data_dir, self.location, self.instance = data_dir, location, instance
         self.idle_seconds = idle_seconds
-        self.every = min(MAX_ROUND_SECONDS, idle_seconds)
+        self.every = max(MIN_ROUND_SECONDS, min(MAX_ROUND_SECONDS, idle_seconds))
         self.stats = ShipStats()
         self._folder = data_dir / SHIPPING_DIR
         self._store: Store | None = None
         self._state: _State | None = None
         self._stop = threading.Event()
+        self._stopped = False  # no round after `StopShipping`
+        self._round = threading.Lock()  # one round at a time: they share the outbox
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="taplog-shipper", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(time.time(),), name="taplog-shipper", daemon=True
+        )
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -119,30 +130,80 @@ class Shipper:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.ship_once()
-            except StopShipping as exc:
-                log.error("shipping to %s stopped: %s", self.location, exc)
-                return
-            except StoreError as exc:
-                self.stats.failures += 1
-                if self.stats.reachable:
-                    log.warning("shipping to %s: %s; trying again", self.location, exc)
-                self.stats.reachable = False
-            except Exception:
-                self.stats.failures += 1
-                log.exception("a shipping round failed; the session logs are untouched")
+    def finish(self, within: float) -> list[str]:
+        """The last round, on a stop: every log as it stands, idle or not, within `within`
+        seconds (a round under way first finishes). What it could not ship is logged and
+        returned; it ships when taplog next starts on this data dir."""
+        self.stop(timeout=0)
+        done = threading.Event()
+        threading.Thread(
+            target=self._last_round, args=(done,), name="taplog-shipper-last", daemon=True
+        ).start()
+        if done.wait(within) and not self.stats.backlog_objects:
+            return []
+        left = sorted(self._unshipped(time.time()))
+        if left:
+            log.error(
+                "shipping to %s: %d sessions not shipped within %g s of the stop (%s); they "
+                "ship when taplog next starts on %s",
+                self.location,
+                len(left),
+                within,
+                ", ".join(left[:10]) + (", …" if len(left) > 10 else ""),
+                self.data_dir,
+            )
+        return left
 
-    def ship_once(self) -> list[str]:
-        """One round: the sessions it shipped (StoreError when the store failed it)."""
-        due = self._due()
+    def _last_round(self, done: threading.Event) -> None:
+        try:
+            self._ship(time.time())
+        finally:
+            done.set()
+
+    def _run(self, started: float) -> None:
+        until: float | None = started  # the first round: all that was there at the start
+        next_round = time.monotonic()
+        while not self._stopped:
+            if time.monotonic() >= next_round:
+                self._ship(until)
+                until, next_round = None, time.monotonic() + self.every
+            else:
+                self._count_backlog()  # between rounds too: what a stop now would ship
+            if self._stop.wait(min(self.every, COUNT_SECONDS)):
+                return
+
+    def _ship(self, until: float | None) -> None:
+        """A round, its failure told once and counted."""
+        if self._stopped:
+            return
+        try:
+            self.ship_once(until)
+        except StopShipping as exc:
+            self._stopped = True
+            log.error("shipping to %s stopped: %s", self.location, exc)
+        except StoreError as exc:
+            self.stats.failures += 1
+            if self.stats.reachable:
+                log.warning("shipping to %s: %s; trying again", self.location, exc)
+            self.stats.reachable = False
+        except Exception:
+            self.stats.failures += 1
+            log.exception("a shipping round failed; the session logs are untouched")
+
+    def ship_once(self, until: float | None = None) -> list[str]:
+        """One round: the sessions it shipped (StoreError when the store failed it). It
+        takes the logs last written before `until`, by default those idle for
+        `idle_seconds`."""
+        with self._round:
+            return self._round_of(time.time() - self.idle_seconds if until is None else until)
+
+    def _round_of(self, until: float) -> list[str]:
+        due = self._unshipped(until)
         if not due:
-            self.stats.backlog_objects = self.stats.backlog_bytes = 0
+            self._count_backlog()
             return []
         # until the round is staged (the store may not even answer), the logs and a manifest
-        self.stats.backlog_objects, self.stats.backlog_bytes = len(due) + 1, sum(due.values())
+        self._count_backlog()
         store = self._open()
         if not self.stats.reachable:
             store.check()  # only a probe while the store is away
@@ -151,6 +212,7 @@ class Shipper:
         state = self._state
         due = {s: size for s, size in due.items() if state.sessions.get(s, {}).get("size") != size}
         if not due:
+            self._count_backlog()
             return []
         uploads, entries = self._stage(due, state)
         self._backlog(uploads)
@@ -162,7 +224,9 @@ class Shipper:
             self._shipped(upload)
         self._commit(store, state, entries)
         shutil.rmtree(self._folder / "outbox", ignore_errors=True)
-        self.stats.last_shipped = time.time()
+        self._count_backlog()
+        if not self.stats.backlog_objects:
+            self.stats.last_shipped = time.time()
         return sorted(due)
 
     def _open(self) -> Store:
@@ -170,19 +234,28 @@ class Shipper:
             self._store = Store(self.location)
         return self._store
 
-    def _due(self) -> dict[str, int]:
-        """Sessions idle long enough, and their size; what the state already has is left out
-        once the state is known."""
-        horizon = time.time() - self.idle_seconds
+    def _unshipped(self, until: float = float("inf")) -> dict[str, int]:
+        """Sessions last written before `until` that are not shipped as they stand, and
+        their size; before the state is known, every one."""
         found = {}
         for path in session_logs(self.data_dir / "sessions"):
             if path.is_symlink():
                 continue
-            stat, session = path.stat(), session_name(path)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # pruned meanwhile
+                continue
+            session = session_name(path)
             known = self._state.sessions.get(session, {}) if self._state else {}
-            if stat.st_size and stat.st_mtime <= horizon and known.get("size") != stat.st_size:
+            if stat.st_size and stat.st_mtime <= until and known.get("size") != stat.st_size:
                 found[session] = stat.st_size
         return found
+
+    def _count_backlog(self) -> None:
+        """Every log not shipped as it stands, due or not, and a manifest to name them."""
+        waiting = self._unshipped()
+        self.stats.backlog_objects = len(waiting) + 1 if waiting else 0
+        self.stats.backlog_bytes = sum(waiting.values())
 
     def _backlog(self, uploads: list[_Upload]) -> None:
         self.stats.backlog_objects = len(uploads) + 1  # and the manifest
@@ -243,7 +316,6 @@ class Shipper:
             except Conflict:
                 seq = self._taken(store, key, state, seq)
         self.stats.uploads += 1
-        self.stats.backlog_objects = self.stats.backlog_bytes = 0
         blobs = {sha for entry in entries.values() for sha in entry.get("blobs", [])}
         state.seq, state.sessions, state.blobs = seq, sessions, state.blobs | blobs
         self._save_state(state)

@@ -7,6 +7,7 @@ everything else is as in production.
 
 from __future__ import annotations
 
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -194,3 +195,102 @@ def test_a_store_that_is_down_slows_no_call_and_its_backlog_drains_when_it_is_ba
         code, err = served.stop()
     assert code == 0, err
     assert seaweed.SECRET_KEY not in err and "trying again" in err
+
+
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["one-process", "workers"])
+def test_a_stopped_instance_ships_every_session_before_it_exits_so_a_lost_disk_loses_nothing(
+    fake, seaweed: SeaweedFS, tmp_path, workers
+):
+    """SIGTERM with 30 sessions that are not due yet (idle for 10 minutes, by default):
+    they are shipped before the exit, so the fleet counts them all once the data dir is
+    gone; the backlog counted them before."""
+    data = tmp_path / "a"
+    served = serve_on_fake(
+        fake,
+        data,
+        "--instance",
+        "a",
+        "--ship-to",
+        TO,
+        "--log-level",
+        "warning",
+        *workers,
+        env=taplog_env(**seaweed.env),
+    )
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(lambda k: _agent(served, f"s-{k}", 1), range(30)))
+        waiting = until(lambda: (m := _metrics(served))["taplog_ship_backlog_objects"] and m)
+        assert waiting["taplog_ship_backlog_objects"] == 31  # the logs, and a manifest
+        assert waiting["taplog_ship_backlog_bytes"] > 0
+    finally:
+        asked = time.monotonic()
+        code, err = served.stop()
+        took = time.monotonic() - asked
+    assert code == 0, err
+    print(f"\nSIGTERM to exit with 30 unshipped sessions ({' '.join(workers)}): {took:.2f} s")
+    shutil.rmtree(data)  # the disk goes with the container
+    [row] = _fleet_sql(
+        seaweed, tmp_path, "SELECT count(*) AS calls, count(DISTINCT session) AS n FROM llm_calls"
+    )
+    assert row == {"calls": 30, "n": 30}
+
+
+def test_an_instance_killed_with_its_disk_kept_ships_what_it_left_as_soon_as_it_starts(
+    fake, seaweed: SeaweedFS, tmp_path
+):
+    env = taplog_env(**seaweed.env)
+    args = ("--instance", "a", "--ship-to", TO, "--log-level", "warning")
+    served = serve_on_fake(fake, tmp_path / "a", *args, env=env)
+    for k in range(5):
+        _agent(served, f"k-{k}", 2)
+    served.process.kill()
+    served.process.communicate(timeout=20)
+    assert _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls") == [{"n": 0}]
+
+    again = serve_on_fake(fake, tmp_path / "a", *args, env=env)
+    started = time.monotonic()
+    try:
+        rows = until(
+            lambda: [
+                r
+                for r in _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls")
+                if r["n"] == 10
+            ],
+            seconds=30,
+        )
+        print(f"\nkilled, started again: in the fleet after {time.monotonic() - started:.1f} s")
+        assert rows
+    finally:
+        code, err = again.stop()
+    assert code == 0, err
+
+
+def test_a_stop_whose_last_round_cannot_ship_says_what_it_left_and_the_next_start_ships_it(
+    fake, seaweed: SeaweedFS, tmp_path
+):
+    env = taplog_env(**seaweed.env)
+    args = ("--instance", "a", "--ship-to", TO, "--log-level", "warning")
+    served = serve_on_fake(fake, tmp_path / "a", *args, "--shutdown-grace", "2", env=env)
+    for k in range(3):
+        _agent(served, f"left-{k}", 1)
+    seaweed.stop()
+    asked = time.monotonic()
+    code, err = served.stop()
+    took = time.monotonic() - asked
+    assert code == 0 and took < 10, (took, err)  # the grace, not the store's patience
+    assert "3 sessions not shipped within 2 s of the stop" in err
+    assert "they ship when taplog next starts on" in err
+
+    seaweed.start()
+    again = serve_on_fake(fake, tmp_path / "a", *args, env=env)
+    try:
+        assert until(
+            lambda: (
+                _fleet_sql(seaweed, tmp_path, "SELECT count(*) AS n FROM llm_calls") == [{"n": 3}]
+            ),
+            seconds=30,
+        )
+    finally:
+        code, err = again.stop()
+    assert code == 0, err

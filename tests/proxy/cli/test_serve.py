@@ -79,6 +79,8 @@ def test_a_second_serve_on_the_same_data_dir_is_refused(served, tmp_path):
         ([], {"TAPLOG_ANTHROPIC_BASE": "https://api.anthropic.com/#x"}, "TAPLOG_ANTHROPIC_BASE"),
         (["--host", "127.0.0.1\nx"], {}, "--host"),
         (["--replay-ignore", "tools,messages["], {}, "--replay-ignore"),
+        # a round every few milliseconds would burn a core idle (issue 33, item 4)
+        (["--ship-after-minutes", "0.0001"], {}, "--ship-after-minutes"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_option(tmp_path, args, env, named):
