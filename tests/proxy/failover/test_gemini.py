@@ -50,6 +50,33 @@ def _tool_events_paired(events: list[dict]) -> None:
     assert sorted(p["call_id"] for p in posts) == sorted(p["call_id"] for p in pres)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+def test_a_gemini_agent_is_served_through_openai_s_responses_api(
+    servers, vendors, tmp_path, stream
+):
+    """An OpenAI provider that serves other APIs' clients through Responses (`api =
+    "responses"`): Gemini's calls reach it as Responses calls, through the hub."""
+    provider = {
+        "type": "openai",
+        "base_url": f"{vendors.openai.url}/v1",
+        "api_key_env": "OPENAI_API_KEY",
+        "api": "responses",
+    }
+    rules = {
+        **_rules(("gemini-*", "viaresponses:gpt-4.1")),
+        "providers": {"viaresponses": provider},
+    }
+    taplog = vendors.proxy(servers, tmp_path / "data", rules)
+    vendors.gemini.down = {"status": "503"}
+
+    texts = gemini_agent(gemini_at(taplog.url), stream)
+
+    assert texts[:3] == ["", "", "Echo: Plan my trip to Paris."]
+    served = [r for r in vendors.openai.requests if r.path == "/v1/responses"]
+    assert len(served) == 8
+    _tool_events_paired(_events(taplog, 8))
+
+
 @pytest.mark.parametrize("to", sorted(TARGETS))
 @pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
