@@ -8,7 +8,12 @@ from typing import Any
 
 import click
 
-from taplog.proxy.cli.options import data_dir_option, fetched_fleet, fleet_options
+from taplog.proxy.cli.options import (
+    data_dir_option,
+    fetched_fleet,
+    fleet_location,
+    fleet_options,
+)
 
 
 @click.command()
@@ -139,6 +144,15 @@ def _report_fleet(report: Any) -> None:
         raise SystemExit(1)
 
 
+_FLEET_TABLE = click.option(
+    "--fleet",
+    metavar="s3://BUCKET/PREFIX",
+    help="The fleet's events table there (serve --ship-to) instead of --data-dir; the store "
+    "from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION. "
+    "Needs taplog[fleet].",
+)
+
+
 @click.command()
 @data_dir_option
 @click.option(
@@ -147,20 +161,45 @@ def _report_fleet(report: Any) -> None:
     default=0,
     help="Only sessions whose log has not changed for this long.",
 )
-def compact(data_dir: Path, idle_minutes: float) -> None:
+@_FLEET_TABLE
+def compact(data_dir: Path, idle_minutes: float, fleet: str | None) -> None:
     """Copy sessions into Parquet so queries over long histories stay fast.
 
     The JSONL logs stay the source of truth; a session that changes again is
     read from its log until it is compacted anew.
 
+    With --fleet, the fleet's events table: every partition (a day of an
+    instance) of many small files merged into one, then the files no snapshot
+    of the last 7 days needs deleted (vacuum), a killed round's too. Instances
+    do this on their own as they ship; this runs it now.
+
     Example: taplog compact --idle-minutes 60
     """
+    if fleet is not None:
+        _compact_fleet(fleet)
+        return
     from taplog.recorder.query.compaction import compact as run
 
     if not (data_dir / "sessions").is_dir():
         raise click.ClickException(f"no taplog logs in {data_dir} (see --data-dir)")
     done = run(data_dir, idle_minutes * 60)
     click.echo(f"compacted {len(done)} session{'' if len(done) == 1 else 's'}")
+
+
+def _compact_fleet(url: str) -> None:
+    location = fleet_location(url)
+    from taplog.recorder.fleet import table
+    from taplog.recorder.fleet.store import StoreError
+
+    try:
+        merged = table.compact(location)
+        deleted = table.vacuum(location)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"{location}: {_count(merged, 'small file')} merged away, "
+        f"{_count(deleted, 'unneeded file')} deleted"
+    )
 
 
 @click.command("migrate")
@@ -197,13 +236,20 @@ def migrate(data_dir: Path) -> None:
     help="Sessions whose last event is older than this go: 30d, 12h or 90m.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would go; change nothing.")
-def prune(data_dir: Path, age: str, dry_run: bool) -> None:
+@_FLEET_TABLE
+def prune(data_dir: Path, age: str, dry_run: bool, fleet: str | None) -> None:
     """Remove whole sessions whose last event is older than AGE.
 
     A session goes with the blobs no other session points at, its quarantined
     files and its compacted rows; a line per session goes to pruned.jsonl.
     Refuses while `taplog serve` owns the data dir: give it --retention-days
     instead. --dry-run only reads, so it runs beside serve.
+
+    With --fleet, the days of the fleet's events table before AGE ago go, by
+    the day each session started: their rows in one commit, then their shipped
+    logs and the blobs no session left names. Their table files are deleted by
+    the vacuum 7 days later (readers of an older snapshot keep working). Safe
+    while the fleet ships.
 
     Example: taplog prune --older-than 30d --dry-run
     """
@@ -215,6 +261,9 @@ def prune(data_dir: Path, age: str, dry_run: bool) -> None:
         older_than = parse_age(age)
     except BadAge as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    if fleet is not None:
+        _prune_fleet(fleet, older_than, dry_run)
+        return
     _logs_dir(data_dir)
     try:
         gone = run(data_dir, older_than, dry_run=dry_run)
@@ -234,6 +283,34 @@ def prune(data_dir: Path, age: str, dry_run: bool) -> None:
         f"{_count(sum(p.blobs_removed for p in gone), 'blob')}"
     )
     click.echo(summary + ("; nothing was changed (--dry-run)" if dry_run else ""))
+
+
+def _prune_fleet(url: str, older_than: Any, dry_run: bool) -> None:
+    """The fleet's days before `older_than` ago out of its table, then their logs and
+    the blobs no session left names."""
+    from datetime import UTC, datetime
+
+    location = fleet_location(url)
+    from taplog.recorder.fleet import layout, table
+    from taplog.recorder.fleet.store import Store, StoreError
+
+    before = (datetime.now(UTC) - older_than).strftime("%Y-%m-%d")
+    try:
+        expired = table.expire(location, before, dry_run=dry_run)
+        if not dry_run:
+            store = Store(location)
+            for key in sorted(expired.logs) + [layout.blob_key(s) for s in sorted(expired.blobs)]:
+                store.delete(key)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    verb = "would prune" if dry_run else "pruned"
+    for day, instance, session in expired.sessions:
+        click.echo(f"{verb} {session} (instance {instance}, started {day})")
+    click.echo(
+        f"{location}: {verb} {_count(len(expired.sessions), 'session')} started before "
+        f"{before}: {_count(len(expired.logs), 'log')}, {_count(len(expired.blobs), 'blob')}"
+        + ("; nothing was changed (--dry-run)" if dry_run else "")
+    )
 
 
 def _count(n: int, what: str) -> str:

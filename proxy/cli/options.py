@@ -80,22 +80,31 @@ def fleet_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def fleet_location(url: str) -> Any:
+    """`url` as a fleet's location (`recorder.fleet.layout.Location`); a missing `fleet`
+    extra or a bad URL end the command with a message."""
+    try:
+        import boto3  # noqa: F401  (imported by the store only once it is opened)
+        import deltalake  # noqa: F401  (the events table, `recorder.fleet.table`)
+        import pyarrow  # noqa: F401
+
+        from taplog.recorder.fleet.layout import parse_location
+    except ImportError as exc:
+        raise click.ClickException(f"--fleet needs taplog[fleet] ({exc.name} is missing)") from None
+    try:
+        return parse_location(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fleet") from None
+
+
 def fetched_fleet(url: str, cache: Path | None, logs: bool = False) -> Any:
     """What a fleet shipped to `url` (its session logs too with `logs`), fetched into
     `cache` (`recorder.fleet.fetch.Fleet`); a missing `fleet` extra, a bad URL or a failing
     store end the command with a message."""
-    try:
-        import boto3  # noqa: F401  (imported by the store only once it is opened)
+    location = fleet_location(url)
+    from taplog.recorder.fleet.fetch import default_cache, fetch
+    from taplog.recorder.fleet.store import StoreError
 
-        from taplog.recorder.fleet.fetch import default_cache, fetch
-        from taplog.recorder.fleet.layout import parse_location
-        from taplog.recorder.fleet.store import StoreError
-    except ImportError as exc:
-        raise click.ClickException(f"--fleet needs taplog[fleet] ({exc.name} is missing)") from None
-    try:
-        location = parse_location(url)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--fleet") from None
     try:
         return fetch(location, cache or default_cache(location), logs=logs)
     except StoreError as exc:

@@ -1,43 +1,75 @@
-"""What a fleet query reads: the store's newest manifests and the objects they name,
-fetched into a local cache.
+"""What a fleet query reads: the events table's current snapshot, and the blobs and logs
+it names, fetched into a local cache when first needed.
 
-DuckDB reads local files only, so the SQL surface stays as locked down as over one data
-dir (no network, no extension; `recorder.query.read_only`). A fleet query first lists
-the manifests, reads the newest of each instance, and brings every Parquet file and blob
-they name into the cache folder (`~/.cache/taplog/fleet/BUCKET/PREFIX/` unless told
-otherwise), under their keys; `taplog verify --fleet` asks for the session logs too
-(`logs=True`). Those objects never change once written (their keys are their SHA-256),
-so one fetched is never fetched again: a query downloads only what was shipped since the
-last one, and each download is checked against its key's hash before it is used. Keys
-come from the store, so they are checked against the layout's shapes
-(`recorder.fleet.layout`) before they become paths.
+The table (`recorder.fleet.table`) is read where it is: its log says which files make
+the snapshot, and a query reads of them only the partitions and byte ranges it needs
+(`recorder.fleet.views`). Blobs and session logs are whole objects named by the SHA-256
+of their bytes, so they are fetched into the cache folder (`~/.cache/taplog/fleet/
+BUCKET/PREFIX/` unless told otherwise), checked against their key's hash, and never
+fetched again: a blob when a query first reads the body it holds, the logs (and every
+blob) when `taplog verify --fleet` asks for them (`logs=True`). Keys come from the store,
+so they are checked against the layout's shapes (`recorder.fleet.layout`) before they
+become paths.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import orjson
-
-from taplog.recorder.fleet import layout
+from taplog.recorder.fleet import layout, table
 from taplog.recorder.fleet.store import Digest, Store, StoreError
+from taplog.recorder.store.blobs import BlobError
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 FETCHERS = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Fleet:
-    """Per instance, each session's Parquet file in the cache; every blob they point at;
-    each session's log when they were asked for."""
+class ShippedBlobs:
+    """The fleet's blobs, each fetched into the cache when first asked for."""
 
-    sessions: dict[str, dict[str, str]]  # instance -> session -> cached Parquet file
-    blobs: list[str]
-    blobs_folder: Path  # where the cache keeps them
+    def __init__(self, store: Store, cache: Path) -> None:
+        self._store, self._cache = store, cache
+        self.folder = cache / "blobs"
+        self._lock = threading.Lock()  # DuckDB may ask from several threads at once
+
+    def folder_of(self, sha256: str | None) -> Path:
+        """The folder holding blob `sha256`, fetched first when it is not there yet
+        (`recorder.query.rebuilt_requests.BlobFolder`)."""
+        key = layout.blob_key(sha256 or "")
+        if not layout.BLOB_KEY.fullmatch(key):
+            raise BlobError(f"blob {sha256!r} is not a blob's name")
+        if not (self._cache / key).exists():
+            with self._lock:
+                try:
+                    _fetch_one(self._store, key, self._cache / key)
+                except StoreError as exc:
+                    raise BlobError(f"blob {sha256} could not be fetched ({exc})") from None
+        return self.folder
+
+    def fields(self, sha256: str) -> str:
+        """The fields blob `sha256` holds, as JSON text."""
+        return (self.folder_of(sha256) / sha256[:2] / f"{sha256}.json").read_text()
+
+
+@dataclass
+class Fleet:
+    """The events table's snapshot (None when nothing was shipped), the blobs as they are
+    needed, and each session's log when they were asked for."""
+
+    table: DeltaTable | None
+    blobs: ShippedBlobs
     logs: dict[str, dict[str, str]] = field(default_factory=dict)  # instance -> session -> log
+
+    @property
+    def blobs_folder(self) -> Path:
+        return self.blobs.folder
 
 
 def default_cache(location: layout.Location) -> Path:
@@ -46,72 +78,32 @@ def default_cache(location: layout.Location) -> Path:
 
 
 def fetch(location: layout.Location, cache: Path, logs: bool = False) -> Fleet:
-    """The fleet's shipped data as of now, in `cache` (StoreError when the store fails);
-    with `logs`, each session's log as shipped too."""
+    """The fleet's shipped data as of now (StoreError when the store fails); with `logs`,
+    each session's log as shipped and every blob, in `cache`."""
     store = Store(location)
-    try:
-        manifests = _newest_manifests(store)
-    except StoreError:  # one was replaced while it was read: list again
-        manifests = _newest_manifests(store)
-    sessions: dict[str, dict[str, str]] = {}
-    shipped_logs: dict[str, dict[str, str]] = {}
-    wanted: set[str] = set()
-    for instance, manifest in sorted(manifests.items()):
-        named = _named(instance, manifest)
-        sessions[instance] = {s: str(cache / entry.events) for s, entry in named.items()}
-        for entry in named.values():
-            wanted.add(entry.events)
-            wanted.update(entry.blobs)
-        if logs:
-            keys = {session: _log(instance, session, e) for session, e in named.items()}
-            shipped_logs[instance] = {session: str(cache / key) for session, key in keys.items()}
-            wanted.update(keys.values())
-    missing = sorted(key for key in wanted if not (cache / key).exists())
-    with ThreadPoolExecutor(FETCHERS, thread_name_prefix="taplog-fetch") as pool:
-        list(pool.map(lambda key: _fetch_one(store, key, cache / key), missing))
-    blobs = sorted(str(cache / key) for key in wanted if layout.BLOB_KEY.fullmatch(key))
-    return Fleet(sessions, blobs, cache / "blobs", shipped_logs)
+    fleet = Fleet(table.open_table(location), ShippedBlobs(store, cache))
+    if logs and fleet.table is not None:
+        named = table.dataset(fleet.table).to_table(
+            columns=["instance", "session", "shipped_log", "blob_sha256"]
+        )
+        wanted: set[str] = set()
+        for row in named.group_by(["instance", "session", "shipped_log"]).aggregate([]).to_pylist():
+            key = _log(row["instance"], row["session"], row["shipped_log"])
+            fleet.logs.setdefault(row["instance"], {})[row["session"]] = str(cache / key)
+            wanted.add(key)
+        shas = named.column("blob_sha256").unique().drop_null().to_pylist()
+        wanted.update(layout.blob_key(sha) for sha in shas)
+        if not all(layout.BLOB_KEY.fullmatch(layout.blob_key(sha)) for sha in shas):
+            raise StoreError("the events table names a blob by something not a SHA-256")
+        missing = sorted(key for key in wanted if not (cache / key).exists())
+        with ThreadPoolExecutor(FETCHERS, thread_name_prefix="taplog-fetch") as pool:
+            list(pool.map(lambda key: _fetch_one(store, key, cache / key), missing))
+    return fleet
 
 
-def _newest_manifests(store: Store) -> dict[str, dict[str, Any]]:
-    newest: dict[str, str] = {}
-    for key in store.keys(layout.MANIFESTS):
-        match = layout.MANIFEST_KEY.fullmatch(key)
-        if match and key > newest.get(match["instance"], ""):
-            newest[match["instance"]] = key
-    return {instance: orjson.loads(store.read(key)) for instance, key in newest.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """What a manifest names of one session, as keys: Parquet file, blobs, log."""
-
-    events: str
-    blobs: list[str]
-    log: str | None  # checked only when it is fetched
-
-
-def _named(instance: str, manifest: dict[str, Any]) -> dict[str, _Entry]:
-    """Session -> what the manifest names of it, the Parquet and blob keys checked."""
-    if manifest.get("format") != layout.MANIFEST_FORMAT:
-        raise StoreError(f"instance {instance}: a manifest of format {manifest.get('format')}")
-    named = {}
-    for session, entry in manifest["sessions"].items():
-        key = entry.get("events", "")
-        match = layout.EVENTS_KEY.fullmatch(key)
-        if match is None or match["instance"] != instance:
-            raise StoreError(f"instance {instance}: session {session!r} names {key!r}")
-        blobs = [layout.blob_key(sha) for sha in entry.get("blobs", [])]
-        if not all(layout.BLOB_KEY.fullmatch(blob) for blob in blobs):
-            raise StoreError(f"instance {instance}: session {session!r} names a bad blob")
-        named[session] = _Entry(key, blobs, entry.get("log"))
-    return named
-
-
-def _log(instance: str, session: str, entry: _Entry) -> str:
+def _log(instance: str, session: str, key: str | None) -> str:
     """The session's log key, checked: the layout's shape, this instance and this session."""
-    key = entry.log or ""
-    match = layout.LOG_KEY.fullmatch(key)
+    match = layout.LOG_KEY.fullmatch(key or "")
     if match is None or key != layout.log_key(instance, session, match["sha"], match["suffix"]):
         raise StoreError(f"instance {instance}: session {session!r} names the log {key!r}")
     return key
@@ -119,11 +111,7 @@ def _log(instance: str, session: str, entry: _Entry) -> str:
 
 def _sha_of(key: str) -> str:
     """The SHA-256 a checked key names its object by."""
-    match = (
-        layout.LOG_KEY.fullmatch(key)
-        or layout.EVENTS_KEY.fullmatch(key)
-        or layout.BLOB_KEY.fullmatch(key)
-    )
+    match = layout.LOG_KEY.fullmatch(key) or layout.BLOB_KEY.fullmatch(key)
     assert match is not None  # only checked keys are fetched
     return match["sha"]
 

@@ -1,23 +1,19 @@
 """Where a fleet's shipped data lives: one bucket and prefix for every instance.
 
     PREFIX/blobs/<2 hex>/<sha256>.json                 large bodies, content-addressed, shared
-    PREFIX/logs/instance=<I>/<session>/<sha256>.jsonl.zst  a closed session log, as shipped
-                                                       (`.jsonl`: a plain one, as an older
-                                                       taplog wrote it)
-    PREFIX/events/day=<YYYY-MM-DD>/instance=<I>/<sha256>.parquet
-                                                       the typed events of the sessions one
-                                                       round shipped, by the day each started
-    PREFIX/manifests/instance=<I>/<seq>.json           the instance's commit: every session
-                                                       it has shipped, and where it is
+    PREFIX/logs/instance=<I>/<session>/<sha256>.jsonl.zst  a session log, as shipped (`.jsonl`:
+                                                       a plain one, as an older taplog wrote it)
+    PREFIX/tables/events/                              the events of every shipped session, a
+                                                       Delta Lake table (`recorder.fleet.table`)
 
-Every object but a manifest is named by the SHA-256 of its bytes; a manifest by a
-sequence number of its instance. Each is written once (`If-None-Match: *`) and never
-overwritten, so a round shipped again writes nothing new. A reader reads only what the
-newest manifest of each instance names, each session once: an object written twice,
-left by a round that failed, or replaced by a later round's is never counted.
+A blob or a log is named by the SHA-256 of its bytes, written once (`If-None-Match: *`)
+and never overwritten, so a round shipped again writes nothing new. The table's snapshot
+names each session's log (`shipped_log`) and its events' blobs (`blob_sha256`); a log or
+blob it does not name (replaced by a later round, or left by one that failed) is never
+read.
 
-Keys read from a manifest come from the store, so they are checked against these
-shapes before they become paths of the local cache (`recorder.fleet.fetch`).
+Keys read from the table come from the store, so they are checked against these shapes
+before they become paths of the local cache (`recorder.fleet.fetch`).
 """
 
 from __future__ import annotations
@@ -36,15 +32,6 @@ LOG_KEY = re.compile(
     rf"logs/instance=(?P<instance>{INSTANCE.pattern})/{_SESSION}/"
     rf"(?P<sha>{_SHA})(?P<suffix>\.jsonl(?:\.zst)?)"
 )
-EVENTS_KEY = re.compile(
-    rf"events/day=\d{{4}}-\d{{2}}-\d{{2}}/instance=(?P<instance>{INSTANCE.pattern})/"
-    rf"(?P<sha>{_SHA})\.parquet"
-)
-MANIFEST_KEY = re.compile(
-    rf"manifests/instance=(?P<instance>{INSTANCE.pattern})/(?P<seq>\d{{12}})\.json"
-)
-MANIFESTS = "manifests/"
-MANIFEST_FORMAT = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +81,3 @@ def blob_key(sha256: str) -> str:
 def log_key(instance: str, session: str, sha256: str, suffix: str) -> str:
     """`suffix`: the log's own (`.jsonl.zst`, or `.jsonl` for a plain one)."""
     return f"logs/instance={instance}/{session}/{sha256}{suffix}"
-
-
-def events_key(day: str, instance: str, sha256: str) -> str:
-    return f"events/day={day}/instance={instance}/{sha256}.parquet"
-
-
-def manifest_key(instance: str, seq: int) -> str:
-    return f"{MANIFESTS}instance={instance}/{seq:012d}.json"

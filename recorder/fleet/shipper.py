@@ -1,30 +1,32 @@
-"""Shipping: an instance copies its closed sessions to the fleet's object store.
+"""Shipping: an instance copies its sessions to the fleet's object store.
 
 A round runs every `every` seconds on a thread of its own (never on the event loop, never
 on the writer thread, so a slow or absent store costs no call anything):
 
 1. Due: the session logs idle for `idle_seconds` whose size is not the one shipped.
 2. Staged in `DATA_DIR/shipping/outbox/`: each due log's first `size` bytes (the whole
-   of it that was idle), and from those copies one Parquet file per day the sessions
-   started, with the columns of `events` (as compaction writes them).
+   of it that was idle), read as compaction reads a log (`recorder.query.log_rows`).
 3. Uploaded in this order, each written once (`If-None-Match: *`) and verified (size,
-   SHA-256 or MD5, `recorder.fleet.store`) before the next: the blobs those events
-   point at, the logs, the Parquet files, and last the manifest that names them all
-   (`recorder.fleet.layout`). A round is shipped once its manifest is.
-4. The state (`DATA_DIR/shipping/state.json`) takes the manifest; the outbox is emptied.
+   SHA-256 or MD5, `recorder.fleet.store`) before the next: the blobs the events point
+   at, then the logs (`recorder.fleet.layout`).
+4. Committed: the sessions' typed events replace their previous copy in the fleet's
+   events table, in one commit (`recorder.fleet.table`). A round is shipped once its
+   commit is; the state (`DATA_DIR/shipping/state.json`) then takes it, and the outbox
+   is emptied. The table's upkeep follows: this instance's crowded partitions compacted,
+   and once a day the files no snapshot needs vacuumed.
 
 A round that fails leaves the state as it was; the next starts again, and what it had
-uploaded is found in the store (412) and verified, never written twice. While the store
+uploaded is found in the store (412) and verified, never written twice; files of a
+commit that never happened are in no snapshot, and vacuum removes them. While the store
 is unreachable, rounds only probe it. The backlog counts every log not shipped as it
-stands, due or not, and a manifest (a staged round counts its Parquet files and blobs).
+stands, due or not, and a commit (a staged round counts its blobs and logs).
 
 The first round runs at once and takes every log written before the shipper started,
 idle or not: an instance stopped, or killed with its disk kept, ships what it left as
 soon as it starts again. On a stop (`finish`) a last round ships every log as it stands,
 within a deadline; what is left is logged, and ships at the next start. The session
-logs are never changed or deleted: shipping copies. A manifest of this instance's
-sequence that another data dir wrote stops shipping (two data dirs under one instance
-name would hide each other's sessions), loudly.
+logs are never changed or deleted: shipping copies. A data dir whose state is lost, or
+of another location or instance, ships every log again, each replacing its copy.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ from typing import Any
 
 import orjson
 
-from taplog.recorder.fleet import layout
-from taplog.recorder.fleet.store import Conflict, Digest, Store, StoreError
+from taplog.recorder.fleet import layout, table
+from taplog.recorder.fleet.store import Digest, Store, StoreError
 from taplog.recorder.store.blobs import BLOBS_DIR
 from taplog.recorder.store.logfile import write_aside
 from taplog.recorder.store.lognames import (
@@ -50,6 +52,7 @@ from taplog.recorder.store.lognames import (
     PLAIN,
     is_compressed,
     iter_lines,
+    log_exists,
     log_path,
     session_logs,
     session_name,
@@ -59,10 +62,12 @@ from taplog.recorder.store.zstd_stream import DamagedStream
 log = logging.getLogger("taplog.shipping")
 
 SHIPPING_DIR = "shipping"
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 1: the per-round Parquet files and manifests of before the table
 MAX_ROUND_SECONDS = 30.0
+ROWS_PER_BATCH = 8192  # rows handed to the table's writer at a time
 MIN_ROUND_SECONDS = 1.0  # however short the idle time: a round costs a look at every log
 COUNT_SECONDS = 5.0  # how often the backlog is counted between rounds
+VACUUM_SECONDS = 24 * 3600.0  # how often an instance vacuums the table
 
 
 @dataclass
@@ -86,18 +91,32 @@ class _Upload:
 
 @dataclass
 class _State:
-    """What the store holds of this data dir, as its last verified manifest says."""
+    """What the store holds of this data dir, as its last commit left it."""
 
     location: str
     instance: str
-    owner: str  # this data dir's own id, in each of its manifests
-    seq: int = 0
-    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    blobs: set[str] = field(default_factory=set)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)  # size, log, day, blobs
+    vacuumed: float = 0.0  # when this instance last vacuumed the table (Unix time)
 
 
-class StopShipping(Exception):
-    """Shipping cannot go on without someone fixing the configuration."""
+@dataclass
+class _Staged:
+    """A round's files in the outbox: what it uploads, in order, and commits."""
+
+    uploads: list[_Upload] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)  # the logs' copies, read by the round
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # the state's, by session
+    days: dict[str, list[str]] = field(default_factory=dict)  # day -> the sessions it started
+
+    def rows(self, con: Any) -> Any:
+        """The round's events with their instance, day and log, as an Arrow stream; each
+        row's session is its log's name, the one its copy replaces."""
+        from taplog.recorder.query.log_rows import LOGGED_EVENTS
+
+        return con.sql(
+            f"SELECT s.instance, s.day, e.* EXCLUDE (source_file) REPLACE (s.session AS session), "
+            f"s.shipped_log FROM ({LOGGED_EVENTS}) e JOIN shipped s USING (source_file)"
+        ).to_arrow_reader(ROWS_PER_BATCH)
 
 
 class Shipper:
@@ -114,7 +133,6 @@ class Shipper:
         self._store: Store | None = None
         self._state: _State | None = None
         self._stop = threading.Event()
-        self._stopped = False  # no round after `StopShipping`
         self._round = threading.Lock()  # one round at a time: they share the outbox
         self._thread: threading.Thread | None = None
 
@@ -163,7 +181,7 @@ class Shipper:
     def _run(self, started: float) -> None:
         until: float | None = started  # the first round: all that was there at the start
         next_round = time.monotonic()
-        while not self._stopped:
+        while True:
             if time.monotonic() >= next_round:
                 self._ship(until)
                 until, next_round = None, time.monotonic() + self.every
@@ -174,13 +192,8 @@ class Shipper:
 
     def _ship(self, until: float | None) -> None:
         """A round, its failure told once and counted."""
-        if self._stopped:
-            return
         try:
             self.ship_once(until)
-        except StopShipping as exc:
-            self._stopped = True
-            log.error("shipping to %s stopped: %s", self.location, exc)
         except StoreError as exc:
             self.stats.failures += 1
             if self.stats.reachable:
@@ -202,32 +215,55 @@ class Shipper:
         if not due:
             self._count_backlog()
             return []
-        # until the round is staged (the store may not even answer), the logs and a manifest
+        # until the round is staged (the store may not even answer), the logs and a commit
         self._count_backlog()
         store = self._open()
         if not self.stats.reachable:
             store.check()  # only a probe while the store is away
         if self._state is None:
-            self._state = self._load_state(store)
+            self._state = self._load_state()
         state = self._state
         due = {s: size for s, size in due.items() if state.sessions.get(s, {}).get("size") != size}
         if not due:
             self._count_backlog()
             return []
-        uploads, entries = self._stage(due, state)
-        self._backlog(uploads)
-        if not self.stats.reachable:
-            log.info("shipping to %s again", self.location)
-            self.stats.reachable = True
-        for upload in uploads:
-            store.put_once(upload.key, upload.path, upload.digest)
-            self._shipped(upload)
-        self._commit(store, state, entries)
+        import duckdb  # loaded only when a round has sessions to ship
+
+        from taplog.recorder.query.compaction import WRITING
+
+        with duckdb.connect(config=WRITING) as con:
+            staged = self._stage(due, state, con)
+            self._backlog(staged.uploads)
+            if not self.stats.reachable:
+                log.info("shipping to %s again", self.location)
+                self.stats.reachable = True
+            for upload in staged.uploads:
+                store.put_once(upload.key, upload.path, upload.digest)
+                self._shipped(upload)
+            table.commit_round(self.location, staged.rows(con), self.instance, staged.days)
+        self.stats.uploads += 1
+        state.sessions.update(staged.entries)
+        logs = self.data_dir / "sessions"  # a session pruned here is not shipped again
+        state.sessions = {s: e for s, e in state.sessions.items() if log_exists(logs, s)}
+        self._save_state(state)
         shutil.rmtree(self._folder / "outbox", ignore_errors=True)
         self._count_backlog()
         if not self.stats.backlog_objects:
             self.stats.last_shipped = time.time()
+        self._maintain(state, staged.days)
         return sorted(due)
+
+    def _maintain(self, state: _State, days: dict[str, list[str]]) -> None:
+        """The table's upkeep after a commit: this instance's crowded partitions of the
+        round's days compacted; once a day, the files no snapshot needs vacuumed."""
+        try:
+            table.compact(self.location, self.instance, days)
+            if time.time() - state.vacuumed >= VACUUM_SECONDS:
+                table.vacuum(self.location)
+                state.vacuumed = time.time()
+                self._save_state(state)
+        except StoreError as exc:  # the round is shipped; the upkeep waits for the next
+            log.warning("shipping to %s: %s", self.location, exc)
 
     def _open(self) -> Store:
         if self._store is None:
@@ -252,13 +288,13 @@ class Shipper:
         return found
 
     def _count_backlog(self) -> None:
-        """Every log not shipped as it stands, due or not, and a manifest to name them."""
+        """Every log not shipped as it stands, due or not, and a commit to name them."""
         waiting = self._unshipped()
         self.stats.backlog_objects = len(waiting) + 1 if waiting else 0
         self.stats.backlog_bytes = sum(waiting.values())
 
     def _backlog(self, uploads: list[_Upload]) -> None:
-        self.stats.backlog_objects = len(uploads) + 1  # and the manifest
+        self.stats.backlog_objects = len(uploads) + 1  # and the commit
         self.stats.backlog_bytes = sum(u.digest.size for u in uploads)
 
     def _shipped(self, upload: _Upload) -> None:
@@ -268,14 +304,16 @@ class Shipper:
 
     # -- a round's files --------------------------------------------------------------
 
-    def _stage(
-        self, due: dict[str, int], state: _State
-    ) -> tuple[list[_Upload], dict[str, dict[str, Any]]]:
-        """The round's files in the outbox, in upload order, and its manifest entries."""
+    def _stage(self, due: dict[str, int], state: _State, con: Any) -> _Staged:
+        """The round's logs copied into the outbox and read by `con`; what it uploads, in
+        order (the blobs they point at, then the logs themselves), and commits."""
+        from taplog.recorder.query.log_rows import LOGGED_EVENTS, read_logs
+
         outbox = self._folder / "outbox"
         shutil.rmtree(outbox, ignore_errors=True)
         (outbox / "logs").mkdir(parents=True, mode=0o700)
-        logs, days, entries = [], {}, {}
+        staged = _Staged()
+        logs = []
         for session, size in sorted(due.items()):
             log = log_path(self.data_dir / "sessions", session)
             copy = outbox / "logs" / log.name
@@ -284,98 +322,62 @@ class Shipper:
             suffix = COMPRESSED if is_compressed(log) else PLAIN
             key = layout.log_key(self.instance, session, digest.sha256, suffix)
             logs.append(_Upload(key, copy, digest))
-            days.setdefault(_first_day(copy), []).append(copy)
-            entries[session] = {"size": size, "log": key}
-        events, blobs = _parquet(outbox, days, self.instance, entries)
-        uploads = []
-        for sha in sorted(blobs - state.blobs):
+            day = _first_day(copy)
+            staged.days.setdefault(day, []).append(session)
+            staged.entries[session] = {"size": size, "log": key, "day": day}
+            staged.copies.append(str(copy))
+        read_logs(con, staged.copies)
+        con.execute(
+            "CREATE TEMP TABLE shipped AS SELECT unnest(?::VARCHAR[]) AS source_file, "
+            "unnest(?::VARCHAR[]) AS session, ?::VARCHAR AS instance, "
+            "unnest(?::VARCHAR[]) AS day, unnest(?::VARCHAR[]) AS shipped_log",
+            [
+                staged.copies,
+                list(staged.entries),
+                self.instance,
+                [e["day"] for e in staged.entries.values()],
+                [e["log"] for e in staged.entries.values()],
+            ],
+        )
+        named = con.execute(
+            f"SELECT s.session, list(DISTINCT e.blob_sha256 ORDER BY e.blob_sha256) "
+            f"FROM ({LOGGED_EVENTS}) e JOIN shipped s USING (source_file) "
+            "WHERE e.blob_sha256 IS NOT NULL GROUP BY ALL"
+        ).fetchall()
+        for session, shas in named:
+            staged.entries[session]["blobs"] = shas
+        shipped = {sha for entry in state.sessions.values() for sha in entry.get("blobs", ())}
+        for sha in sorted({sha for _, shas in named for sha in shas} - shipped):
             path = self.data_dir / BLOBS_DIR / sha[:2] / f"{sha}.json"
             if path.exists():  # a missing one is `taplog verify`'s to report
-                uploads.append(_Upload(layout.blob_key(sha), path, Digest.of_file(path)))
-        return uploads + logs + events, entries
-
-    def _commit(self, store: Store, state: _State, entries: dict[str, dict[str, Any]]) -> None:
-        """Upload the manifest naming the round's objects; then the state takes it."""
-        sessions = {**state.sessions, **entries}
-        seq = state.seq + 1
-        while True:
-            manifest = {
-                "format": layout.MANIFEST_FORMAT,
-                "instance": self.instance,
-                "owner": state.owner,
-                "seq": seq,
-                "written": datetime.now(UTC).isoformat(),
-                "sessions": sessions,
-            }
-            path = self._folder / "outbox" / "manifest.json"
-            path.write_bytes(orjson.dumps(manifest))
-            key = layout.manifest_key(self.instance, seq)
-            try:
-                store.put_once(key, path, Digest.of_file(path))
-                break
-            except Conflict:
-                seq = self._taken(store, key, state, seq)
-        self.stats.uploads += 1
-        blobs = {sha for entry in entries.values() for sha in entry.get("blobs", [])}
-        state.seq, state.sessions, state.blobs = seq, sessions, state.blobs | blobs
-        self._save_state(state)
-        if seq > 2:  # the one before stays for readers that listed it a moment ago
-            try:
-                store.delete(layout.manifest_key(self.instance, seq - 2))
-            except StoreError as exc:
-                log.info("an old manifest was left in the store: %s", exc)
-
-    def _taken(self, store: Store, key: str, state: _State, seq: int) -> int:
-        """The sequence number after `seq`, whose manifest exists: this data dir's own
-        (written by a round that stopped before its state was saved), or StopShipping."""
-        existing = orjson.loads(store.read(key))
-        if existing.get("owner") != state.owner:
-            raise StopShipping(
-                f"another data dir ships as instance {self.instance!r} ({key} is not this "
-                "one's); give each data dir its own --instance"
-            )
-        return seq + 1
+                staged.uploads.append(_Upload(layout.blob_key(sha), path, Digest.of_file(path)))
+        staged.uploads += logs
+        return staged
 
     # -- the state --------------------------------------------------------------------
 
-    def _load_state(self, store: Store) -> _State:
-        """The saved state for this location and instance, else the store's newest
-        manifest of the instance (a data dir new to it continues what was shipped)."""
+    def _load_state(self) -> _State:
+        """The saved state for this location and instance; else an empty one (every log
+        ships again, and replaces its copy in the table)."""
         try:
             saved = orjson.loads((self._folder / "state.json").read_bytes())
         except (OSError, orjson.JSONDecodeError):
             saved = {}
-        owner = saved.get("owner") or os.urandom(8).hex()
         if (saved.get("format"), saved.get("location"), saved.get("instance")) == (
             STATE_FORMAT,
             str(self.location),
             self.instance,
         ):
-            return _State(
-                saved["location"],
-                self.instance,
-                owner,
-                saved["seq"],
-                saved["sessions"],
-                set(saved["blobs"]),
-            )
-        state = _State(str(self.location), self.instance, owner)
-        under = layout.manifest_key(self.instance, 0).rpartition("/")[0] + "/"
-        keys = [k for k in store.keys(under) if layout.MANIFEST_KEY.fullmatch(k)]
-        if keys:
-            newest = orjson.loads(store.read(max(keys)))
-            state.seq, state.sessions = newest["seq"], newest["sessions"]
-        return state
+            return _State(saved["location"], self.instance, saved["sessions"], saved["vacuumed"])
+        return _State(str(self.location), self.instance)
 
     def _save_state(self, state: _State) -> None:
         saved = {
             "format": STATE_FORMAT,
             "location": state.location,
             "instance": state.instance,
-            "owner": state.owner,
-            "seq": state.seq,
             "sessions": state.sessions,
-            "blobs": sorted(state.blobs),
+            "vacuumed": state.vacuumed,
         }
         partial = self._folder / "state.json.partial"
         partial.unlink(missing_ok=True)
@@ -400,36 +402,3 @@ def _first_day(log_copy: Path) -> str:
         return str(orjson.loads(first)["ts"])[:10]
     except (DamagedStream, orjson.JSONDecodeError, KeyError, TypeError):
         return datetime.now(UTC).strftime("%Y-%m-%d")
-
-
-def _parquet(
-    outbox: Path, days: dict[str, list[Path]], instance: str, entries: dict[str, dict[str, Any]]
-) -> tuple[list[_Upload], set[str]]:
-    """One Parquet file of the typed events per day; each session's entry names its file
-    and its blobs. The blobs of all of them."""
-    import duckdb  # loaded only when a round has sessions to ship
-
-    from taplog.recorder.query.compaction import WRITING, logged_events, write_parquet
-    from taplog.recorder.query.log_rows import read_logs
-
-    uploads, blobs = [], set()
-    for day, copies in sorted(days.items()):
-        target = outbox / f"events-{day}.parquet"
-        with duckdb.connect(config=WRITING) as con:  # by session, then seq: the logs' order
-            read_logs(con, [str(c) for c in copies])
-            write_parquet(con, logged_events(), target)
-            refs = con.execute(
-                "SELECT session, list(DISTINCT blob_sha256 ORDER BY blob_sha256) "
-                "FROM read_parquet(?) WHERE blob_sha256 IS NOT NULL GROUP BY session",
-                [str(target)],
-            ).fetchall()
-        digest = Digest.of_file(target)
-        key = layout.events_key(day, instance, digest.sha256)
-        uploads.append(_Upload(key, target, digest))
-        for copy in copies:
-            entries[session_name(copy)]["events"] = key
-        for session, shas in refs:
-            if session in entries:  # an event's session is its log's name
-                entries[session]["blobs"] = shas
-            blobs.update(shas)
-    return uploads, blobs

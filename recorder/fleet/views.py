@@ -1,27 +1,36 @@
 """The query views over a fleet's shipped data: the same four, each row with its instance.
 
-    events      every instance's events, read as over one data dir (`recorder.query.connect`,
-                each instance apart, so a request's transcript is rebuilt within the log
-                it was written to) with `instance` first
+    events      the events table's rows (`recorder.fleet.table`), read as over one data
+                dir, with `instance` and `day` (the day each session started) first
     llm_calls   `recorder.query.views`' own, with the instance that served each call
     tool_calls  the same, with the instance of the call that asked (or else answered)
     sessions    the same, one row per session however many instances wrote it, with
                 `instances`, the list of them
 
-No row is counted twice: each instance's newest manifest names each of its sessions
-once, with the one Parquet file that holds it (`recorder.fleet.layout`), and only those
-(session, file) pairs are read.
+No row is counted twice: the table's snapshot holds each session once per instance
+that shipped it. DuckDB scans the snapshot as an Arrow dataset whose files carry their
+partition and column ranges, so a filter on `day`, `instance` or `ts` reaches the scan
+and skips whole files, and only the columns a query reads are fetched, in byte ranges.
+Bodies in blobs are spliced into `data`, and resent history put back, only for the rows
+whose `data` a query reads (`taplog_blob`, `recorder.query.rebuilt_requests`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from taplog.recorder.fleet import table
 from taplog.recorder.fleet.fetch import Fleet
 from taplog.recorder.query.connect import Sources, events_sql, locked
-from taplog.recorder.query.views import VIEWS, sql_list
+from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
+from taplog.recorder.query.views import TYPED_COLUMNS, VIEWS
+
+SCANNED = "shipped_events"  # the snapshot, as DuckDB is given it
+BLOB = "taplog_blob"
+_SOURCE = "fleet:"  # the rows' source, for the rebuild: fleet:<instance>/<day>
 
 _BY_EXCHANGE = (
     "(SELECT session, exchange, arg_min(instance, seq) AS instance FROM events GROUP BY ALL)"
@@ -39,22 +48,79 @@ FLEET_VIEWS = {
     "FROM events GROUP BY session) i USING (session)",
 }
 
+# Each row's `data` as recorded: a request stored as what it adds is rebuilt (its blob
+# with it), a blob's fields are spliced in; the rest is the line as stored.
+_EVENTS = (
+    "SELECT * EXCLUDE (source_file) REPLACE (CASE "
+    f"WHEN transcript_keep IS NOT NULL THEN {FUNCTION}(source_file, session, seq, data) "
+    "WHEN blob_sha256 IS NOT NULL THEN "
+    f"(left(rtrim(data), -1) || ',' || substr({BLOB}(blob_sha256), 2))::JSON "
+    "ELSE data::JSON END AS data) "
+    f"FROM (SELECT instance, day, {TYPED_COLUMNS}, data, "
+    f"'{_SOURCE}' || instance || '/' || day AS source_file FROM {SCANNED})"
+)
+
 
 def connect_fleet(fleet: Fleet, output: Path | None = None) -> duckdb.DuckDBPyConnection:
-    """A locked-down connection with the fleet views over `fleet` (fetched into its cache)."""
-    segments = [(s, path) for kept in fleet.sessions.values() for s, path in kept.items()]
-    readable = sorted({path for _, path in segments}) + fleet.blobs
-    con = locked(readable, output, fleet.blobs, segments)
-    parts = [
-        f"SELECT {sql_list([instance])[1:-1]} AS instance, * "
-        f"FROM ({events_sql(Sources([], kept, fleet.blobs, []))})"
-        for instance, kept in sorted(fleet.sessions.items())
-    ]
-    if not parts:  # nothing shipped yet still answers queries, with no rows
-        parts.append(
-            f"SELECT NULL::VARCHAR AS instance, * FROM ({events_sql(Sources([], {}, [], []))})"
+    """A locked-down connection with the fleet views over the table's snapshot."""
+    if fleet.table is None:  # nothing shipped yet still answers queries, with no rows
+        con = locked([], output, [], [])
+        empty = events_sql(Sources([], {}, [], []))
+        con.execute(
+            f"CREATE VIEW events AS SELECT NULL::VARCHAR AS instance, NULL::VARCHAR AS day, * "
+            f"FROM ({empty})"
         )
-    con.execute("CREATE VIEW events AS " + " UNION ALL ".join(parts))
+    else:
+        scanned = table.dataset(fleet.table)
+        con = locked(
+            [],
+            output,
+            [],
+            [],
+            requests=lambda lines: Requests(
+                fleet.blobs.folder_of,
+                lines,
+                lambda source, session: _TableLines(scanned, source, session),
+            ),
+        )
+        con.create_function(
+            BLOB,
+            fleet.blobs.fields,
+            [duckdb.sqltype("VARCHAR")],
+            duckdb.sqltype("VARCHAR"),
+            side_effects=False,
+        )
+        con.register(SCANNED, scanned)
+        con.execute(f"CREATE VIEW events AS {_EVENTS}")
     for name, sql in FLEET_VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     return con
+
+
+class _TableLines:
+    """A session's request lines in the table, read by the range of seqs asked for
+    (`recorder.query.rebuilt_requests`): its partition alone, in byte ranges."""
+
+    def __init__(self, scanned: Any, source: str, session: str) -> None:
+        instance, _, day = source.removeprefix(_SOURCE).partition("/")
+        import pyarrow.dataset as ds
+
+        self._scanned = scanned
+        self._where = (
+            (ds.field("day") == day)
+            & (ds.field("instance") == instance)
+            & (ds.field("session") == session)
+            & (ds.field("type") == "llm.request")
+        )
+        self._lines: dict[int, str] = {}
+
+    def load(self, after: int, upto: int) -> tuple[list[int], bool]:
+        import pyarrow.dataset as ds
+
+        where = self._where & (ds.field("seq") > after) & (ds.field("seq") <= upto)
+        found = self._scanned.to_table(filter=where, columns=["seq", "data"]).to_pylist()
+        self._lines.update((row["seq"], row["data"]) for row in found)
+        return [row["seq"] for row in found], False
+
+    def text(self, seq: int) -> str:
+        return self._lines[seq]

@@ -34,9 +34,9 @@ from typing import Any
 import duckdb
 
 from taplog.recorder.query.compaction import compacted_sessions
-from taplog.recorder.query.log_rows import LOGGED_EVENTS, read_logs
+from taplog.recorder.query.log_rows import LOGGED_EVENTS, LogLines, read_logs
 from taplog.recorder.query.read_only import QueryError, check_read_only, lock_down
-from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
+from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests, known_blobs
 from taplog.recorder.query.views import EVENT_COLUMNS, VIEWS, sql_list, typed_log_rows
 from taplog.recorder.store.blobs import BLOBS_DIR
 from taplog.recorder.store.lognames import session_logs, session_name
@@ -189,11 +189,13 @@ def locked(
     segments: list[tuple[str, str]],
     threads: int | None = None,
     logs: list[str] | None = None,
+    requests: Callable[[LogLines], Requests] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A connection that may open only `readable` and `output`, told where the blobs are
     and which (session, segment file) pairs `events_sql` reads, with the typed rows of
     the session `logs` in `log_rows`; its views are the caller's. `threads` bounds
-    DuckDB's (default: one per core)."""
+    DuckDB's (default: one per core). `requests` makes the rebuild function from the
+    logs' lines (by default over the `blobs` files)."""
     config: dict[str, Any] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
@@ -206,7 +208,8 @@ def locked(
     # (`data` is read for a few rows at a time).
     con.execute("SET parquet_metadata_cache = true")
     con.execute("SET enable_external_file_cache = false")
-    Requests(blobs, read_logs(con, logs or [])).register(con)
+    lines = read_logs(con, logs or [])
+    (requests(lines) if requests else Requests(known_blobs(blobs), lines)).register(con)
     lock_down(con, readable, output.resolve() if output else None)
     con.execute("SET VARIABLE taplog_blobs = ?::VARCHAR[]", [blobs])  # for _blob_files
     con.execute(

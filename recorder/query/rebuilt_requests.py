@@ -15,8 +15,8 @@ serialises one event. A few files are kept, the least recently asked for let go;
 a file is read by one thread at a time (DuckDB may call from several).
 
 `source` is the log (`sessions/<id>.jsonl`) or the compacted Parquet file the
-row was read from; a line that does not fit the lines before it is an error
-that names it, as `taplog verify` would.
+row was read from, or the name a fleet's views give its table's rows; a line that
+does not fit the lines before it is an error that names it, as `taplog verify` would.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from taplog.recorder.events import Event
 from taplog.recorder.query.log_rows import LogLines
 from taplog.recorder.store.blobs import BlobError, resolve
 from taplog.recorder.store.deltas import Rebuilder, TranscriptError
+from taplog.recorder.store.lognames import COMPRESSED, PLAIN
 
 FUNCTION = "taplog_request"
 FILES_KEPT = 4
@@ -43,14 +44,22 @@ class RequestError(ValueError):
     """A request's stored form that cannot be put back whole."""
 
 
-class Requests:
-    """The function the views call, bound to the blobs its data dir or fleet cache holds."""
+BlobFolder = Callable[[str | None], Path]  # a blob's SHA-256 -> the folder holding it
 
-    def __init__(self, blobs: list[str], lines: LogLines) -> None:
+
+class Requests:
+    """The function the views call, bound to where its data dir or fleet keeps blobs and
+    segments."""
+
+    def __init__(
+        self,
+        blob_folder: BlobFolder,
+        lines: LogLines,
+        segment_lines: Callable[[str, str], _Lines] | None = None,
+    ) -> None:
         self._lines = lines
-        folders = {Path(path).parents[1] for path in blobs}
-        self._blobs = folders.pop() if len(folders) == 1 else None
-        self._blob_files = {Path(path).stem: Path(path) for path in blobs}
+        self._blob_folder = blob_folder
+        self._segment_lines = segment_lines or _SegmentLines
         self._files: OrderedDict[tuple[str, str], _File] = OrderedDict()
         self._lock = threading.Lock()  # DuckDB may call from several of its threads
 
@@ -89,21 +98,32 @@ class Requests:
             self._files.move_to_end(key)
             return self._files[key]
         lines = (
-            _SegmentLines(source, session)
-            if source.endswith(".parquet")
-            else _LogRequestLines(self._lines, source)
+            _LogRequestLines(self._lines, source)
+            if source.endswith((PLAIN, COMPRESSED))
+            else self._segment_lines(source, session)
         )
-        found = self._files[key] = _File(lines, self._blob_folder)
+        found = self._files[key] = _File(lines, self._folder_of)
         while len(self._files) > FILES_KEPT:
             self._files.popitem(last=False)
         return found
 
-    def _blob_folder(self, event: Event) -> Path:
+    def _folder_of(self, event: Event) -> Path:
         ref = event.get("blob")
-        sha256 = ref.get("sha256") if isinstance(ref, dict) else None
-        if self._blobs is None or sha256 not in self._blob_files:
+        return self._blob_folder(ref.get("sha256") if isinstance(ref, dict) else None)
+
+
+def known_blobs(blobs: list[str]) -> BlobFolder:
+    """Where a data dir's blobs are, given every blob file it holds (BlobError for others)."""
+    folders = {Path(path).parents[1] for path in blobs}
+    folder = folders.pop() if len(folders) == 1 else None
+    names = {Path(path).stem for path in blobs}
+
+    def folder_of(sha256: str | None) -> Path:
+        if folder is None or sha256 not in names:
             raise BlobError(f"blob {sha256} is missing from blobs/")
-        return self._blobs
+        return folder
+
+    return folder_of
 
 
 class _File:

@@ -1,5 +1,5 @@
 """Shipping and fleet queries in-process, against a real SeaweedFS: what one round writes,
-that writing it again writes nothing, and that a session shipped twice counts once."""
+that writing it again uploads nothing new, and that a session shipped twice counts once."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from taplog.recorder.fleet.fetch import fetch
 from taplog.recorder.fleet.layout import parse_location
-from taplog.recorder.fleet.shipper import Shipper, StopShipping
+from taplog.recorder.fleet.shipper import Shipper
 from taplog.recorder.fleet.store import StoreError
+from taplog.recorder.fleet.table import SMALL_FILES, storage_options
 from taplog.recorder.fleet.views import connect_fleet
 from tests.disk import log_of, logs, readable
 from tests.fakes.clients import openai_at
@@ -39,7 +40,12 @@ def _chat(oai, session: str, text: str = "hi") -> None:
     )
 
 
-def test_a_round_ships_logs_parquet_and_manifest_and_the_fleet_reads_them(
+def _objects(store: SeaweedFS) -> list[str]:
+    """The logs and blobs in the store (the table's files change with every commit)."""
+    return [k for k in store.keys("prod/") if not k.startswith("prod/tables/")]
+
+
+def test_a_round_ships_logs_and_one_commit_and_the_fleet_reads_them(
     taplog, oai, store_env: SeaweedFS, tmp_path
 ):
     for n in range(3):
@@ -50,9 +56,12 @@ def test_a_round_ships_logs_parquet_and_manifest_and_the_fleet_reads_them(
     assert shipper.ship_once() == ["one", "two"]
     keys = store_env.keys("prod/")
     assert len([k for k in keys if k.startswith("prod/logs/instance=a/")]) == 2
-    assert len([k for k in keys if k.startswith("prod/events/day=")]) == 1
-    assert [k for k in keys if "manifests" in k] == ["prod/manifests/instance=a/000000000001.json"]
-    assert shipper.stats.backlog_objects == 0 and shipper.stats.uploads == 4
+    assert [k for k in keys if "_delta_log/" in k] == [
+        "prod/tables/events/_delta_log/00000000000000000000.json"
+    ]
+    parts = [k for k in keys if k.startswith("prod/tables/events/day=")]
+    assert len(parts) == 1 and "/instance=a/" in parts[0]
+    assert shipper.stats.backlog_objects == 0 and shipper.stats.uploads == 3
     rows = _fleet(
         tmp_path, "SELECT instance, session, count(*) FROM llm_calls GROUP BY ALL ORDER BY 2"
     )
@@ -61,7 +70,7 @@ def test_a_round_ships_logs_parquet_and_manifest_and_the_fleet_reads_them(
     assert instances == ["a"]
 
 
-def test_shipping_again_writes_nothing_twice_and_a_lost_state_finds_what_was_shipped(
+def test_shipping_again_uploads_nothing_twice_and_a_lost_state_replaces_its_copy(
     taplog, oai, store_env: SeaweedFS, tmp_path
 ):
     _chat(oai, "one")
@@ -71,8 +80,9 @@ def test_shipping_again_writes_nothing_twice_and_a_lost_state_finds_what_was_shi
     assert _shipper(taplog.data_dir).ship_once() == []  # the saved state says it is there
     assert store_env.keys("prod/") == before
     (taplog.data_dir / "shipping" / "state.json").unlink()
-    assert _shipper(taplog.data_dir).ship_once() == []  # the store's manifest says so
-    assert store_env.keys("prod/") == before
+    logs_before = _objects(store_env)
+    assert _shipper(taplog.data_dir).ship_once() == ["one"]  # shipped again, as a new copy
+    assert _objects(store_env) == logs_before  # the same log: found in the store, not rewritten
     assert _fleet(tmp_path, "SELECT count(*) FROM llm_calls") == [(1,)]
 
 
@@ -92,6 +102,20 @@ def test_a_session_that_grows_after_shipping_is_shipped_again_and_counted_once(
     assert events == distinct and _fleet(tmp_path, "SELECT count(*) FROM llm_calls") == [(2,)]
 
 
+def test_many_rounds_leave_few_files_in_a_partition(taplog, oai, store_env: SeaweedFS, tmp_path):
+    from deltalake import DeltaTable
+
+    shipper = _shipper(taplog.data_dir)
+    for k in range(SMALL_FILES + 4):  # a round for each session: a file each
+        _chat(oai, f"s{k}")
+        taplog.flush()
+        assert shipper.ship_once() == [f"s{k}"]
+    events = DeltaTable("s3://fleet/prod/tables/events", storage_options=storage_options())
+    assert len(events.file_uris()) <= SMALL_FILES
+    assert "OPTIMIZE" in [commit["operation"] for commit in events.history()]
+    assert _fleet(tmp_path, "SELECT count(*) FROM llm_calls") == [(SMALL_FILES + 4,)]
+
+
 def test_a_large_body_ships_as_its_blob_and_the_fleet_puts_it_back(
     servers, fake, store_env: SeaweedFS, tmp_path
 ):
@@ -104,7 +128,7 @@ def test_a_large_body_ships_as_its_blob_and_the_fleet_puts_it_back(
     assert orjson.loads(body)["messages"][0]["content"] == "x" * 5000
 
 
-def test_two_data_dirs_shipping_as_one_instance_stop_rather_than_hide_each_other(
+def test_two_data_dirs_shipping_as_one_instance_hide_nothing_of_each_other(
     taplog, oai, store_env: SeaweedFS, tmp_path
 ):
     _chat(oai, "one")
@@ -114,27 +138,41 @@ def test_two_data_dirs_shipping_as_one_instance_stop_rather_than_hide_each_other
     (other / "sessions").mkdir(parents=True)
     (log,) = logs(taplog.data_dir)
     log_of(other, "copy").write_bytes(log.read_bytes())
-    assert _shipper(other).ship_once() == ["copy"]  # new to the store: it goes on from there
+    assert _shipper(other).ship_once() == ["copy"]
     _chat(oai, "two")
     taplog.flush()
-    with pytest.raises(StopShipping, match="another data dir ships as instance 'a'"):
-        _shipper(taplog.data_dir).ship_once()
+    assert _shipper(taplog.data_dir).ship_once() == ["two"]
+    sql = "SELECT session, count(*) FROM llm_calls GROUP BY ALL ORDER BY 1"
+    assert _fleet(tmp_path, sql) == [("copy", 1), ("one", 1), ("two", 1)]
 
 
-def test_a_manifest_naming_a_path_outside_the_layout_is_refused_and_nothing_is_fetched(
+def test_a_table_naming_a_log_outside_the_layout_is_refused_and_nothing_is_fetched(
     store_env: SeaweedFS, tmp_path
 ):
-    planted = {
-        "format": 1,
-        "sessions": {"s": {"size": 1, "events": "events/day=2026-01-01/instance=a/../../../x"}},
-    }
-    store_env.client().put_object(
-        Bucket="fleet",
-        Key="prod/manifests/instance=a/000000000001.json",
-        Body=orjson.dumps(planted),
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    planted = pa.table(
+        {
+            "instance": ["a"],
+            "day": ["2026-01-01"],
+            "session": ["s"],
+            "seq": [1],
+            "blob_sha256": pa.array([None], pa.string()),
+            "shipped_log": ["logs/instance=a/s/../../../../x.jsonl"],
+        }
     )
-    with pytest.raises(StoreError, match="names"):
-        fetch(parse_location(TO), tmp_path / "cache")
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in store_env.env.items():
+            env.setenv(name, value)
+        write_deltalake(
+            "s3://fleet/prod/tables/events",
+            planted,
+            partition_by=["day", "instance"],
+            storage_options=storage_options(),
+        )
+    with pytest.raises(StoreError, match="names the log"):
+        fetch(parse_location(TO), tmp_path / "cache", logs=True)
     assert not (tmp_path / "cache").exists()
 
 
@@ -142,7 +180,7 @@ def test_a_shipped_session_of_interleaved_threads_reads_back_whole_from_the_flee
     taplog, oai, store_env: SeaweedFS, tmp_path
 ):
     """Requests stored as what they add to earlier ones (a thread's history, a system prompt
-    met again) are put back whole from the shipped Parquet, as from the local log."""
+    met again) are put back whole from the shipped table, as from the local log."""
     task = "Find why the nightly build fails and fix it; the log is below. " * 20
     threads: dict[str, list] = {
         "main": [{"role": "system", "content": "You are a careful coding agent."}],
