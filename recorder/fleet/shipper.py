@@ -174,7 +174,7 @@ class Shipper:
 
     def _last_round(self, done: threading.Event) -> None:
         try:
-            self._ship(time.time())
+            self._ship(time.time(), upkeep=False)  # the table's upkeep waits for a start
         finally:
             done.set()
 
@@ -190,10 +190,10 @@ class Shipper:
             if self._stop.wait(min(self.every, COUNT_SECONDS)):
                 return
 
-    def _ship(self, until: float | None) -> None:
+    def _ship(self, until: float | None, upkeep: bool = True) -> None:
         """A round, its failure told once and counted."""
         try:
-            self.ship_once(until)
+            self.ship_once(until, upkeep)
         except StoreError as exc:
             self.stats.failures += 1
             if self.stats.reachable:
@@ -203,14 +203,15 @@ class Shipper:
             self.stats.failures += 1
             log.exception("a shipping round failed; the session logs are untouched")
 
-    def ship_once(self, until: float | None = None) -> list[str]:
+    def ship_once(self, until: float | None = None, upkeep: bool = True) -> list[str]:
         """One round: the sessions it shipped (StoreError when the store failed it). It
         takes the logs last written before `until`, by default those idle for
-        `idle_seconds`."""
+        `idle_seconds`; with `upkeep`, the table's upkeep follows a commit."""
         with self._round:
-            return self._round_of(time.time() - self.idle_seconds if until is None else until)
+            when = time.time() - self.idle_seconds if until is None else until
+            return self._round_of(when, upkeep)
 
-    def _round_of(self, until: float) -> list[str]:
+    def _round_of(self, until: float, upkeep: bool) -> list[str]:
         due = self._unshipped(until)
         if not due:
             self._count_backlog()
@@ -250,7 +251,8 @@ class Shipper:
         self._count_backlog()
         if not self.stats.backlog_objects:
             self.stats.last_shipped = time.time()
-        self._maintain(state, staged.days)
+        if upkeep:
+            self._maintain(state, staged.days)
         return sorted(due)
 
     def _maintain(self, state: _State, days: dict[str, list[str]]) -> None:
