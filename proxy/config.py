@@ -14,6 +14,7 @@ environment, never from the config file; messages and `repr` show them as
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import socket
 import tomllib
@@ -132,9 +133,15 @@ def _ship_after(minutes: float) -> None:
         )
 
 
+FLEET_MODULES = ("boto3", "deltalake", "pyarrow")  # what the `fleet` extra installs to ship
+
+
 def _ship_to(value: str) -> None:
     if value:
         parse_location(value)
+        missing = [name for name in FLEET_MODULES if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ValueError(f"needs taplog[fleet] ({missing[0]} is missing)")
 
 
 def _field_paths(value: str) -> tuple[IgnoredField, ...]:

@@ -213,14 +213,22 @@ def test_a_copy_of_a_log_verifies_under_its_session_with_blobs_elsewhere(tmp_pat
     assert not verify_file(copy, session="s", blobs_folder=tmp_path).ok
 
 
+@pytest.mark.parametrize("missing", ["boto3", "deltalake"])
 @pytest.mark.parametrize(
-    "command", [["verify"], ["sessions"], ["sql", "SELECT count(*) FROM events"]]
+    "command",
+    [
+        ["verify"],
+        ["sessions"],
+        ["sql", "SELECT count(*) FROM events"],
+        ["compact"],
+        ["prune", "--older-than", "90d"],
+    ],
 )
-def test_without_the_fleet_extra_every_fleet_command_says_so(monkeypatch, command):
-    monkeypatch.setitem(sys.modules, "boto3", None)
+def test_without_the_fleet_extra_every_fleet_command_says_so(monkeypatch, command, missing):
+    monkeypatch.setitem(sys.modules, missing, None)
     result = CliRunner().invoke(main, [*command, "--fleet", TO])
     assert result.exit_code == 1
-    assert "--fleet needs taplog[fleet] (boto3 is missing)" in result.output
+    assert f"--fleet needs taplog[fleet] ({missing} is missing)" in result.output
 
 
 # -- through the store ----------------------------------------------------------------
@@ -279,3 +287,13 @@ def test_a_shipped_fleet_verifies_and_a_third_instance_forking_it_is_named(
     )
     code, out = _verify(tmp_path, "nowhere")
     assert code == 2 and "no instance has shipped session 'nowhere'" in "\n".join(out)
+
+
+def test_without_the_fleet_extra_a_config_that_ships_is_refused(monkeypatch, tmp_path):
+    config = tmp_path / "taplog.toml"
+    config.write_text(f'ship_to = "{TO}"\n')
+    assert CliRunner().invoke(main, ["check-config", str(config)]).exit_code == 0
+    monkeypatch.setitem(sys.modules, "deltalake", None)
+    result = CliRunner().invoke(main, ["check-config", str(config)])
+    assert result.exit_code != 0
+    assert "needs taplog[fleet] (deltalake is missing)" in result.output
