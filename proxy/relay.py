@@ -5,6 +5,8 @@
                           ├─ ended            the record first, then the held end (proxy.end_guard)
                           ├─ finished, but    the answer is whole: taplog adds the end marker,
                           │  no end marker    recorded `ok` with `end_marker_added`
+                          ├─ finished, and    the client had the whole answer: the rest is read
+                          │  the client left  into the record, `ok` with `client_left_at_end`
                           └─ broken           continued on another target (failover.continuation)
                                               where the rule says `midstream = "continue"`,
                                               else an error event in the client's format
@@ -57,6 +59,7 @@ from taplog.recorder.vendors.translation import Untranslatable
 from taplog.recorder.vendors.watch import BodyWatch, Passed, StreamWatch
 
 MIB = 1024 * 1024
+REST_SECONDS = 2.0  # reading the end of an answer whose client left once it had it whole
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 JSON_STREAM_HEADERS = {"content-type": "application/json; charset=UTF-8"}  # Gemini's, no alt=sse
 
@@ -194,9 +197,12 @@ async def relay(
         await deliver_end(call, request, response, delivery.held)
     except asyncio.CancelledError:
         lifecycle = call.services.lifecycle
-        attempt_try.finish("shutdown" if lifecycle.stopping else "client_disconnected")
+        if lifecycle.stopping:
+            attempt_try.finish("shutdown")
+        else:
+            await asyncio.shield(_client_left(attempt_try, upstream, watch))
         raise
-    except ClientGone:
+    except ClientGone:  # a write failed: what it held did not reach the client
         attempt_try.finish("client_disconnected")
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         upstream.close()
@@ -207,6 +213,24 @@ async def relay(
         if sent.copy is not None and call.served is attempt_try:  # translated, not continued:
             call.client_bytes = bytes(sent.copy) + b"".join(delivery.held)  # (its end held)
     return response
+
+
+async def _client_left(
+    attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
+) -> None:
+    """The client went away while taplog waited on the vendor, with all it was sent. One
+    that had the whole answer (every stop reason: only the end marker was still to come,
+    as litellm leaves) did not fail: the vendor's rest is read into the record, for at
+    most `REST_SECONDS`, and the answer recorded `ok`."""
+    if not watch.finished or watch.failure is not None:
+        attempt_try.finish("client_disconnected")
+        return
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError, SseTooLarge):
+        async with asyncio.timeout(REST_SECONDS):
+            async for chunk in upstream.content.iter_any():
+                attempt_try.keep(chunk)
+                watch.feed(chunk)
+    attempt_try.finish("ok", client_left_at_end=True)
 
 
 async def _pipe(

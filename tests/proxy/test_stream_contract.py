@@ -19,7 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fakes.clients import OTHER_VENDOR, OWN_VENDOR, STORY_ANSWER, STORY_PROMPT, ask_sdk
+from tests.fakes.clients import (
+    OTHER_VENDOR,
+    OWN_VENDOR,
+    STORY_ANSWER,
+    STORY_PROMPT,
+    ask_sdk,
+    sql_rows,
+)
 from tests.fakes.harness import start_on_fake
 from tests.fakes.keys import OPENAI_KEY
 
@@ -230,3 +237,49 @@ def _plain_proxy(servers, fake, tmp_path_factory):
         _proxies.clear()
         _proxies[key] = start_on_fake(servers, fake, tmp_path_factory.mktemp("cuts"))
     return _proxies[key]
+
+
+# -- a client that leaves ------------------------------------------------------------------
+
+
+def test_a_client_that_leaves_once_it_has_the_stop_reason_is_no_failure(taplog, monkeypatch):
+    """litellm (the real one, taplog's own dependency) stops reading an Anthropic stream
+    at `message_delta`, before `message_stop`, and closes it: the answer was whole."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of its prices
+    import litellm
+
+    chunks = litellm.completion(
+        model="anthropic/claude-sonnet-4-6",
+        messages=[{"role": "user", "content": f"{STORY_PROMPT} !delay=0.3"}],
+        stream=True,
+        api_base=taplog.url,
+        api_key="sk-ant-test-key",
+        extra_headers={"X-Taplog-Session": "lite"},
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == STORY_ANSWER
+    taplog.wait_for(lambda s: any(e["type"] == "call.answered" for e in s.get("lite", [])))
+    (response,), (answer,) = taplog.events("llm.response"), taplog.events("call.answered")
+    assert (response["outcome"], response["client_left_at_end"]) == ("ok", True)
+    assert response["stream_complete"] is True  # the vendor's rest was read into the log
+    assert answer["outcome"] == "ok"
+    [row] = sql_rows(taplog.data_dir, "SELECT failed_calls FROM sessions")
+    assert row == {"failed_calls": 0}
+
+
+def test_a_client_that_leaves_before_the_stop_reason_is_recorded_as_gone(taplog):
+    with httpx.stream(
+        "POST",
+        f"{taplog.url}/v1/messages",
+        json={
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 64,
+            "stream": True,
+            "messages": [{"role": "user", "content": f"{STORY_PROMPT} !delay=0.3"}],
+        },
+        headers={"x-api-key": "sk-ant-test-key", "anthropic-version": "2023-06-01"},
+    ) as stream:
+        next(stream.iter_bytes())  # the first events, then away
+    taplog.wait_for(lambda s: any(e["type"] == "llm.response" for es in s.values() for e in es))
+    (response,) = taplog.events("llm.response")
+    assert response["outcome"] == "client_disconnected"
+    assert "client_left_at_end" not in response
