@@ -69,6 +69,9 @@ def model_info(provider: str, model: str | None) -> ModelFacts | None:
     return models.get(model) or models.get(f"{provider}/{model}")
 
 
+COST_DIGITS = 12  # a millionth of a millionth of a dollar: far below any price
+
+
 def cost_usd(
     provider: str,
     model: str | None,
@@ -86,9 +89,11 @@ def cost_usd(
         return None
     cached, written = cached_tokens or 0, cache_write_tokens or 0
     uncached = max(0, input_tokens - cached - written)
-    return (
+    cost = (
         uncached * input_price
         + cached * (info.cache_read_cost or input_price)
         + written * (info.cache_write_cost or input_price)
         + output_tokens * output_price
     )
+    # per-token prices are binary fractions: the sum carries noise (0.0070480000000000004)
+    return round(cost, COST_DIGITS)

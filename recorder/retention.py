@@ -59,7 +59,7 @@ log = logging.getLogger("taplog.retention")
 
 RECORD = "pruned.jsonl"
 UNITS = {"d": "days", "h": "hours", "m": "minutes"}
-AGE = re.compile(r"([1-9][0-9]{0,5})([dhm])")
+AGE = re.compile(r"(0|[1-9][0-9]{0,5})([dhm])")  # 0d: every session, to its last event
 EVERY_SECONDS = 3600.0  # between two passes of `taplog serve`
 BLOB_REF = re.compile(rb'"blob":\{"sha256":"([0-9a-f]{64})"')
 OVERLAP = 128  # bytes read again between chunks: a reference never straddles unseen

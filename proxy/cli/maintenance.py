@@ -233,7 +233,7 @@ def migrate(data_dir: Path) -> None:
     "age",
     required=True,
     metavar="AGE",
-    help="Sessions whose last event is older than this go: 30d, 12h or 90m.",
+    help="Sessions whose last event is older than this go: 30d, 12h or 90m (0d: every one).",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would go; change nothing.")
 @_FLEET_TABLE

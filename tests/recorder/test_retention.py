@@ -136,7 +136,7 @@ def test_the_last_whole_line_dates_a_session_and_a_torn_tail_is_ignored(data_dir
     assert [p.session for p in prune(data_dir, timedelta(days=30))] == ["old-a", "old-b"]
 
 
-@pytest.mark.parametrize("text", ["30", "d", "1.5d", "2w", "-1d", "0d", "30 days", ""])
+@pytest.mark.parametrize("text", ["30", "d", "1.5d", "2w", "-1d", "00d", "30 days", ""])
 def test_an_age_is_a_whole_number_and_a_unit(text):
     with pytest.raises(BadAge, match=r"d \(days\), h \(hours\) or m \(minutes\)"):
         parse_age(text)
@@ -144,7 +144,14 @@ def test_an_age_is_a_whole_number_and_a_unit(text):
     assert result.exit_code == 2 and "as in 30d, 12h or 90m" in result.output
 
 
+def test_an_age_of_zero_takes_every_session(data_dir):
+    result = _prune(data_dir, "--older-than", "0d", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1].startswith("would prune 4 sessions older than 0d")
+
+
 def test_ages_in_days_hours_and_minutes():
+    assert parse_age("0d") == timedelta(0)
     assert parse_age("30d") == timedelta(days=30)
     assert parse_age("12h") == timedelta(hours=12)
     assert parse_age("90m") == timedelta(minutes=90)
