@@ -210,7 +210,7 @@ def _tools(
             took = "" if duration is None else f"  {duration:.1f} ms"
             marks = "".join(f"  [{cell(f)}]" for f in flags) + ("  [server]" if server else "")
             args = _clip(orjson.loads(arguments) if arguments else None, width)
-            shown = _result(orjson.loads(answer) if answer else None, width)
+            shown = "no result" if answer is None else _result(orjson.loads(answer), width)
             yield at, f"  tool {cell(name)} {args} → {outcome}{shown}{took}{marks}"
 
 

@@ -139,6 +139,21 @@ def test_sessions_and_show_commands(recorded_taplog):
     assert missing.exit_code == 1 and "no session 'nope'" in missing.output
 
 
+def test_show_says_a_tool_call_that_was_never_answered_has_no_result(taplog, oai):
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    oai.chat.completions.create(
+        model="gpt-4.1",
+        messages=[{"role": "user", "content": "!plan=get_weather:Paris"}],
+        tools=[tool],
+        extra_headers={"X-Taplog-Session": "asked"},
+    )  # the agent stops here: the call is never run
+    taplog.flush()
+    shown = CliRunner().invoke(main, ["show", "asked", "--data-dir", str(taplog.data_dir)])
+    assert shown.exit_code == 0, shown.output
+    [line] = [line for line in shown.output.splitlines() if "  tool " in line]
+    assert line.split("  tool ", 1)[1].startswith('get_weather {"q":"Paris"} → no result')
+
+
 def test_sql_command_formats_and_output_files(recorded_taplog, tmp_path):
     runner = CliRunner()
     data = ["--data-dir", str(recorded_taplog.data_dir)]
