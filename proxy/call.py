@@ -29,6 +29,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from taplog.proxy.failover.attempts import Attempt
 from taplog.proxy.failover.rules import Rule, Target
 from taplog.proxy.keys import Recording, Services
+from taplog.proxy.observe.log_lines import log_failover
 from taplog.proxy.routing import CallRoute
 from taplog.recorder import events
 from taplog.recorder.calls import CallAnswer, Chunk, LlmRequest, LlmResponse
@@ -127,6 +128,7 @@ class Call:
             attempt=self.attempts + 1 if sent else None,
         )
         self._record(EventRecord(event))
+        log_failover(self.session, self.id, self.rule.model, str(source), str(target), reason)
 
     def record_answer(self, status: int | None) -> None:
         """What the client got, once the call is over: the served try's answer, or taplog's

@@ -51,7 +51,9 @@ from taplog.proxy.failover.attempts import (
     plan,
     verdict,
 )
+from taplog.proxy.failover.breaker import Breaker
 from taplog.proxy.failover.rules import Target
+from taplog.proxy.observe.log_lines import log_circuit
 from taplog.proxy.relay import MIB, can_continue, relay, watch_for
 from taplog.proxy.upstream import (
     BrokenStream,
@@ -230,16 +232,14 @@ async def _try_target(
         response, judged = await _try_once(request, call, attempt, is_primary, committed, outcome)
         if judged == OK:
             if breaker is not None:
-                breaker.succeeded()
+                _succeeded(breaker, str(attempt.target), rule.model)
             return response
         if response is not None:  # a final error of the client's own vendor, passed on as is
             return response
         if judged == FINAL:
             return None
-        if breaker is not None:
-            breaker.failed()
-            if breaker.state == "open":
-                return None
+        if breaker is not None and _failed(breaker, str(attempt.target), rule.model):
+            return None  # its circuit is open
         if outcome.last is not None and outcome.last.outcome == "timeout":
             timeouts += 1
             if timeouts > rule.timeout_retries:
@@ -252,6 +252,23 @@ async def _try_target(
             return None  # waiting that long is worse than another vendor
         await asyncio.sleep(delay)
     return None
+
+
+def _succeeded(breaker: Breaker, target: str, rule: str) -> None:
+    if breaker.state != "closed":
+        log_circuit(target, rule, "closed")
+    breaker.succeeded()
+
+
+def _failed(breaker: Breaker, target: str, rule: str) -> bool:
+    """Count a failure of `target`; whether its circuit is open now (logged when it opens)."""
+    was_open = breaker.state == "open"
+    breaker.failed()
+    if breaker.state != "open":
+        return False
+    if not was_open:
+        log_circuit(target, rule, "open")
+    return True
 
 
 async def _try_once(

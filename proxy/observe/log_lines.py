@@ -4,9 +4,10 @@ The call line is written from a recorder observer (on the writer thread) when
 a call's `llm.response` is in the log, so it says exactly what the log says.
 It carries when, which session and exchange, api, provider, model, status,
 outcome, latency, time to first byte, tokens and cost; never headers, bodies,
-keys or URLs. Values a client chose (the model name) are clipped and, in the
-text format, quoted when they hold anything but plain characters, so a
-request cannot forge log lines.
+keys or URLs. A failover and a circuit that opens or closes get a line each too
+(`taplog.failover`), with the rule and the targets. Values a client chose (the
+model name) are clipped and, in the text format, quoted when they hold anything
+but plain characters, so a request cannot forge log lines.
 
     2026-01-01T12:00:00.123Z INFO taplog.calls: call session=run-1 api=openai.chat …
     {"time": "2026-01-01T12:00:00.123Z", "level": "info", "logger": "taplog.calls", …}
@@ -91,7 +92,7 @@ def configure_logging(log_format: str, level: str, stream: Any = None) -> None:
     root.setLevel(level.upper())
 
 
-def _clip(value: Any) -> Any:
+def clip(value: Any) -> Any:
     """A value a client or vendor chose, short and with no credential in it."""
     if not isinstance(value, str):
         return value
@@ -107,8 +108,8 @@ def call_fields(response: Event, requested_model: str | None) -> dict[str, Any]:
         "exchange": response.get("exchange"),
         "api": response.get("api"),
         "provider": response.get("provider"),
-        "model": _clip(requested_model),
-        "response_model": _clip(response.get("model")),
+        "model": clip(requested_model),
+        "response_model": clip(response.get("model")),
         "status": response.get("status"),
         "outcome": response.get("outcome"),
         "latency_ms": response.get("latency_ms"),
@@ -118,7 +119,7 @@ def call_fields(response: Event, requested_model: str | None) -> dict[str, Any]:
         "cost_usd": response.get("cost_usd"),
     }
     if response.get("error"):
-        fields["error"] = _clip(response["error"])
+        fields["error"] = clip(response["error"])
     return fields
 
 
@@ -134,3 +135,26 @@ def log_call(response: Event, requested_model: str | None) -> None:
         calls_log.name, level, "(unknown file)", 0, "call", (), None, extra={"fields": fields}
     )
     calls_log.handle(record)
+
+
+failover_log = logging.getLogger("taplog.failover")
+
+
+def log_failover(session: str, exchange: str, rule: str, source: str, target: str, reason: str):
+    """A call moving to another target: which, under which rule, and why."""
+    fields = {
+        "session": session,
+        "exchange": exchange,
+        "rule": clip(rule),
+        "from": clip(source),
+        "to": clip(target),
+        "reason": clip(reason),
+    }
+    failover_log.warning("failover", extra={"fields": fields})
+
+
+def log_circuit(target: str, rule: str, state: str) -> None:
+    """A target's circuit changing: `open` (calls skip it) or `closed` (it answers again)."""
+    level = logging.WARNING if state == "open" else logging.INFO
+    fields = {"target": clip(target), "rule": clip(rule)}
+    failover_log.log(level, f"circuit {state}", extra={"fields": fields})

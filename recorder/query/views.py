@@ -76,9 +76,10 @@ WITH {FORKS}, requests AS (
 ), answered AS (  -- what the client got (logs before call.answered: the last answer)
     SELECT * FROM events WHERE type = 'call.answered'
     QUALIFY row_number() OVER (PARTITION BY session, exchange ORDER BY seq DESC) = 1
-), tries AS (
+), tries AS (  -- sent: the client's request as made, when it went nowhere, is attempt 0
     SELECT session, exchange,
-           count(*) FILTER (WHERE type = 'llm.request') AS attempts,
+           count(*) FILTER (WHERE type = 'llm.request' AND attempt IS DISTINCT FROM 0)
+               AS attempts,
            count(*) FILTER (WHERE type = 'failover') AS failovers
     FROM events WHERE type IN ('llm.request', 'failover') GROUP BY ALL
 )

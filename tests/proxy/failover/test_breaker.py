@@ -7,6 +7,7 @@ rule's defaults (retries 2, timeout_retries 0) and short timeouts.
 
 from __future__ import annotations
 
+import re
 import time
 
 import openai
@@ -15,8 +16,9 @@ import pytest
 
 from taplog.proxy.failover.breaker import COOL_DOWN, SharedBreakers, create_shared_breakers
 from taplog.proxy.keys import BREAKERS
+from taplog.proxy.observe.log_lines import TextFormatter
 from tests.builders import HELLO
-from tests.fakes.clients import gemini_at
+from tests.fakes.clients import gemini_at, sql_rows
 from tests.fakes.harness import FALLBACK_TTFB, model_requests
 from tests.fakes.keys import OPENAI_KEY
 
@@ -38,8 +40,9 @@ def test_a_silent_vendor_is_left_after_one_timeout(vendors, fallback_client):
 
 @pytest.mark.slow
 def test_after_every_vendor_failed_the_first_one_back_is_used_within_seconds(
-    vendors, fallback_proxy, fallback_client
+    vendors, fallback_proxy, fallback_client, caplog
 ):
+    caplog.set_level("INFO", logger="taplog.failover")
     vendors.openai.down = vendors.anthropic.down = {"status": "500"}
     with pytest.raises(openai.InternalServerError) as first:
         _ask(fallback_client)
@@ -61,6 +64,12 @@ def test_after_every_vendor_failed_the_first_one_back_is_used_within_seconds(
     assert answer == "Echo: hello"
     served = [e for e in fallback_proxy.events("llm.response") if e["status"] == 200]
     assert [e["provider"] for e in served] == ["anthropic"]
+    circuits = [line for line in _lines(caplog) if ": circuit " in line]
+    assert circuits == [
+        'WARNING taplog.failover: circuit open target=openai:gpt-4.1 rule="gpt-*"',
+        'WARNING taplog.failover: circuit open target=anthropic:claude-sonnet-4-6 rule="gpt-*"',
+        'INFO taplog.failover: circuit closed target=anthropic:claude-sonnet-4-6 rule="gpt-*"',
+    ]
 
 
 def test_when_every_vendor_is_down_the_client_gets_its_own_vendors_error(
@@ -148,3 +157,43 @@ def test_the_workers_breakers_are_one_with_one_probe_among_them(tmp_path):
     other[target].succeeded()
     assert one[target].allows()
     assert one.states() == other.states() == {target: "closed"}
+
+
+def _lines(caplog) -> list[str]:
+    """taplog's failover lines as stderr shows them."""
+    return [
+        TextFormatter().format(r).split(" ", 1)[1]
+        for r in caplog.records
+        if r.name == "taplog.failover"
+    ]
+
+
+def test_a_primary_skipped_by_its_open_circuit_counts_no_attempt_and_stderr_says_why(
+    vendors, fallback_proxy, fallback_client, caplog
+):
+    caplog.set_level("INFO", logger="taplog.failover")
+    vendors.openai.down = {"status": "500"}
+    assert _ask(fallback_client) == "Echo: hello"  # three failures open OpenAI's circuit
+    assert fallback_proxy.app[BREAKERS].states()["openai:gpt-4.1"] == "open"
+    assert _ask(fallback_client) == "Echo: hello"  # straight to the fallback
+    fallback_proxy.flush()
+    opened, first, second = _lines(caplog)
+    assert opened == 'WARNING taplog.failover: circuit open target=openai:gpt-4.1 rule="gpt-*"'
+    assert re.fullmatch(
+        r"WARNING taplog\.failover: failover session=\S+ exchange=\S+ rule=\"gpt-\*\" "
+        r"from=openai:gpt-4\.1 to=anthropic:claude-sonnet-4-6 reason=\"HTTP 500.*\"",
+        first,
+    ), first
+    assert second.endswith('reason="circuit open for openai:gpt-4.1"'), second
+    calls = sql_rows(
+        fallback_proxy.data_dir,
+        "SELECT c.attempts, c.failovers, a.data->>'tries' AS tries FROM llm_calls c "
+        "JOIN events a ON a.type = 'call.answered' AND a.exchange = c.exchange "
+        "ORDER BY c.started_at",
+    )
+    assert calls == [
+        {"attempts": 4, "failovers": 1, "tries": "4"},
+        {"attempts": 1, "failovers": 1, "tries": "1"},
+    ]
+    skipped = [e for e in fallback_proxy.events("llm.request") if e["attempt"] == 0]
+    assert [(e["provider"], e["sent"]) for e in skipped] == [("openai", False)]
