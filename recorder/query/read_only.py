@@ -5,7 +5,9 @@ Two walls, the first decisive:
 1. `check_read_only`, before DuckDB runs anything. A statement passes only when
    DuckDB's own parser types it as a query: SELECT, which covers WITH, FROM,
    VALUES, DESCRIBE, SHOW and SUMMARIZE, or an EXPLAIN of one (EXPLAIN ANALYZE
-   runs what it explains). COPY, EXPORT, ATTACH, CREATE, INSERT, PRAGMA, SET,
+   runs what it explains), or a PIVOT that takes its columns from the data
+   (typed MULTI: a type of the values, then the query), as long as it names no
+   statement that writes. COPY, EXPORT, ATTACH, CREATE, INSERT, PRAGMA, SET,
    CALL, INSTALL, LOAD and every other statement are refused by name; each
    statement of a script is checked.
 2. `lock_down`, on the connection, bounds what DuckDB could touch were a
@@ -22,8 +24,11 @@ Two walls, the first decisive:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
+import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -49,10 +54,38 @@ def check_read_only(sql: str) -> None:
                     f"only queries run here ({ALLOWED}); refused an EXPLAIN of "
                     + (" and ".join(_named(s) for s in explained) or "nothing")
                 )
+        elif statement.type == duckdb.StatementType.MULTI and _a_pivot_query(statement.query):
+            continue
         elif statement.type != duckdb.StatementType.SELECT:
             raise QueryError(f"only queries run here ({ALLOWED}); refused {_named(statement)}")
     if len(statements) != 1:
         raise QueryError(f"give exactly one SQL statement (got {len(statements)})")
+
+
+# What a statement that is not a query starts with, or holds (`INSERT … PIVOT`).
+_NOT_QUERIES = frozenset(
+    {
+        *("alter", "attach", "begin", "call", "checkpoint", "comment", "commit", "copy"),
+        *("create", "delete", "detach", "drop", "execute", "export", "import", "insert"),
+        *("install", "load", "merge", "pragma", "prepare", "reset", "rollback", "set"),
+        *("truncate", "update", "use", "vacuum"),
+    }
+)
+
+
+def _a_pivot_query(text: str) -> bool:
+    """Whether a statement DuckDB types as several (MULTI) is a query with a PIVOT whose
+    columns come from the data: DuckDB makes a type of the values first, then runs the
+    query. Its keywords must name a pivot and nothing that writes (`CREATE TABLE … AS
+    PIVOT`, `COPY (PIVOT …) TO` are refused)."""
+    found = duckdb.tokenize(text)
+    ends = [offset for offset, _ in found[1:]] + [len(text)]
+    words = {
+        text[offset:end].strip().lower()
+        for (offset, kind), end in zip(found, ends, strict=True)
+        if kind == duckdb.token_type.keyword
+    }
+    return bool(words & {"pivot", "pivot_wider"}) and not words & _NOT_QUERIES
 
 
 def _parsed(sql: str) -> list[duckdb.Statement]:
@@ -116,11 +149,25 @@ def lock_down(con: duckdb.DuckDBPyConnection, readable: Sequence[str], output: P
 
 @functools.cache
 def _private_folder() -> Path:
-    """A folder only this user can read, for DuckDB's spill files; removed at exit.
+    """A folder only this user can read, for DuckDB's spill files: one per user, kept
+    (`$XDG_RUNTIME_DIR/taplog-sql`, else `$TMPDIR/taplog-sql-<uid>`), so a `taplog sql`
+    that is killed leaves no folder behind. DuckDB makes a connection's own folder in
+    it when it first spills, and removes that when the connection closes.
 
-    DuckDB makes a connection's own folder in it when it first spills, and
-    removes that when the connection closes.
+    One that is not this user's own, or that others may open, is never used (another
+    user could have made it first): a folder of this process's own is, removed at exit.
     """
-    folder = Path(tempfile.mkdtemp(prefix="taplog-sql-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = (
+        Path(runtime, "taplog-sql")
+        if runtime
+        else Path(tempfile.gettempdir(), f"taplog-sql-{os.getuid()}")
+    )
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    found = os.lstat(folder)
+    if stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077:
+        return folder
+    own = Path(tempfile.mkdtemp(prefix="taplog-sql-"))
+    atexit.register(shutil.rmtree, own, ignore_errors=True)
+    return own

@@ -107,6 +107,12 @@ WRITES = {
     "CALL checkpoint()": "refused a CALL statement",
     "INSTALL '{path}'": "refused a LOAD statement",
     "SELECT * FROM query('COPY (SELECT 1) TO ''{path}''')": "Expected a single SELECT statement",
+    "COPY (PIVOT (SELECT 'x' AS k, 1 AS v) ON k USING sum(v)) TO '{path}'": (
+        "refused a MULTI statement"
+    ),
+    "CREATE TABLE t AS PIVOT (SELECT 'x' AS k, 1 AS v) ON k USING sum(v)": (
+        "refused a MULTI statement"
+    ),
 }
 
 
@@ -255,6 +261,38 @@ def test_printed_rows_are_capped_and_the_rest_counted(sql_data_dir, tmp_path):
     assert exact.stdout.splitlines()[-1] == "(1000 rows)" and not exact.stderr
     written = _run_sql(sql_data_dir, many, "--output", str(tmp_path / "all.jsonl"))
     assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 2500 and not written.output
+
+
+def test_a_pivot_whose_columns_come_from_the_data_runs(sql_data_dir):
+    result = _run_sql(
+        sql_data_dir,
+        "PIVOT (SELECT type FROM events WHERE type LIKE 'llm.%') ON type USING count(*)",
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    [row] = orjson.loads(result.output)
+    assert set(row) == {"llm.request", "llm.response"} and row["llm.request"] > 0
+
+
+def test_a_killed_sql_leaves_no_folder_behind(sql_data_dir, tmp_path):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {k: v for k, v in taplog_env(TMPDIR=str(temp)).items() if k != "XDG_RUNTIME_DIR"}
+    slow = "SELECT sum(hash(i)) FROM range(20000000000) t(i)"
+    for _ in range(2):
+        query = subprocess.Popen(
+            [TAPLOG, "sql", "--data-dir", str(sql_data_dir), slow],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.5)  # the query is running
+        query.send_signal(signal.SIGTERM)
+        assert query.wait(timeout=10) == -signal.SIGTERM
+    [folder] = temp.iterdir()  # one folder of this user's, used by every run
+    assert folder.name == f"taplog-sql-{os.getuid()}"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and not list(folder.iterdir())
 
 
 def test_duckdb_spills_to_a_private_folder_never_the_data_dir(sql_data_dir, monkeypatch):
