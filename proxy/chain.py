@@ -86,6 +86,7 @@ class _NoTimer(contextlib.AbstractAsyncContextManager):
 
 NO_TIMER = _NoTimer()
 LLM_APIS = frozenset(API_MODULES)
+LARGER, UNKNOWN, SMALLER = "larger", "unknown", "smaller"  # a context window, to a refused one
 
 
 @dataclass(slots=True)
@@ -97,12 +98,16 @@ class Outcome:
     wait: float | None = None  # seconds the last failed vendor asked to wait (retry-after)
     too_long_for: int | None = None  # the context window that refused the prompt (0: unknown)
 
-    def fits(self, target: Target) -> bool:
-        """After a refusal for length, only a target with a larger context window."""
+    def fit(self, target: Target) -> str:
+        """After a refusal for length, whether `target`'s context window is `LARGER`,
+        `UNKNOWN` (no catalogue knows it: worth a try after the larger ones) or `SMALLER`
+        (not larger); before one, `LARGER`."""
         if self.too_long_for is None:
-            return True
+            return LARGER
         window = target.context_window()
-        return window is not None and window > self.too_long_for
+        if window is None:
+            return UNKNOWN
+        return LARGER if window > self.too_long_for else SMALLER
 
 
 async def serve(request: web.Request, call: Call) -> web.StreamResponse:
@@ -136,9 +141,15 @@ async def _serve(request: web.Request, call: Call) -> web.StreamResponse:
     if usable[0] is not primary:  # the call as the client made it is in the log all the same
         call.record_original(_own_attempt(call, primary))
     previous: Target | None = None
-    for position, target in enumerate(usable):
-        if not outcome.fits(target):
+    pending, unknown = list(usable), []  # after a refusal for length: larger windows first
+    while pending or unknown:
+        target = pending.pop(0) if pending else unknown.pop(0)
+        fit = outcome.fit(target)
+        if fit == SMALLER:
             call.skipped.append(f"{target} was skipped: its context window is not larger")
+            continue
+        if fit == UNKNOWN and pending:
+            unknown.append(target)  # tried once the targets known to be larger were
             continue
         try:
             attempt = await _attempt(call, target, primary)
@@ -147,8 +158,10 @@ async def _serve(request: web.Request, call: Call) -> web.StreamResponse:
             continue
         if target is not primary:  # the call moves: from the last target tried, or past
             reason = outcome.last.message if outcome.last else f"circuit open for {primary}"
+            if fit == UNKNOWN:
+                reason += f"; tried though its context window is unknown ({target})"
             call.record_failover(previous or primary, target, reason)  # its own, open
-        last = position == len(usable) - 1
+        last = not pending and not unknown
         response = await _try_target(request, call, attempt, target is primary, last, outcome)
         if response is not None:
             return response

@@ -143,6 +143,37 @@ def test_a_prompt_too_long_for_every_window_gets_its_vendors_refusal(servers, ve
     assert model_requests(vendors.anthropic) == []
 
 
+def test_after_a_refusal_for_length_a_window_no_one_knows_is_tried_after_the_larger_ones(
+    servers, vendors, tmp_path
+):
+    """gpt-4o is not larger than gpt-4o-mini (skipped); `claude-house-model` is in no
+    catalogue (tried last); gpt-4.1 takes 1M (first). Both larger ones refuse too here."""
+    rule = {
+        "model": "gpt-4o-mini",
+        "to": ["anthropic:claude-house-model", "openai:gpt-4o", "openai:gpt-4.1"],
+    }
+    proxy = vendors.proxy(servers, tmp_path / "data", {"fallback": [rule]})
+    vendors.openai.down = {"status": "400", "code": "context_length_exceeded"}
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+
+    answer = client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
+
+    assert (answer.model, answer.choices[0].message.content) == (
+        "claude-house-model",
+        "Echo: hello",
+    )
+    sent = [orjson.loads(r.body)["model"] for r in model_requests(vendors.openai)]
+    assert sent == ["gpt-4o-mini", "gpt-4.1"]
+    first, second = proxy.events("failover")
+    assert (first["to_model"], second["to_model"]) == ("gpt-4.1", "claude-house-model")
+    assert second["reason"] == (
+        "the prompt is too long for openai:gpt-4.1; tried though its context window is "
+        "unknown (anthropic:claude-house-model)"
+    )
+    (answered,) = proxy.events("call.answered")
+    assert any("gpt-4o was skipped" in s for s in answered["skipped"])
+
+
 def test_the_workers_breakers_are_one_with_one_probe_among_them(tmp_path):
     """Two workers' tables on one file (`serve --workers N`): what one saw, the other acts on."""
     create_shared_breakers(tmp_path / "breakers")
