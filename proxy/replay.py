@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,7 +167,11 @@ async def _send_recorded(
 def _miss(index: ReplayIndex, api: str, body: object) -> str:
     closest = index.closest(api, body)
     if closest is None:
-        return f"replay miss: no {api} call recorded ({len(index)} calls in the recording)"
+        passed_over = index.passed_over_text()
+        return (
+            f"replay miss: no {api} call recorded ({len(index)} calls in the recording"
+            + (f"; {passed_over})" if passed_over else ")")
+        )
     recorded, difference = closest
     miss = (
         f"replay miss: no recorded {api} request matches this one; the closest is "
@@ -240,5 +245,8 @@ async def run_replay(source: Path, settings: Settings) -> None:
     async with listening(runner, settings.host, settings.port) as (bound_host, port, *_):
         token = "/t/$TAPLOG_AUTH_TOKEN" if settings.auth_tokens else ""
         url = f"http://{bound_host}:{port}{token}"
-        print(f"taplog replay: {len(runner.app[REPLAYER].index)} calls on {url}", flush=True)
+        index = runner.app[REPLAYER].index
+        print(f"taplog replay: {len(index)} calls on {url}", flush=True)
+        if passed_over := index.passed_over_text():
+            print(f"taplog replay: {passed_over}", file=sys.stderr, flush=True)
         await until_stopped()

@@ -23,6 +23,7 @@ Pure: reads the files through `recorder.store.reader`, no I/O beyond that.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,7 @@ class ReplayIndex:
     calls: dict[str, list[Recorded]] = field(default_factory=dict)  # by signature
     views: dict[str, Any] = field(default_factory=dict)  # signature -> the rerun view
     served: dict[str, int] = field(default_factory=dict)
+    passed_over: Counter[str] = field(default_factory=Counter)  # why, how many
 
     def add(self, call: Recorded) -> None:
         view = rerun_view(call.api, call.request, self.ignored)
@@ -111,6 +113,14 @@ class ReplayIndex:
 
     def __len__(self) -> int:
         return sum(len(calls) for calls in self.calls.values())
+
+    def passed_over_text(self) -> str | None:
+        """The recorded calls that are not replayed, and why: what a user who expected
+        more needs to know (None when every one is)."""
+        if not self.passed_over:
+            return None
+        why = ", ".join(f"{n} {reason}" for reason, n in self.passed_over.most_common())
+        return f"{self.passed_over.total()} recorded calls passed over: {why}"
 
     def take(self, api: str, body: Any) -> Recorded | None:
         """The next recorded answer to this request, or None on a miss."""
@@ -152,12 +162,17 @@ def load_index(source: Path, ignored: tuple[IgnoredField, ...] = ()) -> ReplayIn
     sessions = {session_name(source): list(read_events(source))} if one_file else read_all(source)
     index = ReplayIndex(ignored)
     for session, events in sessions.items():
-        for call in recorded_calls(session, events):
+        for call in recorded_calls(session, events, index.passed_over):
             index.add(call)
     return index
 
 
-def recorded_calls(session: str, events: list[Event]) -> list[Recorded]:
+def recorded_calls(
+    session: str, events: list[Event], passed_over: Counter[str] | None = None
+) -> list[Recorded]:
+    """The session's calls that replay: a whole answer to a request of a replayed API, as
+    the client got it. The others are counted in `passed_over`, by why."""
+    passed_over = Counter() if passed_over is None else passed_over
     requests: dict[str, Event] = {}
     answers: dict[str, Event] = {}
     failed_over: set[str] = set()
@@ -173,14 +188,21 @@ def recorded_calls(session: str, events: list[Event]) -> list[Recorded]:
     for exchange, request in requests.items():
         answer = answers.get(exchange)
         if answer is None or not _whole(answer) or request.get("body") is None:
+            passed_over["with no whole answer"] += 1
             continue
-        if exchange in failed_over and (answer.get("status") != 200 or answer.get("rescue")):
-            continue  # the client got an error of taplog's, or a splice of two answers
+        if exchange in failed_over and answer.get("status") != 200:
+            passed_over["failed over to an error"] += 1
+            continue
+        if answer.get("rescue"):
+            passed_over["continued from a broken stream (a splice of two answers)"] += 1
+            continue
         recorded = _recorded(session, request, answer)
         if answer.get("api") != request["api"]:
             recorded = _as_the_client_got_it(recorded, request, answer)
-        if recorded is not None:
-            calls.append(recorded)
+        if recorded is None:
+            passed_over["served in another API that cannot be translated back"] += 1
+            continue
+        calls.append(recorded)
     return calls
 
 

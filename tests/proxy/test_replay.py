@@ -145,6 +145,35 @@ def test_the_readme_pytest_recipe_works(taplog, oai):
         server.wait(10)
 
 
+def test_replay_says_which_recorded_calls_it_passes_over_and_why(taplog, oai):
+    named = {"X-Taplog-Session": "cut"}
+    prompt = [{"role": "user", "content": "Hi"}]
+    oai.chat.completions.create(model="gpt-4.1", messages=prompt, extra_headers=named)
+    with pytest.raises(openai.APIError):  # the vendor cuts the stream: no whole answer
+        list(
+            oai.chat.completions.create(
+                model="gpt-4.1",
+                messages=[{"role": "user", "content": "!cut=2"}],
+                stream=True,
+                extra_headers=named,
+            )
+        )
+    ((session, _),) = taplog.wait_responses(2).items()
+    server = subprocess.Popen(
+        [TAPLOG, "replay", str(log_of(taplog.data_dir, session)), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout.readline().startswith("taplog replay: 1 calls on http://")
+        said = server.stderr.readline()
+        assert said == "taplog replay: 1 recorded calls passed over: 1 with no whole answer\n"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 def test_replay_command_is_documented_and_refuses_a_missing_source(tmp_path):
     result = CliRunner().invoke(main, ["replay", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "does not exist" in result.output
