@@ -181,8 +181,8 @@ def _crowded(table: DeltaTable, instance: str | None, days: set[str]) -> list[tu
     return sorted(part for part, files in counts.items() if files > SMALL_FILES)
 
 
-def vacuum(location: Location, retention_hours: int = RETENTION_HOURS) -> int:
-    """Delete the table's files that no snapshot of the last `retention_hours` needs,
+def vacuum(location: Location) -> int:
+    """Delete the table's files that no snapshot of the last `RETENTION_HOURS` needs,
     a killed round's too; how many."""
     table = open_table(location)
     if table is None:
@@ -190,9 +190,8 @@ def vacuum(location: Location, retention_hours: int = RETENTION_HOURS) -> int:
     try:
         return len(
             table.vacuum(
-                retention_hours=retention_hours,
+                retention_hours=RETENTION_HOURS,
                 dry_run=False,
-                enforce_retention_duration=retention_hours >= RETENTION_HOURS,
                 full=True,  # files no commit names (a killed round's) go too
             )
         )
