@@ -16,6 +16,7 @@ from taplog.proxy.keys import LIFECYCLE
 from taplog.proxy.replay import REPLAYER
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
 from taplog.recorder import __version__
+from taplog.recorder.store.lock import announce
 
 log = logging.getLogger("taplog")
 
@@ -71,6 +72,13 @@ def banner(settings: Settings, port: int, replayed: int | None = None) -> str:
     )
 
 
+def ready(settings: Settings, port: int, replayed: int | None = None) -> None:
+    """Listening: the banner for people, and the clients' base URL in the data dir's lock
+    file, for `taplog resume` to name."""
+    print(banner(settings, port, replayed), flush=True)
+    announce(settings.data_dir, client_base(settings, port))
+
+
 def check_binding(settings: Settings) -> None:
     """Refuse to listen beyond loopback without tokens, or say loudly that it does."""
     problem = auth.binding_problem(settings)
@@ -96,7 +104,7 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
         gc.set_threshold(*GC_THRESHOLDS)
         replayer = app.get(REPLAYER)
         replayed = None if replayer is None else len(replayer.index)
-        print(banner(settings, port, replayed), flush=True)
+        ready(settings, port, replayed)
         await until_stopped()
         log.info("stopping; finishing calls in flight")
         app[LIFECYCLE].stopping = True

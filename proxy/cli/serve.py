@@ -35,7 +35,7 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
 
     Example: taplog serve --port 8787 --fallback 'gpt-*=anthropic:claude-sonnet-4-6'
     """
-    from taplog.proxy.server import ServeError, banner, new_event_loop
+    from taplog.proxy.server import ServeError, new_event_loop, ready
     from taplog.proxy.server import serve as run
 
     try:
@@ -47,9 +47,7 @@ def serve(config: Path | None, fallback_rules: tuple[str, ...], **flags: Any) ->
         if settings.workers and not settings.replay:
             from taplog.proxy.processes.supervisor import serve_processes
 
-            serve_processes(
-                settings, fallbacks, lambda port: print(banner(settings, port), flush=True)
-            )
+            serve_processes(settings, fallbacks, lambda port: ready(settings, port))
         else:  # one process; a replay's recording is learned where calls are served
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(run(settings, fallbacks))

@@ -13,7 +13,7 @@ import click
 
 from taplog.proxy.cli.options import config_option, data_dir_option, listening_options
 from taplog.proxy.config import REPLAY_MODES
-from taplog.recorder.tools.export import FORMATS
+from taplog.recorder.tools.export import API_FORMATS, FORMATS, Exported
 from taplog.recorder.tools.resume_request import DEFAULT_PROMPT
 
 
@@ -34,6 +34,21 @@ from taplog.recorder.tools.resume_request import DEFAULT_PROMPT
     help="The user's next turn after the conversation, so the body is ready to send "
     "(the last answer's tool calls, never run, are then left out).",
 )
+@click.option(
+    "--keep-ids",
+    is_flag=True,
+    help="Keep the recorded run's own ids (Claude Code's metadata.user_id, Codex's cache "
+    "key and client metadata, a user): sent with them, the body is taken for that run, and "
+    "taplog files it in SESSION.",
+)
+@click.option(
+    "--headers",
+    "headers_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="Write the headers the body needs (anthropic-beta, as the client sent it) to FILE, "
+    "one 'Name: value' a line, as curl -H @FILE reads them; empty when it needs none.",
+)
 @data_dir_option
 def export(
     session: str,
@@ -41,13 +56,17 @@ def export(
     at: int | None,
     model: str | None,
     prompt: str | None,
+    keep_ids: bool,
+    headers_file: Path | None,
     data_dir: Path,
 ) -> None:
     """Print a session's conversation, last answer included, as a request body, or its events.
 
-    What the format cannot take is left out and named on stderr.
+    What the format cannot take is left out and named on stderr, and so are the recorded
+    run's own ids (--keep-ids keeps them). A body in its client's own API keeps the beta
+    fields the client sent; stderr names the header they need (--headers FILE writes it).
 
-    Example: taplog export 20261130T004933Z-1a2b3c4d --format anthropic --at 12
+    Example: taplog export 20261130T004933Z-1a2b3c4d --format anthropic --prompt "Go on."
     """
     from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent, read_events
     from taplog.recorder.tools.export import (
@@ -59,18 +78,47 @@ def export(
     )
     from taplog.recorder.vendors.translation import Untranslatable
 
+    if fmt == "jsonl" and (keep_ids or headers_file):
+        raise click.UsageError("--keep-ids and --headers shape a request body: give a --format")
     try:
         path = session_path(data_dir, session)
         if fmt == "jsonl":
             for line in export_lines(path, at):
                 sys.stdout.buffer.write(line)
             return
-        exported = export_conversation(list(read_events(path)), fmt, at, model, prompt)
+        events = list(read_events(path))
+        exported = export_conversation(events, fmt, at, model, prompt, keep_ids)
     except (ExportError, Untranslatable, DamagedLine, UnsupportedEvent) as exc:
         raise click.ClickException(str(exc)) from None
-    for what in exported.left_out:
+    for what in [*exported.left_out, *_run_ids(exported, session, fmt)]:
         click.echo(f"left out: {what}", err=True)
+    for name, value in exported.headers.items():
+        sender = exported.client or "the client"
+        click.echo(
+            f"send it with the header {name}: {value} ({sender} sent it so; "
+            "--headers FILE writes it)",
+            err=True,
+        )
+    if headers_file is not None:
+        headers_file.write_text("".join(f"{n}: {v}\n" for n, v in exported.headers.items()))
     click.echo(dumps(exported.body))
+
+
+def _run_ids(exported: Exported, session: str, fmt: str) -> list[str]:
+    """The line that names the recorded run's ids export left out, if it left any; in the
+    client's own API, the session taplog would file the body in by them."""
+    if not exported.run_ids:
+        return []
+    one = len(exported.run_ids) == 1
+    whose = f"{exported.client}'s" if exported.client else "the recorded"
+    it = "it" if one else "them"
+    joins = (
+        f", and through taplog joins {session}" if fmt == API_FORMATS[exported.recorded_in] else ""
+    )
+    return [
+        f"{', '.join(exported.run_ids)} ({whose} run {'id' if one else 'ids'}: a body sent "
+        f"with {it} is taken for that run{joins}; --keep-ids keeps {it})"
+    ]
 
 
 @click.command("fork")
@@ -176,7 +224,8 @@ def resume(
     After the model's last answer it goes on with a user turn (--prompt). What the
     provider's API cannot take is left out, named on stderr and in the new session.
     The answer is recorded in a new session linked to SESSION; continue it
-    through taplog serve with the base URL …/s/NEW/v1. Keys come from the
+    through taplog serve with the base URL …/s/NEW/v1 it prints (the address that
+    serve noted in the data dir, else the configured one). Keys come from the
     provider's variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, or api_key_env).
     Needs the data dir to itself: stop taplog serve first (--dry-run does not).
 
@@ -190,6 +239,7 @@ def resume(
     from taplog.proxy.resume import ResumeError, dry_run_view, plan_resume
     from taplog.proxy.resume import resume as send
     from taplog.proxy.server import client_base
+    from taplog.recorder.store.lock import serve_address
     from taplog.recorder.store.reader import DamagedLine, UnsupportedEvent
     from taplog.recorder.tools.export import dumps
     from taplog.recorder.vendors.apis import provider_endpoint
@@ -211,9 +261,14 @@ def resume(
         raise click.ClickException(str(exc)) from None
     click.echo(resumed.text)
     suffix = provider_endpoint(resumption.attempt.target.provider.type).SDK_BASE
-    base = f"{client_base(settings, settings.port)}/s/{resumed.new}{suffix}"
+    served = serve_address(settings.data_dir)
+    if served is not None:
+        whose = f"the address taplog serve noted in {settings.data_dir} when it last listened"
+    else:
+        served = client_base(settings, settings.port)
+        whose = f"the configured address: no taplog serve has noted its own in {settings.data_dir}"
     click.echo(f"\nsession {resumed.new} (resumes {session}); continue it through taplog serve")
-    click.echo(f"  with the base URL {base}")
+    click.echo(f"  with the base URL {served}/s/{resumed.new}{suffix} ({whose})")
     if resumed.status is None or resumed.status >= 400:
         raise click.ClickException(f"the vendor did not answer ({resumed.status or 'no answer'})")
 

@@ -23,6 +23,16 @@ ends with the model's answer ends with a finished turn, not a prefill (`Options.
 no model (its URL does): send it to `…/models/{model}:generateContent`. `jsonl` is the raw event
 lines, exact to the byte (all of them, or up to `--at`).
 
+Sendable as it is. The recorded run's own ids (`PER_RUN_FIELDS`: Claude Code's
+`metadata.user_id`, Codex's `prompt_cache_key` and `client_metadata`, a `user`, …) are
+left out unless `keep_ids`, and named apart (`Exported.run_ids`): they only say which run
+a call belongs to, so a body sent with them is taken for that run (taplog files it in that
+run's session) and an SDK's typed `create()` refuses some of them. A body in the API it was
+recorded in keeps the fields that a feature header switched on (Claude Code's
+`context_management` and mid-conversation system message, under `anthropic-beta`), and
+`Exported.headers` names the headers it was sent with (the endpoint's `FEATURE_HEADERS`),
+so it is sent as the client sent it; a translated body has none of those fields.
+
 Pure over the files: no server, no network.
 """
 
@@ -39,12 +49,15 @@ from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
 from taplog.recorder.store.lognames import iter_lines, log_path
 from taplog.recorder.store.reader import read_events
 from taplog.recorder.vendors.apis import (
+    PER_RUN_FIELDS,
     STREAMING_FIELDS,
     api_module,
     conversation,
+    endpoint,
     requested,
     with_model,
 )
+from taplog.recorder.vendors.clients import client_name
 from taplog.recorder.vendors.openai_responses import chaining
 from taplog.recorder.vendors.routes import Options, route_for
 from taplog.recorder.vendors.translation import Translated, Untranslatable
@@ -72,6 +85,9 @@ class Exported:
     body: dict[str, Any]
     recorded_in: str  # the API of the recorded conversation
     left_out: list[str] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)  # the recorded run's ids, left out
+    headers: dict[str, str] = field(default_factory=dict)  # the feature headers it needs
+    client: str | None = None  # the agent or SDK that sent the recorded request, if known
 
 
 def session_path(data_dir: Path, session: str) -> Path:
@@ -97,6 +113,8 @@ class Conversation:
     api: str
     answer: dict[str, Any] | None  # its answer, when it had one by then
     model: str | None = None  # the model it asked for (in its body, or its path: Gemini's)
+    headers: dict[str, str] = field(default_factory=dict)  # its feature headers, as sent
+    client: str | None = None  # the agent or SDK that sent it, if known
 
 
 def export_conversation(
@@ -105,10 +123,11 @@ def export_conversation(
     at: int | None = None,
     model: str | None = None,
     prompt: str | None = None,
+    keep_ids: bool = False,
 ) -> Exported:
     """The conversation through seq `at`, last answer included, as a request in `fmt`;
-    with `prompt` as the user's next turn."""
-    return as_request(conversation_through(events, at), fmt, model, prompt)
+    with `prompt` as the user's next turn; the recorded run's ids only with `keep_ids`."""
+    return as_request(conversation_through(events, at), fmt, model, prompt, keep_ids)
 
 
 def conversation_through(events: list[Event], at: int | None = None) -> Conversation:
@@ -124,16 +143,28 @@ def conversation_through(events: list[Event], at: int | None = None) -> Conversa
     if last["api"] == "openai.responses":
         body = _unchained(body, events, last["seq"])
     model = requested(last["api"], last.get("path") or "", body)[0]
+    sent = last.get("headers") or {}
     return Conversation(
-        body, last["api"], _answer(upto, last), model if isinstance(model, str) else None
+        body,
+        last["api"],
+        _answer(upto, last),
+        model if isinstance(model, str) else None,
+        {name: sent[name] for name in endpoint(last["api"]).FEATURE_HEADERS if name in sent},
+        client_name(sent.get("user-agent")),
     )
 
 
 def as_request(
-    conversation: Conversation, fmt: str, model: str | None = None, prompt: str | None = None
+    conversation: Conversation,
+    fmt: str,
+    model: str | None = None,
+    prompt: str | None = None,
+    keep_ids: bool = False,
 ) -> Exported:
     """The conversation, its answer as the next turn, as a request in `fmt` for `model`
-    (default: the recorded one); with `prompt`, the user's next turn after it."""
+    (default: the recorded one); with `prompt`, the user's next turn after it; without the
+    recorded run's ids unless `keep_ids`; the feature headers it needs when `fmt` is the
+    recorded API."""
     if fmt not in FORMAT_APIS:
         raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     body, source, answer = conversation.request, conversation.api, conversation.answer
@@ -147,8 +178,27 @@ def as_request(
     body = {key: value for key, value in body.items() if key not in STREAMING_FIELDS}
     answered = answer is not None and prompt is None  # it ends with the model's turn
     model = model or conversation.model or ""
-    translated = translate(body, source, FORMAT_APIS[fmt], model, answered)
-    return Exported(translated.body, source, [*left_out, *translated.dropped])
+    target = FORMAT_APIS[fmt]
+    translated = translate(body, source, target, model, answered)
+    body, run_ids = translated.body, []
+    if not keep_ids:
+        run_ids = [_id_name(body, key) for key in body if key in PER_RUN_FIELDS]
+        body = {key: value for key, value in body.items() if key not in PER_RUN_FIELDS}
+    headers = conversation.headers if target == source else {}
+    return Exported(
+        body,
+        source,
+        [*left_out, *translated.dropped],
+        run_ids,
+        headers,
+        conversation.client,
+    )
+
+
+def _id_name(body: dict[str, Any], key: str) -> str:
+    """A run-id field's name, down to its one key when it holds one (`metadata.user_id`)."""
+    value = body[key]
+    return f"{key}.{next(iter(value))}" if isinstance(value, dict) and len(value) == 1 else key
 
 
 def translate(
@@ -234,7 +284,7 @@ def _responses_chains(events: list[Event], before: int) -> dict[str, list[Any]]:
             if event.get("status") != 200 or not named:
                 continue
             earlier = chains.get(chaining.previous_answer(request) or "", [])
-            output = [chaining.as_input(item) for item in chaining.output_items(answer)]
+            output = chaining.output_items(answer)
             chains[named] = chaining.conversation(earlier, request, output)
     return chains
 

@@ -19,9 +19,10 @@ given).
     responses     `instructions`
 
 (each API's `conversation.with_note`). The old run's own ids (a user, metadata, a
-cache key, a client's turn metadata: `PER_RUN_FIELDS`) are left out: the new session is
-another run, and would otherwise be taken for the old one. The note says with which
-models the session was held when that is not the model it goes to.
+cache key, a client's turn metadata: `PER_RUN_FIELDS`) are left out, as `export` leaves
+them out: the new session is another run, and would otherwise be taken for the old one.
+The note says with which models the session was held when that is not the model it goes
+to.
 
 Pure: no I/O.
 """
@@ -31,9 +32,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from taplog.recorder.events import LLM_REQUEST, LLM_RESPONSE, Event
+from taplog.recorder.events import LLM_RESPONSE, Event
 from taplog.recorder.tools.export import API_FORMATS, Exported, as_request, conversation_through
-from taplog.recorder.vendors.apis import PER_RUN_FIELDS, conversation, endpoint
+from taplog.recorder.vendors.apis import conversation
 
 DEFAULT_PROMPT = "Continue from where you left off."
 
@@ -60,10 +61,9 @@ def resume_body(
     through = conversation_through(events)
     if prompt is None and through.answer is not None:
         prompt = DEFAULT_PROMPT
-    exported = as_request(through, fmt, model, prompt)
-    body = {key: value for key, value in exported.body.items() if key not in PER_RUN_FIELDS}
+    exported = as_request(through, fmt, model, prompt)  # without the old run's ids
     api = next(api for api, name in API_FORMATS.items() if name == fmt)
-    noted = _conversation(api).with_note(body, resume_note(events, session, model))
+    noted = _conversation(api).with_note(exported.body, resume_note(events, session, model))
     return replace(exported, body=noted)
 
 
@@ -71,11 +71,8 @@ def feature_headers(events: list[Event], api: str) -> dict[str, str]:
     """The headers that switched on the features of the body it resends (`anthropic-beta`),
     from the session's last request when that one was in `api` (a translated body has none
     of those fields)."""
-    requests = [e for e in events if e["type"] == LLM_REQUEST and e.get("api") in API_FORMATS]
-    if not requests or requests[-1]["api"] != api:
-        return {}
-    sent = requests[-1].get("headers") or {}
-    return {name: sent[name] for name in endpoint(api).FEATURE_HEADERS if name in sent}
+    through = conversation_through(events)
+    return through.headers if through.api == api else {}
 
 
 def answer_text(api: str, answer: Any) -> str:

@@ -46,13 +46,6 @@ def output_items(answer: dict[str, Any]) -> list[Any]:
     return output if isinstance(output, list) else []
 
 
-def as_input(item: Any) -> Any:
-    """An output item as an input item: a message's `status` is output-only."""
-    if isinstance(item, dict) and item.get("type") == "message":
-        return {k: v for k, v in item.items() if k != "status"}
-    return item
-
-
 def conversation(earlier: list[Any], request: dict[str, Any], output: list[Any]) -> list[Any]:
     """The items up to and including an answer: the chain before, the request's input,
     the answer's output."""

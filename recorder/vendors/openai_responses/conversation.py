@@ -59,8 +59,8 @@ def with_answer(body: dict[str, Any], answer: dict[str, Any], calls: bool = True
     leaves out the calls of tools the client runs (they never ran); hosted tools ran, and
     stay. Nothing but reasoning left is no turn."""
     asked = set() if calls else {c.call_id for c in tool_calls(answer) if not c.server}
-    output = [
-        chaining.as_input(item)
+    output = [  # as they are: an output message's `status` is one its input type requires
+        item
         for item in chaining.output_items(answer)
         if not (isinstance(item, dict) and item.get("call_id") in asked)
     ]
@@ -95,8 +95,7 @@ def read_request(body: dict[str, Any]) -> Reading:
 
 def read_answer(answer: dict[str, Any]) -> list[dict[str, Any]]:
     """The turns an answer adds: its output items, read as the input items they become."""
-    items = (chaining.as_input(item) for item in chaining.output_items(answer))
-    return [turn for item in items for turn in _read_item(item)]
+    return [turn for item in chaining.output_items(answer) for turn in _read_item(item)]
 
 
 def _read_item(item: Any) -> list[dict[str, Any]]:
