@@ -105,6 +105,8 @@ async def serve(settings: Settings, fallbacks: Fallbacks | None = None) -> None:
         replayer = app.get(REPLAYER)
         replayed = None if replayer is None else len(replayer.index)
         ready(settings, port, replayed)
+        if replayer is not None and (passed_over := replayer.index.passed_over_text()):
+            print(f"taplog replay: {passed_over}", file=sys.stderr, flush=True)
         await until_stopped()
         log.info("stopping; finishing calls in flight")
         app[LIFECYCLE].stopping = True
