@@ -168,9 +168,8 @@ def _miss(index: ReplayIndex, api: str, body: object) -> str:
     closest = index.closest(api, body)
     if closest is None:
         passed_over = index.passed_over_text()
-        return (
-            f"replay miss: no {api} call recorded ({len(index)} calls in the recording"
-            + (f"; {passed_over})" if passed_over else ")")
+        return f"replay miss: no {api} call recorded ({len(index)} calls in the recording" + (
+            f"; {passed_over})" if passed_over else ")"
         )
     recorded, difference = closest
     miss = (

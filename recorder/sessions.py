@@ -8,7 +8,10 @@
    `metadata.user_id`, Codex's and opencode's session headers, `conversation`,
    `prompt_cache_key`, `metadata.session_id`);
 4. conversation stitching: a stateless chat that resends an earlier call's
-   messages plus new ones continues that call's session;
+   messages plus new ones continues that call's session (`recorder.stitching`: also
+   when the client closed the earlier call with text of its own); the same messages
+   again are that call again (a retry) when the client says so or the model has had
+   turns in them already;
 5. otherwise a new session.
 
 Workers of one `taplog serve --workers N` each resolve on their own and agree through
@@ -34,7 +37,7 @@ from typing import Any
 import orjson
 
 from taplog.recorder.secrets import redact_text
-from taplog.recorder.stitching import conversation_prefixes
+from taplog.recorder.stitching import stitches
 from taplog.recorder.vendors.clients import session_hints
 from taplog.recorder.vendors.openai_responses.chaining import PREVIOUS_FIELD, previous_answer
 
@@ -201,12 +204,15 @@ class SessionResolver:
 
     def _stitch(self, call: CallClues) -> tuple[str, str, None]:
         """The session whose transcript this one extends, else a new one."""
-        prefixes = conversation_prefixes(call.api, call.body, self._seed(call))
+        known = stitches(call.api, call.body, self._seed(call))
         now = time.monotonic()
         found = None
-        # A strict prefix means "the same conversation, further on"; the whole
-        # transcript again is only the same conversation when it is a retry.
-        for digest in reversed(prefixes if call.retry else prefixes[:-1]):
+        # A strict beginning means "the same conversation, further on"; the whole
+        # transcript again is the same conversation when it is a retry: the client
+        # says so, or the model has had turns in it (aider retries without a word).
+        # A lone opening sent again may be another run of the same prompt.
+        again = known.ends[:1] if call.retry or known.under_way else ()
+        for digest in (*again, *known.earlier):
             session = self._prefixes.get(digest)
             if (
                 session is not None
@@ -215,10 +221,10 @@ class SessionResolver:
                 found = (session, "stitched", None)
                 break
         found = found or (new_session_id(), "new", None)
-        if prefixes:
-            self._prefixes.put(prefixes[-1], found[0])
+        for digest in known.ends:
+            self._prefixes.put(digest, found[0])
             if self.share is not None:
-                self.share(("prefix", prefixes[-1], found[0]))
+                self.share(("prefix", digest, found[0]))
         return found
 
     @staticmethod

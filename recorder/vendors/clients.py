@@ -1,6 +1,6 @@
 """What the agents and SDKs send of their own accord that taplog reads (docs/protocols.md §7).
 
-session ids   Claude Code's header and `metadata.user_id`, Codex's and opencode's
+session ids   Claude Code's header and `metadata.user_id`, opencode's and Codex's
               headers, a Responses `conversation`, `prompt_cache_key`,
               `metadata.session_id`: strongest signal first
 retries       the official SDKs count a call's retries in `x-stainless-retry-count`
@@ -44,6 +44,26 @@ def _claude_code_metadata(body: dict[str, Any]) -> str | None:
     return match.group(1) if match else None
 
 
+# opencode (1.18) names its session on every call, `x-session-affinity` and `x-session-id`
+# (`x-opencode-session` to its own providers); to OpenAI its default plugin adds Codex's
+# `session-id` too, so opencode is asked first. A sub-agent (its task tool) runs in a
+# session of its own whose calls name the session that started it:
+#   x-session-affinity: ses_dba0934e…     x-parent-session-id: ses_dba093e2…
+# and the task's result names the sub-agent: `<task id="ses_dba0934e…" state="completed">`.
+_OPENCODE_OWN = ("x-session-affinity", "x-opencode-session")
+_OPENCODE_PARENT = "x-parent-session-id"
+
+
+def _opencode_own(headers: Mapping[str, str]) -> str | None:
+    return next((found for name in _OPENCODE_OWN if (found := _text(headers.get(name)))), None)
+
+
+def _opencode_session(headers: Mapping[str, str]) -> str | None:
+    """opencode's run: the session that started a sub-agent, else the call's own."""
+    own = _opencode_own(headers)
+    return None if own is None else _text(headers.get(_OPENCODE_PARENT)) or own
+
+
 def session_hints(headers: Mapping[str, str], body: Any) -> list[tuple[str, str]]:
     """(source, session id) for each id the client already sends, strongest signal first
     (`headers` lower-cased)."""
@@ -51,9 +71,9 @@ def session_hints(headers: Mapping[str, str], body: Any) -> list[tuple[str, str]
     hints = [
         ("claude-code", headers.get("x-claude-code-session-id")),
         ("claude-code", _claude_code_metadata(body)),
+        ("opencode", _opencode_session(headers)),
         ("codex", headers.get("session_id") or headers.get("session-id")),
         ("codex", headers.get("conversation_id")),
-        ("opencode", headers.get("x-opencode-session") or headers.get("x-session-affinity")),
     ]
     conversation = body.get("conversation")
     if isinstance(conversation, dict):
@@ -104,6 +124,11 @@ _CLIENTS = (  # user-agent prefix -> the client's name
     ("codex_", "Codex"),
     ("opencode/", "opencode"),
     ("aider", "aider"),
+    # litellm's own HTTP client (its Anthropic and Responses routes; aider's calls through
+    # it too). Its OpenAI Chat route is the OpenAI Python SDK, sent as it sends it.
+    ("litellm/", "litellm"),
+    ("langchain-anthropic/", "langchain-anthropic"),  # the Anthropic SDK under its own name
+    ("agents/python", "OpenAI Agents SDK"),
     ("openai/python", "OpenAI Python SDK"),
     ("openai/js", "OpenAI JS SDK"),
     ("anthropic/python", "Anthropic Python SDK"),
@@ -174,13 +199,17 @@ def _texts(content: Any) -> list[str]:
 # sub-agent's calls names it in a header, and the tool's result names it again:
 #   x-claude-code-agent-id: adca386ca111e5468       (on the sub-agent's calls)
 #   agentId: adca386ca111e5468 (use SendMessage …)   (in the Agent tool's result)
-# and the sub-agent's first prompt is the tool's `prompt` argument.
+# and the sub-agent's first prompt is the tool's `prompt` argument. opencode's sub-agent is
+# its own session, named on its calls beside their parent's (`_opencode_session`), and in
+# its task tool's result: `<task id="ses_…" …>`, or `Subagent failed (task_id: ses_…)`.
 _AGENT_HEADER = "x-claude-code-agent-id"
-_AGENT_NAMED = re.compile(r"\bagentId: ([\w-]+)")
+_AGENT_NAMED = re.compile(r'\bagentId: ([\w-]+)|<task id="([\w-]+)"|\(task_id: ([\w-]+)\)')
 
 
 def sub_agent(headers: Mapping[str, str]) -> str | None:
     """The sub-agent a call was made by, when its client says so (`headers` lower-cased)."""
+    if _text(headers.get(_OPENCODE_PARENT)) is not None:
+        return _opencode_own(headers)
     return _text(headers.get(_AGENT_HEADER))
 
 
@@ -189,6 +218,6 @@ def started_agent(arguments: Any, result: Any, agent: str, prompt: str | None) -
     `prompt` argument is the sub-agent's first prompt."""
     named = _AGENT_NAMED.search(" ".join(_texts(result)))
     if named is not None:
-        return named.group(1) == agent
+        return next(group for group in named.groups() if group is not None) == agent
     asked = arguments.get("prompt") if isinstance(arguments, dict) else None
     return prompt is not None and isinstance(asked, str) and asked.strip() == prompt

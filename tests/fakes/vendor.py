@@ -113,6 +113,14 @@ _ARGS: dict[str, Json] = {
         "prompt": "Run the shell command, then report what it printed. !plan=Bash",
         "subagent_type": "general-purpose",
     },
+    # opencode's (tests/e2e/test_real_opencode_aider.py), lower-case: its shell, and `task`,
+    # whose sub-agent's own prompt plans the shell echo
+    "bash": {"command": "echo taplog-ok", "description": "Print a word"},
+    "task": {
+        "description": "Echo a word",
+        "prompt": "Run the shell command, then report what it printed. !plan=bash",
+        "subagent_type": "general",
+    },
 }
 _FAILING = {  # !shell_fails: `ls` of a path that is not there exits 2
     "Bash": {"command": "ls /taplog-nonexistent", "description": "List a path"},
