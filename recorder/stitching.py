@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from taplog.recorder.vendors.apis import conversation
-from taplog.recorder.vendors.transcripts import is_user_turn, turn_key
+from taplog.recorder.vendors.transcripts import is_user_turn, turn_content, turn_key
 
 _CLOSING_ROLES = frozenset({"system", "developer"})  # a client's own text, not a turn's
 _MODEL_ROLES = frozenset({"assistant", "model"})
@@ -88,7 +88,7 @@ def _first_paragraph(message: Any) -> bytes | None:
     or one with no text, such as tool results)."""
     if not is_user_turn(message):
         return None
-    content = message.get("content")
+    content = turn_content(message)
     blocks = content if isinstance(content, list) else [content]
     for block in blocks:
         text = block.get("text") if isinstance(block, dict) else block

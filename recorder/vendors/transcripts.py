@@ -135,7 +135,7 @@ def turn_key(message: Any) -> bytes:
     stitching a large constant per message; anything else is JSON.
     """
     if isinstance(message, dict):
-        role, content = message.get("role"), message.get("content")
+        role, content = message.get("role"), turn_content(message)
         if len(message) == 2 and role and isinstance(role, str) and isinstance(content, str):
             return _text_message(role, content)  # the common case, decided in two lookups
         role = role or message.get("type")
@@ -162,6 +162,11 @@ def _text_message(role: str, text: str) -> bytes:
     role_bytes = role.encode("utf-8", "surrogatepass")
     text_bytes = text.encode("utf-8", "surrogatepass")
     return b"t%d:%s%d:%s" % (len(role_bytes), role_bytes, len(text_bytes), text_bytes)
+
+
+def turn_content(message: dict[str, Any]) -> Any:
+    """A turn's text or blocks: its `content`, or a Gemini turn's `parts`."""
+    return message.get("content", message.get("parts"))
 
 
 def is_user_turn(message: Any) -> bool:

@@ -165,6 +165,28 @@ def test_gemini_calls_join_the_session_the_base_url_names(three, gemini):
     assert list(three.wait_responses(2)) == ["gemini-run"]
 
 
+def test_two_gemini_chats_without_ids_are_two_sessions_each_growing_its_own(three, gemini):
+    """Stitched by their turns' texts (in `parts`, where Gemini keeps them)."""
+    client = gemini_at(three.url)
+    trip = client.chats.create(model=MODEL)
+    trip.send_message("Plan a trip to Lisbon.")
+    client.chats.create(model=MODEL).send_message("Write a poem about the sea.")
+    trip.send_message("Now book the hotel.")
+    sessions = three.wait_responses(3)
+    prompts = {
+        session: [
+            e["body"]["contents"][-1]["parts"][0]["text"]
+            for e in events
+            if e["type"] == "llm.request"
+        ]
+        for session, events in sessions.items()
+    }
+    assert sorted(prompts.values()) == [
+        ["Plan a trip to Lisbon.", "Now book the hotel."],
+        ["Write a poem about the sea."],
+    ]
+
+
 def test_the_gemini_sdks_other_calls_reach_gemini_as_they_came(three, vendors, gemini):
     """Models, one model, token counts: passed through to Gemini with the key, recorded."""
     client = gemini_at(three.url, api_version="v1beta")
