@@ -170,7 +170,7 @@ def compact(data_dir: Path, idle_minutes: float, fleet: str | None) -> None:
 
     With --fleet, the fleet's events table: every partition (a day of an
     instance) of many small files merged into one, then the files no snapshot
-    of the last 7 days needs deleted (vacuum), a killed round's too. Instances
+    of the last day needs deleted (vacuum), a killed round's too. Instances
     do this on their own as they ship; this runs it now.
 
     Example: taplog compact --idle-minutes 60
@@ -248,7 +248,7 @@ def prune(data_dir: Path, age: str, dry_run: bool, fleet: str | None) -> None:
     With --fleet, the days of the fleet's events table before AGE ago go, by
     the day each session started: their rows in one commit, then their shipped
     logs and the blobs no session left names. Their table files are deleted by
-    the vacuum 7 days later (readers of an older snapshot keep working). Safe
+    the vacuum a day later (readers of an older snapshot keep working). Safe
     while the fleet ships.
 
     Example: taplog prune --older-than 30d --dry-run

@@ -20,6 +20,9 @@ the bucket. Spark, Trino, ClickHouse (chDB), DuckDB and Polars read it as it is.
 - `compact` merges a partition's small files after a round that leaves many; `vacuum`
   removes the files no snapshot of the last `RETENTION_HOURS` needs (replaced copies,
   compacted files, a killed round's uploads); `expire` takes whole days out.
+- A question reads what it needs (`PROPERTIES`, `_writer`): the log is a checkpoint and
+  a few commits, with column ranges of the columns filters use; a file's footer has
+  ranges of every column but `data`, cut short.
 
 The store's settings come from the variables boto3 reads (`storage_options`), never logged.
 """
@@ -42,8 +45,16 @@ if TYPE_CHECKING:
 TABLE = "tables/events"
 PARTITIONS = ["day", "instance"]
 SMALL_FILES = 8  # a partition with more is compacted into one after a round
-CHECKPOINT_INTERVAL = "20"  # a reader replays at most this many commits after a checkpoint
-RETENTION_HOURS = 168  # what vacuum keeps for readers of older snapshots (Delta's default)
+RETENTION_HOURS = 24  # what vacuum keeps for readers of older snapshots
+# Set when the table is made. A reader replays the commits since the last checkpoint, which
+# names every file with its column ranges and every file removed within the retention: so
+# few commits, ranges of the columns a filter uses alone, and removed files kept a day.
+PROPERTIES = {
+    "delta.checkpointInterval": "20",
+    "delta.dataSkippingStatsColumns": "ts,session,seq,type",
+    "delta.deletedFileRetentionDuration": f"interval {RETENTION_HOURS // 24} days",
+}
+STATS_CHARS = 64  # a text column's min and max in a file's footer are cut to this
 
 
 def table_uri(location: Location) -> str:
@@ -67,13 +78,18 @@ def storage_options() -> dict[str, str]:
 
 
 def _writer() -> Any:
-    from deltalake import WriterProperties
+    from deltalake import ColumnProperties, WriterProperties
 
     from taplog.recorder.query.compaction import ROW_GROUP
 
     # small row groups, as a local segment's: a query reading `data` for a few rows
-    # decompresses only the groups they are in
-    return WriterProperties(max_row_group_size=ROW_GROUP, compression="ZSTD")
+    # decompresses only the groups they are in; no footer holds a range of whole lines
+    return WriterProperties(
+        max_row_group_size=ROW_GROUP,
+        compression="ZSTD",
+        statistics_truncate_length=STATS_CHARS,
+        column_properties={"data": ColumnProperties(statistics_enabled="NONE")},
+    )
 
 
 def _failed(doing: str, location: Location, exc: Exception) -> StoreError:
@@ -121,7 +137,7 @@ def commit_round(
                 table_uri(location),
                 rows,
                 mode="append",
-                configuration={"delta.checkpointInterval": CHECKPOINT_INTERVAL},
+                configuration=PROPERTIES,
                 **common,
             )
         else:

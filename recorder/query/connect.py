@@ -206,6 +206,7 @@ def locked(
     # A segment's footer parsed once, not again for each of the dozen places the views read
     # `events` (each costs megabytes and a tenth of a second); the bytes read are not kept
     # (`data` is read for a few rows at a time).
+    con.execute("SET enable_progress_bar = false")  # it would print into a JSON or CSV result
     con.execute("SET parquet_metadata_cache = true")
     con.execute("SET enable_external_file_cache = false")
     lines = read_logs(con, logs or [])

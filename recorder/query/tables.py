@@ -70,7 +70,7 @@ def render(
     is_json = [kind == "JSON" for kind in types]
     records = [
         {
-            c: orjson.loads(v) if j and v is not None else v
+            c: orjson.loads(v) if j and v is not None else _in_range(v)
             for c, j, v in zip(columns, is_json, row, strict=True)
         }
         for row in rows
@@ -78,6 +78,14 @@ def render(
     if fmt == "json":
         return _escaped(orjson.dumps(records, option=orjson.OPT_INDENT_2, default=str).decode())
     return "\n".join(_escaped(orjson.dumps(r, default=str).decode()) for r in records)
+
+
+def _in_range(value: Any) -> Any:
+    """A value JSON output can write: an integer past 64 bits (a HUGEINT sum) as its
+    digits in a string, which orjson cannot write as a number."""
+    if type(value) is int and not -(2**63) <= value < 2**64:
+        return str(value)
+    return value
 
 
 def _escaped(json_text: str) -> str:

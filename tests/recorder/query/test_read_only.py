@@ -275,6 +275,20 @@ def test_a_pivot_whose_columns_come_from_the_data_runs(sql_data_dir):
     assert set(row) == {"llm.request", "llm.response"} and row["llm.request"] > 0
 
 
+def test_a_long_query_piped_as_json_is_json_whatever_its_numbers(sql_data_dir):
+    """Seconds long (DuckDB would show its progress bar), its sum past 64 bits."""
+    sql = "SELECT sum(hash(i)) AS total, count(*) AS n FROM range(1500000000) t(i)"
+    done = subprocess.run(
+        [TAPLOG, "sql", "--data-dir", str(sql_data_dir), "--format", "json", sql],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    [row] = orjson.loads(done.stdout)
+    assert row["n"] == 1500000000 and int(row["total"]) > 2**64
+
+
 def test_a_killed_sql_leaves_no_folder_behind(sql_data_dir, tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
