@@ -7,17 +7,22 @@ at will.
 filer and S3 gateway in one process, one bucket, SigV4 keys from an identity file. Every
 port is a free loopback one (none of weed's fixed defaults), so several can run at once;
 `stop` and `start` again keep the ports and the data, as a store that was down comes back.
+`SlowLink` puts a slow network in front of one (each request held a moment), so a test can
+catch a shipping round in the middle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,6 +67,49 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+class SlowLink(socketserver.ThreadingTCPServer):
+    """A relay on a free loopback port to `port` that holds each piece of a request for
+    `delay` seconds before passing it on; answers pass at once. `url` is where to point
+    a client; `close` ends it."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int, delay: float) -> None:
+        super().__init__(("127.0.0.1", 0), _Relayed)
+        self.target, self.delay = port, delay
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _Relayed(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        link: SlowLink = self.server  # type: ignore[assignment]
+        with socket.create_connection(("127.0.0.1", link.target)) as upstream:
+            back = threading.Thread(target=_pump, args=(upstream, self.request, 0.0))
+            back.start()
+            _pump(self.request, upstream, link.delay)
+            back.join()
+
+
+def _pump(source: socket.socket, sink: socket.socket, delay: float) -> None:
+    try:
+        while chunk := source.recv(1 << 16):
+            time.sleep(delay)
+            sink.sendall(chunk)
+    except OSError:
+        pass  # either side went away: the other is told by the close below
+    for end in (sink, source):
+        with contextlib.suppress(OSError):
+            end.shutdown(socket.SHUT_RDWR)
 
 
 class SeaweedFS:

@@ -15,7 +15,7 @@ from taplog.recorder.fleet.layout import parse_location
 from taplog.recorder.fleet.shipper import Shipper
 from tests.builders import write_dated_sessions
 from tests.fakes.clients import openai_at
-from tests.fakes.engines import SeaweedFS
+from tests.fakes.engines import SeaweedFS, SlowLink
 from tests.fakes.harness import TAPLOG, fleet_json, serve_on_fake, taplog_env, until
 
 pytestmark = pytest.mark.slow
@@ -99,13 +99,19 @@ def test_sessions_shipped_again_and_a_round_killed_mid_upload_count_once_in_ever
     calls += 40
     assert quiet.stop()[0] == 0
     shipped_logs = len(seaweed.keys("prod/logs/"))
-    killed = serve_on_fake(fake, tmp_path / "a", *shipping, env=env)
-    deadline = time.monotonic() + 30
-    while len(seaweed.keys("prod/logs/")) == shipped_logs:
-        assert time.monotonic() < deadline, "the first round uploaded nothing"
-        time.sleep(0.005)
-    killed.process.kill()
-    killed.process.communicate(timeout=20)
+    slow = SlowLink(int(seaweed.env["AWS_ENDPOINT_URL"].rpartition(":")[2]), delay=0.05)
+    try:  # each request held 50 ms: the round's 80 (a PUT and a HEAD a log) take seconds
+        killed = serve_on_fake(
+            fake, tmp_path / "a", *shipping, env={**env, "AWS_ENDPOINT_URL": slow.url}
+        )
+        deadline = time.monotonic() + 30
+        while len(seaweed.keys("prod/logs/")) == shipped_logs:
+            assert time.monotonic() < deadline, "the first round uploaded nothing"
+            time.sleep(0.005)
+        killed.process.kill()
+        killed.process.communicate(timeout=20)
+    finally:
+        slow.close()
     late_logs = {key.split("/")[3] for key in seaweed.keys("prod/logs/") if "/late-" in key}
     counted, _ = _duckdb(seaweed)
     assert late_logs and counted == calls - 40  # killed mid-round: its uploads, no commit
