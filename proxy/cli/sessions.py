@@ -80,7 +80,7 @@ def sessions(
         con, shown = open_logs(data_dir), SESSION_COLUMNS
     else:
         shown = "session, instances, " + SESSION_COLUMNS.removeprefix("session, ")
-        con = open_fleet(fleet, fleet_cache)
+        con = open_fleet(fleet, fleet_cache, whole=True)
     columns, types, rows = list_sessions(con, wanted, shown)
     click.echo(render(columns, types, rows, fmt))
 

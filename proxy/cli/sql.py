@@ -31,12 +31,15 @@ def open_logs(data_dir: Path, output: Path | None = None) -> Any:
     return connect(data_dir, output, warn=lambda message: click.echo(message, err=True))
 
 
-def open_fleet(url: str, cache: Path | None, output: Path | None = None) -> Any:
-    """DuckDB over what a fleet shipped to `url`, fetched into `cache` first (read-only)."""
+def open_fleet(
+    url: str, cache: Path | None, output: Path | None = None, whole: bool = False
+) -> Any:
+    """DuckDB over what a fleet shipped to `url` (read-only); blobs fetched into `cache`.
+    `whole`: for a command that reads every session's summary (its columns read once)."""
     fleet = fetched_fleet(url, cache)
     from taplog.recorder.fleet.views import connect_fleet
 
-    return connect_fleet(fleet, output)
+    return connect_fleet(fleet, output, whole)
 
 
 def _open(data_dir: Path, fleet: str | None, cache: Path | None, output: Path | None = None) -> Any:

@@ -13,10 +13,16 @@ partition and column ranges, so a filter on `day`, `instance` or `ts` reaches th
 and skips whole files, and only the columns a query reads are fetched, in byte ranges.
 Bodies in blobs are spliced into `data`, and resent history put back, only for the rows
 whose `data` a query reads (`taplog_blob`, `recorder.query.rebuilt_requests`).
+
+Each reference to `events` is a scan of the store, and some views reference it a dozen
+times: a command that reads them all over the whole table (`taplog sessions`) asks for
+`whole`, and the typed columns are read once into the connection (`shipped_rows`), each
+row's `data` from the store only when a query reads it (`taplog_shipped_line`).
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +35,10 @@ from taplog.recorder.query.rebuilt_requests import FUNCTION, Requests
 from taplog.recorder.query.views import TYPED_COLUMNS, VIEWS
 
 SCANNED = "shipped_events"  # the snapshot, as DuckDB is given it
+ROWS = "shipped_rows"  # its typed columns, read once, for a connection that reads it all
 BLOB = "taplog_blob"
+LINE = "taplog_shipped_line"
+LINES_AT_ONCE = 256  # a session's lines read from the store together, from the one asked for
 _SOURCE = "fleet:"  # the rows' source, for the rebuild: fleet:<instance>/<day>
 
 _BY_EXCHANGE = (
@@ -56,13 +65,20 @@ _EVENTS = (
     "WHEN blob_sha256 IS NOT NULL THEN "
     f"(left(rtrim(data), -1) || ',' || substr({BLOB}(blob_sha256), 2))::JSON "
     "ELSE data::JSON END AS data) "
-    f"FROM (SELECT instance, day, {TYPED_COLUMNS}, data, "
-    f"'{_SOURCE}' || instance || '/' || day AS source_file FROM {SCANNED})"
+    "FROM (SELECT instance, day, {columns}, {data} AS data, "
+    f"'{_SOURCE}' || instance || '/' || day AS source_file FROM {{rows}})"
+)
+_SCANNED_EVENTS = _EVENTS.format(columns=TYPED_COLUMNS, data="data", rows=SCANNED)
+_READ_EVENTS = _EVENTS.format(
+    columns=TYPED_COLUMNS, data=f"{LINE}(instance, day, session, seq)", rows=ROWS
 )
 
 
-def connect_fleet(fleet: Fleet, output: Path | None = None) -> duckdb.DuckDBPyConnection:
-    """A locked-down connection with the fleet views over the table's snapshot."""
+def connect_fleet(
+    fleet: Fleet, output: Path | None = None, whole: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A locked-down connection with the fleet views over the table's snapshot; `whole`:
+    its typed columns read once, for a command that reads them all, several times."""
     if fleet.table is None:  # nothing shipped yet still answers queries, with no rows
         con = locked([], output, [], [])
         empty = events_sql(Sources([], {}, [], []))
@@ -91,10 +107,51 @@ def connect_fleet(fleet: Fleet, output: Path | None = None) -> duckdb.DuckDBPyCo
             side_effects=False,
         )
         con.register(SCANNED, scanned)
-        con.execute(f"CREATE VIEW events AS {_EVENTS}")
+        if whole:
+            con.execute(
+                f"CREATE TEMP TABLE {ROWS} AS SELECT instance, day, {TYPED_COLUMNS} FROM {SCANNED}"
+            )
+            con.create_function(
+                LINE,
+                _ShippedLines(scanned).line,
+                [duckdb.sqltype(kind) for kind in ("VARCHAR", "VARCHAR", "VARCHAR", "BIGINT")],
+                duckdb.sqltype("VARCHAR"),
+                side_effects=False,
+            )
+        con.execute(f"CREATE VIEW events AS {_READ_EVENTS if whole else _SCANNED_EVENTS}")
     for name, sql in FLEET_VIEWS.items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     return con
+
+
+class _ShippedLines:
+    """Each row's line as stored, read from its session's partition when first asked for,
+    `LINES_AT_ONCE` at a time (a query reads `data` of a few rows of a session, in order)."""
+
+    def __init__(self, scanned: Any) -> None:
+        self._scanned = scanned
+        self._lines: dict[tuple[str, str, str, int], str] = {}
+        self._lock = threading.Lock()  # DuckDB may ask from several threads at once
+
+    def line(self, instance: str, day: str, session: str, seq: int) -> str:
+        key = (instance, day, session, seq)
+        with self._lock:
+            if key not in self._lines:
+                self._load(instance, day, session, seq)
+            return self._lines[key]
+
+    def _load(self, instance: str, day: str, session: str, seq: int) -> None:
+        import pyarrow.dataset as ds
+
+        where = (
+            (ds.field("day") == day)
+            & (ds.field("instance") == instance)
+            & (ds.field("session") == session)
+            & (ds.field("seq") >= seq)
+            & (ds.field("seq") < seq + LINES_AT_ONCE)
+        )
+        for row in self._scanned.to_table(filter=where, columns=["seq", "data"]).to_pylist():
+            self._lines[(instance, day, session, row["seq"])] = row["data"]
 
 
 class _TableLines:

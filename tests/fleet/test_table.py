@@ -175,6 +175,7 @@ def test_expiring_old_days_the_documented_way_leaves_every_fleet_command_working
         assert calls == [{"session": "kept", "n": 2, "big": True}]
     listed = fleet_json(store_env.env, TO, tmp_path / "listed", "sessions")
     assert [row["session"] for row in listed] == ["kept"]
+    assert listed[0]["prompt"].startswith("shared shared")  # its first request, a blob
     verified = subprocess.run(
         [TAPLOG, "verify", "--fleet", TO, "--fleet-cache", str(tmp_path / "verify")],
         capture_output=True,
