@@ -395,7 +395,9 @@ def _verdict(ok: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--data-dir", type=Path, help="default: /tmp/taplog-fleet-bytes-EVENTS")
+    parser.add_argument(
+        "--data-dir", type=Path, help="default: taplog-fleet-bytes-EVENTS in the temporary folder"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--rounds-per-day",
@@ -406,7 +408,7 @@ def main() -> None:
     )
     parser.add_argument("--no-write", action="store_true", help="only print the report")
     args = parser.parse_args()
-    data_dir = args.data_dir or Path(f"/tmp/taplog-fleet-bytes-{args.events}")
+    data_dir = args.data_dir or Path(tempfile.gettempdir(), f"taplog-fleet-bytes-{args.events}")
     if not session_logs(data_dir / "sessions"):
         synth_history.main(["--data-dir", str(data_dir), "--events", str(args.events), *HISTORY])
     logs = _history(data_dir)
