@@ -26,6 +26,7 @@ original for `session.started`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 import re
@@ -212,7 +213,7 @@ class SessionResolver:
         # says so, or the model has had turns in it (aider retries without a word).
         # A lone opening sent again may be another run of the same prompt.
         again = known.ends[:1] if call.retry or known.under_way else ()
-        for digest in (*again, *known.earlier):
+        for digest in itertools.chain(again, known.earlier()):
             session = self._prefixes.get(digest)
             if (
                 session is not None

@@ -19,6 +19,7 @@ among those ends, exact ones first.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +40,19 @@ class Stitches:
     on (nothing for a call with no transcript)."""
 
     ends: tuple[bytes, ...] = ()  # how a later call may resend this one: the whole first
-    earlier: tuple[bytes, ...] = ()  # the ends this call may resend, likeliest first
+    beginnings: tuple[bytes, ...] = ()  # its strict beginnings, the longest first
+    # (the digest before each earlier user turn, the turn), the last first: each turn's
+    # first paragraph is hashed only when no beginning matched (`earlier`)
+    retold: tuple[tuple[Any, Any], ...] = ()
     under_way: bool = False  # the model had turns in it already
+
+    def earlier(self) -> Iterator[bytes]:
+        """The ends this call may resend, likeliest first: its strict beginnings, then
+        those up to a user turn known by its first paragraph."""
+        yield from self.beginnings
+        for before, message in self.retold:
+            if (digest := _retold(before, message)) is not None:
+                yield digest
 
 
 def _transcript(api: str, body: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -57,17 +69,13 @@ def stitches(api: str, body: Any, seed: bytes) -> Stitches:
     system, messages = found
     hasher = hashlib.blake2b(seed + orjson.dumps(system), digest_size=16)
     exact: list[bytes] = []  # each beginning from the first user turn on
-    loose: list[bytes] = []  # each beginning up to a user turn known by its first paragraph
+    retold: list[tuple[Any, Any]] = []  # before each user turn, the digest so far
     seen_user = under_way = False
-    head = None
     for message in messages:
-        head = _first_paragraph(message)
-        if head is not None:
-            retold = hasher.copy()
-            retold.update(b"p%d:%s" % (len(head), head))
-            loose.append(retold.digest())
+        if is_user_turn(message):
+            retold.append((hasher.copy(), message))
+            seen_user = True
         hasher.update(turn_key(message))
-        seen_user = seen_user or is_user_turn(message)
         if seen_user:
             exact.append(hasher.copy().digest())
         under_way = under_way or (message is not messages[-1] and _by_model(message))
@@ -77,10 +85,20 @@ def stitches(api: str, body: Any, seed: bytes) -> Stitches:
     ends = [exact[-1]]
     if len(exact) > 1 and isinstance(last, dict) and last.get("role") in _CLOSING_ROLES:
         ends.append(exact[-2])
-    if head is not None:  # the last turn's, known by its first paragraph
-        ends.append(loose.pop())
-    earlier = [*reversed(exact[:-1]), *reversed(loose)]
-    return Stitches(tuple(ends), tuple(earlier), under_way)
+    # the last turn's, known by its first paragraph (a turn with no text has none)
+    if retold and retold[-1][1] is last and (digest := _retold(*retold.pop())) is not None:
+        ends.append(digest)
+    return Stitches(tuple(ends), tuple(reversed(exact[:-1])), tuple(reversed(retold)), under_way)
+
+
+def _retold(before: Any, message: Any) -> bytes | None:
+    """The digest up to a user turn known by its first paragraph (None: it has no text)."""
+    head = _first_paragraph(message)
+    if head is None:
+        return None
+    retold = before.copy()
+    retold.update(b"p%d:%s" % (len(head), head))
+    return retold.digest()
 
 
 def _first_paragraph(message: Any) -> bytes | None:
