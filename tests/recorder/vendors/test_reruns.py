@@ -91,8 +91,8 @@ def test_gemini_cli_run_from_another_directory_and_home_on_another_day_is_a_reru
     call_id = orjson.loads(GEMINI_CLI)["body"]["contents"][1]["parts"][0]["functionCall"]["id"]
     rerun = _rerun(
         GEMINI_CLI,
-        ("/home/dev/work", "/srv/ana/src/work"),
-        ("/home/dev", "/srv/ana"),
+        ("/tmp/cap/work", "/srv/ana/src/work"),
+        ("/tmp/cap/home", "/srv/ana"),
         ("Saturday, December 5, 2026", "Monday, January 11, 2027"),
         ("Process Group PGID: 8502", "Process Group PGID: 9137"),
         (call_id, call_id.replace("_17", "_18")),
