@@ -63,7 +63,8 @@ class Call:
     history_known: bool = False  # looked up (`load_history`)
     chain: list[Target] = field(default_factory=list)  # its targets, the client's own first
     served: Try | None = None  # the try whose answer the client got
-    client_bytes: bytes | None = None  # what the client got of a translated answer
+    client_bytes: bytes | None = None  # what the client got of a translated or gated answer
+    gated: bool = False  # the tool policy took a call out of it (`proxy.tool_gating`)
     skipped: list[str] = field(default_factory=list)  # targets that could not take the call
     refused: tuple[str, str] | None = None  # taplog answered itself: (outcome, why)
     replay_miss: str | None = None  # why `--replay` sent it on: the recording lacks it
@@ -150,6 +151,7 @@ class Call:
                 skipped=self.skipped,
                 client_bytes=self.client_bytes if served else None,
                 secrets=self.secrets,
+                gated=self.gated and served is not None,
             )
         )
 

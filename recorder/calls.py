@@ -28,7 +28,7 @@ from taplog.recorder.events import (
     llm_response,
 )
 from taplog.recorder.layouts import LaidOut, Layout
-from taplog.recorder.redaction import Redaction
+from taplog.recorder.redaction import Redaction, each_string
 from taplog.recorder.secrets import redact_text
 from taplog.recorder.secrets_by_value import Secrets, scrub, scrub_fields
 from taplog.recorder.store.blobs import BlobStore
@@ -236,7 +236,9 @@ class CallAnswer:
     `served` is the answer the client got (None: taplog answered itself). Its record is
     written before this one, so its outcome (which the writer may still have changed: a
     malformed event) and finish reason are known here. `client_bytes` is what the client
-    got when that answer was translated: its finish reason is read from them.
+    got when that answer was translated or the tool policy took a call out of it (`gated`):
+    its finish reason is read from them, and a gated one is kept whole in the event
+    (`client_answer`, reassembled in the client's API) beside the vendor's answer.
     """
 
     session: str
@@ -253,6 +255,7 @@ class CallAnswer:
     client_bytes: bytes | None = None
     secrets: Secrets = ()  # the client's: reasons may quote what it sent
     size: int = 512
+    gated: bool = False  # the tool policy changed what the client got (`client_bytes`)
     event: Event = field(init=False)
     envelope: InitVar[Event | None] = None
 
@@ -286,9 +289,11 @@ class CallAnswer:
             fields["finish_reason"] = self._finish_reason(answer)
         if self.skipped:
             fields["skipped"] = [self._scrubbed(reason) for reason in self.skipped]
+        if self.gated:
+            fields["client_answer"] = self._client_answer()
         self.event.update(fields)
         if redaction:
-            redaction.fields(self.event, ("error", "skipped"))
+            redaction.fields(self.event, ("error", "skipped", "client_answer"))
         return (self.event,)
 
     def _scrubbed(self, text: str | None) -> str | None:
@@ -301,12 +306,21 @@ class CallAnswer:
         if answer.get("api") == self.api:
             return answer.get("finish_reason")
         module = api_module(self.api)
+        body = self._client_answer()
+        if module is None or not isinstance(body, dict):
+            return None
+        return module.summarize(body).finish_reason
+
+    def _client_answer(self) -> Any:
+        """What the client got, as one answer of its API (a stream reassembled), with the
+        client's secrets scrubbed; None when there is nothing to read."""
+        module = api_module(self.api)
         if module is None or not self.client_bytes:
             return None
-        data = self.client_bytes
+        data = scrub(self.client_bytes, self.secrets) if self.secrets else self.client_bytes
         whole = data.lstrip()[:1] in (b"{", b"[")  # an object, or Gemini's JSON array
         body = one_answer(self.api, parse_json(data)) if whole else stream_body(module, data)
-        return module.summarize(body).finish_reason if isinstance(body, dict) else None
+        return each_string(body, redact_text)
 
 
 def _text(value: Any) -> Any:

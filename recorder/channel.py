@@ -126,7 +126,7 @@ def record_message(record: Any) -> tuple[Any, ...]:
             record.event,
             (record.session, record.exchange, record.api, record.status, record.latency_ms),
             (record.tries, served, record.attempt, record.outcome, record.error),
-            (record.skipped, record.client_bytes, record.secrets, record.size),
+            (record.skipped, record.client_bytes, record.secrets, record.size, record.gated),
         )
     assert isinstance(record, EventRecord), type(record)
     kind = "start" if isinstance(record, SessionStart) else "event"
@@ -197,7 +197,7 @@ class Records:
                 self._answers.popitem(last=False)
         else:
             (session, exchange, api, status, latency), (tries, served, *facts), rest = message[3:]
-            skipped, client_bytes, secrets, size = rest
+            skipped, client_bytes, secrets, size, gated = rest
             answer = None if served is None else self._answers.pop(served, None)
             record = CallAnswer(
                 session,
@@ -212,6 +212,7 @@ class Records:
                 client_bytes,
                 secrets,
                 size,
+                gated,
                 envelope=event,
             )
         return record

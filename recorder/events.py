@@ -46,6 +46,8 @@ SESSION_FORKED = "session.forked"
 SESSION_RESUMED = "session.resumed"
 CALL_ANSWERED = "call.answered"
 CALL_REFUSED = "call.refused"
+TOOL_DENIED = "tool.denied"
+TOOL_FLAGGED = "tool.flagged"
 
 EVENT_TYPES = frozenset(
     {
@@ -60,6 +62,8 @@ EVENT_TYPES = frozenset(
         SESSION_RESUMED,
         CALL_ANSWERED,
         CALL_REFUSED,
+        TOOL_DENIED,
+        TOOL_FLAGGED,
     }
 )
 
@@ -260,6 +264,36 @@ def call_refused(
         used=used,
         error=redact_text(error),
         **details,
+    )
+
+
+def tool_policy_event(
+    session: str,
+    exchange: str,
+    *,
+    action: str,
+    rule: str,
+    reason: str,
+    call_id: str,
+    name: str,
+    partial: bool,
+    attempt: int | None,
+) -> Event:
+    """The tool policy's decision on a tool call the model asked for (`proxy.tool_policy`):
+    `tool.denied` (taken out of what the client got) or `tool.flagged` (passed). `partial`:
+    judged on arguments cut at the hold limit; `attempt`: the try whose answer it was.
+    Ignorable, as `call.answered` is: an older reader skips it."""
+    return make_event(
+        TOOL_DENIED if action == "deny" else TOOL_FLAGGED,
+        session,
+        exchange,
+        ignorable=True,
+        rule=rule,
+        reason=redact_text(reason),
+        call_id=call_id,
+        name=name,
+        partial=partial,
+        attempt=attempt,
     )
 
 

@@ -12,7 +12,10 @@ Anomalies are flagged, never dropped, so a query can find them:
 - `orphan_result`: a result for a call this session never saw asked for;
 - `unanswered`: a call still without a result when the session went idle;
 - `finish_mismatch`: an answer asks for tools but its stop reason says it
-  ended normally.
+  ended normally;
+- `ran_though_refused`: a result for a call the tool policy took out of the answer
+  (`tool.denied`): the agent ran it anyway, or got it some other way.
+A refused call is never `unanswered`: it is closed by its `tool.denied`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from taplog.recorder.events import (
     SESSION_FORKED,
+    TOOL_DENIED,
     TOOL_POST,
     TOOL_PRE,
     Event,
@@ -42,6 +46,7 @@ READ_RUNS = 64
 ORPHAN_RESULT = "orphan_result"
 UNANSWERED = "unanswered"
 FINISH_MISMATCH = "finish_mismatch"
+RAN_THOUGH_REFUSED = "ran_though_refused"
 
 
 @dataclass(slots=True)
@@ -61,6 +66,7 @@ class ToolLedger:
 
     pending: dict[str, _Asked] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)  # calls the tool policy took out
     read: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
 
     def read_before(self, layout: Layout | None) -> int:
@@ -110,6 +116,12 @@ class ToolLedger:
                 )
         return events
 
+    def refuse(self, call_id: str) -> None:
+        """The tool policy took this call out of the answer (`tool.denied`): no result is
+        awaited, and one that comes is flagged."""
+        self.pending.pop(call_id, None)
+        self.refused.add(call_id)
+
     def results(self, request: Event, results: Iterable[ToolResult]) -> list[Event]:
         """Events for results a request carries for the first time in this session."""
         events = []
@@ -119,7 +131,9 @@ class ToolLedger:
             self.answered.add(result.call_id)
             call_id, asked = self._asked_for(result)
             how = {} if call_id == result.call_id else {"result_id": result.call_id}
-            if asked is None:
+            if result.call_id in self.refused:
+                name, timing = result.name, {"flags": [RAN_THOUGH_REFUSED]}
+            elif asked is None:
                 name, timing = None, {"flags": [ORPHAN_RESULT]}
             else:  # a call copied by a fork: when its tool started is not known
                 took = None if asked.at is None else (epoch(request["ts"]) - asked.at) * 1000
@@ -169,6 +183,8 @@ class ToolLedger:
                 self.answered.add(event["call_id"])
                 if isinstance(event.get("result_id"), str):  # the result's own id, resent
                     self.answered.add(event["result_id"])
+            elif event["type"] == TOOL_DENIED:
+                self.refuse(event["call_id"])
             elif event["type"] == SESSION_FORKED:
                 for asked in self.pending.values():
                     asked.at = None

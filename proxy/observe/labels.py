@@ -17,7 +17,12 @@ from collections.abc import Iterable
 
 from taplog.recorder import prices
 from taplog.recorder.secrets import redact_text
-from taplog.recorder.toolevents import FINISH_MISMATCH, ORPHAN_RESULT, UNANSWERED
+from taplog.recorder.toolevents import (
+    FINISH_MISMATCH,
+    ORPHAN_RESULT,
+    RAN_THOUGH_REFUSED,
+    UNANSWERED,
+)
 from taplog.recorder.vendors.apis import API_MODULES
 
 OTHER = "other"
@@ -37,7 +42,7 @@ OUTCOMES = frozenset(
         "proxy_error",
     }
 )
-TOOL_FLAGS = frozenset({ORPHAN_RESULT, UNANSWERED, FINISH_MISMATCH})
+TOOL_FLAGS = frozenset({ORPHAN_RESULT, UNANSWERED, FINISH_MISMATCH, RAN_THOUGH_REFUSED})
 # taplog's own refusals, before any vendor is called (the x-taplog-error codes)
 REFUSALS = frozenset(
     {
@@ -91,6 +96,7 @@ class Bounded:
         self.providers = frozenset(providers)
         self.configured_models = frozenset(m for m in models if not _GLOB & set(m))
         self._tools: set[str] = set()
+        self._rules: set[str] = set()
         self._lock = threading.Lock()
 
     def provider(self, value: object) -> str:
@@ -106,14 +112,21 @@ class Bounded:
     def tool(self, value: object) -> str:
         """A tool name: the first MAX_TOOLS distinct (short) names, then `other` (so is a
         name shaped like a credential: a label is no place for one)."""
+        return self._first_seen(value, self._tools)
+
+    def rule(self, value: object) -> str:
+        """A tool policy rule's id, bounded as tool names are (the config names them)."""
+        return self._first_seen(value, self._rules)
+
+    def _first_seen(self, value: object, seen: set[str]) -> str:
         if not isinstance(value, str) or not value or len(value) > MAX_TOOL_NAME:
             return OTHER
         if redact_text(value) != value:
             return OTHER
         with self._lock:
-            if value in self._tools:
+            if value in seen:
                 return value
-            if len(self._tools) < MAX_TOOLS:
-                self._tools.add(value)
+            if len(seen) < MAX_TOOLS:
+                seen.add(value)
                 return value
         return OTHER

@@ -147,8 +147,15 @@ class Metrics:
         )
         self.tool_anomalies = CounterSeries(
             "taplog_tool_anomalies_total",
-            "Tool events flagged: orphan_result, unanswered, finish_mismatch.",
+            "Tool events flagged: orphan_result, unanswered, finish_mismatch, "
+            "ran_though_refused (a result for a call the tool policy refused).",
             ["flag"],
+        )
+        self.tool_policy = CounterSeries(
+            "taplog_tool_policy_decisions_total",
+            "Tool calls the tool policy refused (action deny: taken out of the answer) or "
+            "flagged (action flag: passed), by rule.",
+            ["action", "rule"],
         )
         self.retries = CounterSeries(
             "taplog_retries_total",
@@ -178,6 +185,7 @@ class Metrics:
                 self.tool_calls,
                 self.tool_errors,
                 self.tool_anomalies,
+                self.tool_policy,
                 self.retries,
                 self.failovers,
                 self.sessions_started,
@@ -301,6 +309,11 @@ class Metrics:
                 self.tool_errors.inc((name,))
             if isinstance(duration, int | float):
                 self.gen_ai_tool.observe(("execute_tool", name, error), _seconds(duration))
+
+    def tool_policy_decision(self, action: str, rule: object) -> None:
+        key = ("deny" if action == "deny" else "flag", self.labels.rule(rule))
+        with self._lock:
+            self.tool_policy.inc(key)
 
     def retry(self, provider: object, model: object) -> None:
         key = (self.labels.provider(provider), self.labels.model(model))

@@ -28,6 +28,8 @@ from taplog.recorder.events import (
     LLM_REQUEST,
     LLM_RESPONSE,
     SESSION_STARTED,
+    TOOL_DENIED,
+    TOOL_FLAGGED,
     TOOL_POST,
     TOOL_PRE,
     Event,
@@ -88,6 +90,10 @@ class Observer:
             state.switched = True
         elif kind in (TOOL_PRE, TOOL_POST):
             self.metrics.tool(event)
+        elif kind in (TOOL_DENIED, TOOL_FLAGGED):
+            self.metrics.tool_policy_decision(
+                "deny" if kind == TOOL_DENIED else "flag", event.get("rule")
+            )
         elif kind == SESSION_STARTED:
             self.metrics.session_started()
         elif kind == ERROR:

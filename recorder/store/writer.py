@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from taplog.recorder.events import Event, error_event
+from taplog.recorder.events import TOOL_DENIED, Event, error_event
 from taplog.recorder.redaction import Redaction
 from taplog.recorder.scrub_parts import CleanParts
 from taplog.recorder.store.blobs import BLOBS_DIR, BlobStore
@@ -168,6 +168,8 @@ class EventRecord:
         blobs: BlobStore | None = None,
         redaction: Redaction | None = None,
     ) -> Iterable[Event]:
+        if self.event["type"] == TOOL_DENIED:  # no result is awaited; one that comes is flagged
+            state.tools.refuse(self.event["call_id"])
         return (self.event,)
 
 
