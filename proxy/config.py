@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from taplog.proxy.metadata_hosts import is_metadata_host
+from taplog.proxy.tool_policy import Policy, load_policy
 from taplog.recorder.fleet.layout import check_instance, default_instance, parse_location
 from taplog.recorder.redaction import BUILT_IN, Redaction, custom_rule, redaction_of
 from taplog.recorder.vendors.apis import provider_endpoint
@@ -144,6 +145,11 @@ def _ship_to(value: str) -> None:
             raise ValueError(f"needs taplog[fleet] ({missing[0]} is missing)")
 
 
+def _policy_file(value: str) -> None:
+    if value and not Path(value).is_file():
+        raise ValueError("must be an existing file of [[tool_policy]] tables (empty: none)")
+
+
 def _field_paths(value: str) -> tuple[IgnoredField, ...]:
     return tuple(IgnoredField(path.strip()) for path in value.split(",") if path.strip())
 
@@ -226,6 +232,16 @@ class Settings:
     )
     # The config file's [[redact]] tables, checked: (name, pattern; None for a built-in).
     redact_rules: tuple[tuple[str, str | None], ...] = field(default=(), repr=False)
+    tool_policy: str = setting(
+        "",
+        "A TOML file of [[tool_policy]] tables: rules that deny or flag the tool calls models "
+        "ask for, before the agent gets them (docs/tool-policy.md). The config file may hold "
+        "[[tool_policy]] tables too, after this file's; the first rule that matches a call "
+        "wins. Empty: the config file's rules alone.",
+        _policy_file,
+    )
+    # The rules of the tool_policy file then of the config file's [[tool_policy]], checked.
+    tool_policy_rules: Policy = field(default=Policy(), repr=False)
     body_timeout: float = setting(
         60.0, "Seconds a client may take to send its request body (then: 408).", _positive
     )
@@ -543,9 +559,17 @@ def load(flags: Mapping[str, Any], env: Mapping[str, str], config: Path | None) 
             values[name] = _convert(name, flags[name], f"option {flag_name(name)}")
         elif env.get(env_name(name)) is not None:
             values[name] = _convert(name, env[env_name(name)], f"variable {env_name(name)}")
-        elif name in from_file and not isinstance(from_file[name], list):  # not [[redact]]
+        # A list is the [[redact]] or [[tool_policy]] tables that share the setting's name.
+        elif name in from_file and not isinstance(from_file[name], list):
             values[name] = _convert(name, from_file[name], f"config file {config}: {name}")
-    return Settings(**values, redact_rules=_redact_tables(from_file.get("redact"), config))
+    policy_file = values.get("tool_policy")
+    return Settings(
+        **values,
+        redact_rules=_redact_tables(from_file.get("redact"), config),
+        tool_policy_rules=load_policy(
+            from_file, config, Path(policy_file) if policy_file else None
+        ),
+    )
 
 
 def _redact_tables(tables: Any, config: Path | None) -> tuple[tuple[str, str | None], ...]:

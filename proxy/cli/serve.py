@@ -73,6 +73,8 @@ def check_config(file: Path) -> None:
         click.echo(
             f"  {rule.model} → {', '.join(str(t) for t in rule.targets)} (retries {rule.retries})"
         )
+    for rule in settings.tool_policy_rules.rules:
+        click.echo(f"  tool policy: {rule.id}: {rule.summary()}")
     for provider in fallbacks.providers.values():
         if provider.api_key() is None and any(
             t.provider is provider for rule in fallbacks.rules for t in rule.targets
