@@ -316,7 +316,13 @@ def create_app(
     app[RESPONSES_HISTORY] = ResponsesHistory()
     if settings.replay:
         index = load_index(Path(settings.replay), settings.replay_ignored)
-        app[REPLAYER] = Replayer(index, settings.replay_mode, settings.replay_speed)
+        app[REPLAYER] = Replayer(
+            index,
+            settings.replay_mode,
+            settings.replay_speed,
+            settings.tool_policy_rules,
+            app_metrics,
+        )
     app.cleanup_ctx.append(_recorder)
     app.cleanup_ctx.append(_pool)
     app.cleanup_ctx.append(_coordination)

@@ -54,7 +54,7 @@ from taplog.proxy.failover.attempts import (
 from taplog.proxy.failover.breaker import Breaker
 from taplog.proxy.failover.rules import Target
 from taplog.proxy.observe.log_lines import log_circuit
-from taplog.proxy.relay import MIB, can_continue, relay, watch_for
+from taplog.proxy.relay import can_continue, read_whole, relay, watch_for
 from taplog.proxy.upstream import (
     BrokenStream,
     UpstreamFailure,
@@ -349,10 +349,10 @@ async def _judge(
     """Whether a try's answer is good to relay, before any of it reaches the client: an
     error status is read whole, a stream up to its first event, a body whole."""
     if upstream.status >= 400:
-        await _read_whole(call, attempt_try, upstream, watch)
+        await read_whole(call, attempt_try, upstream, watch)
         return verdict(upstream.status, parse_json(attempt_try.body())), []
     if not attempt_try.attempt.stream:
-        return OK, await _read_whole(call, attempt_try, upstream, watch)
+        return OK, await read_whole(call, attempt_try, upstream, watch)
     if not watch.streamed:
         raise BrokenStream("a stream was asked for; the vendor answered without one")
     ready: Passed = []
@@ -367,23 +367,6 @@ async def _judge(
         if watch.events:
             return OK, ready
     raise BrokenStream("the stream ended before its first event")
-
-
-async def _read_whole(
-    call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
-) -> Passed:
-    """A whole body, up to `--max-answer-mb` (a cut one raises ClientPayloadError)."""
-    limit = call.services.settings.max_answer_mb
-    passed: Passed = []
-    async for chunk in upstream.content.iter_any():
-        attempt_try.keep(chunk)
-        if attempt_try.size > limit * MIB:
-            raise BrokenStream(f"the answer is over {limit:g} MiB (--max-answer-mb)", "too_large")
-        passed += watch.feed(chunk)
-    passed += watch.close()
-    if not watch.ended:
-        raise BrokenStream("the body ended before it was whole")
-    return passed
 
 
 def _replay(call: Call, error: tuple[Try, bytes]) -> web.Response:

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import orjson
@@ -49,6 +50,8 @@ from taplog.proxy.failover.continuation import (
     continuation_request,
 )
 from taplog.proxy.failover.rules import Target
+from taplog.proxy.tool_gate import StreamGate
+from taplog.proxy.tool_gating import CallGate, gate_for
 from taplog.proxy.upstream import BrokenStream, classify, open_upstream, response_headers
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.vendors.apis import streams_sse
@@ -93,6 +96,9 @@ class RelayedStream:
     def convert(self, passed: Passed) -> bytes:
         return b"".join(passed)
 
+    def blocks(self, passed: Passed) -> list[bytes]:
+        return passed
+
 
 RELAYED = RelayedStream()  # it holds nothing: one serves every call
 
@@ -116,6 +122,10 @@ class TranslatedStream:
         return self.translator.answer
 
     def convert(self, passed: Passed) -> bytes:
+        return b"".join(self.blocks(passed))
+
+    def blocks(self, passed: Passed) -> list[bytes]:
+        """The client's events for the vendor's `passed`."""
         out: list[bytes] = []
         for block in passed:
             event = parse_block(block)
@@ -125,7 +135,12 @@ class TranslatedStream:
                 out.extend(self.translator.feed(event))
             except ValueError:
                 raise BrokenStream("the vendor sent a malformed event") from None
-        return b"".join(out)
+        return out
+
+
+def gated(stream: RelayedStream | TranslatedStream, gate: StreamGate) -> Callable[[Passed], bytes]:
+    """`stream`'s conversion with the tool policy's gate after it, in the client's API."""
+    return lambda passed: b"".join(gate.feed(stream.blocks(passed)))
 
 
 @dataclass(slots=True)
@@ -155,6 +170,7 @@ class Delivery:
     response: web.StreamResponse
     convert: Callable[[Passed], bytes]
     held: list[bytes] = field(default_factory=list)
+    release: Callable[[], list[bytes]] | None = None  # what a gate still holds at the end
 
     def add_end(self, watch: StreamWatch | BodyWatch) -> None:
         """The end marker the vendor left out, converted like its own events."""
@@ -173,8 +189,11 @@ async def relay(
     attempt = attempt_try.attempt
     call.served = attempt_try
     translated = attempt.translation is not None
+    gate = gate_for(call) if upstream.status < 400 else None
     if translated and not attempt.stream:
-        return await _relay_translated_body(request, call, attempt_try, upstream)
+        return await _relay_translated_body(request, call, attempt_try, upstream, gate)
+    if gate is not None and not watch.streamed:
+        return await _relay_gated_body(request, call, attempt_try, upstream, watch, ready, gate)
     stream: RelayedStream | TranslatedStream = RELAYED
     headers = attempt_try.headers
     if translated:
@@ -187,13 +206,18 @@ async def relay(
     if "content-length" in headers:
         response.content_length = int(headers["content-length"])
     delivery = Delivery(request, response, stream.convert)
-    sent = Sent(copy=bytearray() if translated else None)
+    stream_gate = gate.stream() if gate is not None else None
+    if stream_gate is not None:
+        delivery.convert, delivery.release = gated(stream, stream_gate), stream_gate.finish
+    sent = Sent(copy=bytearray() if translated or stream_gate is not None else None)
     try:
         await response.prepare(request)
         await _pipe(call, attempt_try, upstream, watch, ready, delivery, sent)
         facts = _complete(watch, delivery)
         _remember(call, attempt_try, watch, stream)
         attempt_try.finish("ok" if upstream.status < 400 else "upstream_error", **facts)
+        if gate is not None:
+            gate.record(attempt_try)
         await deliver_end(call, request, response, delivery.held)
     except asyncio.CancelledError:
         lifecycle = call.services.lifecycle
@@ -206,11 +230,14 @@ async def relay(
         attempt_try.finish("client_disconnected")
     except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
         upstream.close()
-        await _broken(call, attempt_try, watch, delivery, sent, exc)
+        await _broken(call, attempt_try, watch, delivery, sent, exc, gate)
     finally:
         upstream.close()
         attempt_try.finish("proxy_error", "taplog failed on this call")
-        if sent.copy is not None and call.served is attempt_try:  # translated, not continued:
+        if gate is not None:  # what was decided before the stream broke or the client left
+            gate.record(attempt_try)
+        call.gated = gate is not None and gate.changed
+        if (translated or call.gated) and sent.copy is not None and call.served is attempt_try:
             call.client_bytes = bytes(sent.copy) + b"".join(delivery.held)  # (its end held)
     return response
 
@@ -277,6 +304,8 @@ async def _pipe(
             outcome = "upstream_error" if watch.vendor_error is not None else "upstream_cut"
             raise BrokenStream(watch.failure, outcome)
     held.append(convert(watch.close()))
+    if delivery.release is not None:
+        held.extend(delivery.release())
 
 
 def _complete(watch: StreamWatch | BodyWatch, delivery: Delivery) -> dict[str, bool]:
@@ -320,20 +349,26 @@ async def _broken(
     delivery: Delivery,
     sent: Sent,
     exc: BaseException,
+    gate: CallGate | None = None,
 ) -> None:
     """A broken answer: delivered when it was whole already (its end marker came, or only
-    the marker is missing), continued elsewhere when the rule says so, else ended with an
-    error event (a stream) and cut off."""
+    the marker is missing), continued elsewhere when the rule says so (not under the tool
+    policy: a continuation's tool calls would pass ungated), else ended with an error event
+    (a stream) and cut off."""
     failure = classify(exc, call.rule, started=True)
     if watch.ended or _only_the_end_is_missing(watch):
         facts = {} if watch.ended else {"end_marker_added": True}
+        if delivery.release is not None:
+            delivery.held.extend(delivery.release())
         if not watch.ended:
             delivery.add_end(watch)
         attempt_try.finish("ok", failure.message, **facts)
+        if gate is not None:
+            gate.record(attempt_try)
         with contextlib.suppress(ClientGone):
             await deliver_end(call, delivery.request, delivery.response, delivery.held)
         return
-    continuing = watch.streamed and call.rule.midstream == "continue"
+    continuing = watch.streamed and call.rule.midstream == "continue" and gate is None
     view = sent.view(call, attempt_try) if continuing and call.api in CONTINUABLE_APIS else None
     attempt_try.finish(failure.outcome, failure.message)
     if not watch.streamed:
@@ -472,22 +507,90 @@ async def _splice(
 
 
 async def _relay_translated_body(
-    request: web.Request, call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse
+    request: web.Request,
+    call: Call,
+    attempt_try: Try,
+    upstream: aiohttp.ClientResponse,
+    gate: CallGate | None,
 ) -> web.StreamResponse:
-    """A whole answer translated into the client's API, sent once it is in the log."""
+    """A whole answer translated into the client's API (and held to the tool policy),
+    sent once it is in the log."""
     attempt = attempt_try.attempt
     upstream.release()
     route = route_for(call.api, attempt.api)
     assert route is not None and attempt.translation is not None  # planned that way
     ctx = answer_context(call.parsed, attempt.target.model, attempt.translation)
     answer = route.answer(parse_json(attempt_try.body()), ctx)
+    if gate is not None:
+        call.gated = gate.answer(answer)
     call.remember(answer)
     translated = orjson.dumps(answer)
     call.served, call.client_bytes = attempt_try, translated
     attempt_try.finish("ok")
-    response = web.StreamResponse(headers={"content-type": "application/json"})
-    response.content_length = len(translated)
+    if gate is not None:
+        gate.record(attempt_try)
+    return await _send_whole(request, call, {"content-type": "application/json"}, translated)
+
+
+async def _relay_gated_body(
+    request: web.Request,
+    call: Call,
+    attempt_try: Try,
+    upstream: aiohttp.ClientResponse,
+    watch: BodyWatch | StreamWatch,
+    ready: Passed,
+    gate: CallGate,
+) -> web.StreamResponse:
+    """A whole answer of the client's API held to the tool policy: read whole (a refused
+    call may be anywhere in it), rewritten when a rule refused a call, then sent once it is
+    in the log."""
+    try:
+        if not watch.ended:
+            await read_whole(call, attempt_try, upstream, watch)
+    except (aiohttp.ClientError, TimeoutError, BrokenStream) as exc:
+        failure = classify(exc, call.rule, started=True)
+        attempt_try.finish(failure.outcome, failure.message)
+        cut_off(request)
+        return web.StreamResponse()
+    finally:
+        upstream.release()
+    body = attempt_try.body()
+    answer = parse_json(body)
+    if gate.answer(answer):
+        body = call.client_bytes = orjson.dumps(answer)
+        call.gated = True
+    call.remember(answer)
+    attempt_try.finish("ok")
+    gate.record(attempt_try)
+    headers = CIMultiDict(attempt_try.headers or {})
+    headers.popall("content-length", None)
+    return await _send_whole(request, call, headers, body, upstream.status)
+
+
+async def _send_whole(
+    request: web.Request, call: Call, headers: Any, body: bytes, status: int = 200
+) -> web.StreamResponse:
+    """A whole body, its end held until its record is written (`deliver_end`)."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_length = len(body)
     with contextlib.suppress(ClientGone):
         await response.prepare(request)
-        await deliver_end(call, request, response, [translated])
+        await deliver_end(call, request, response, [body])
     return response
+
+
+async def read_whole(
+    call: Call, attempt_try: Try, upstream: aiohttp.ClientResponse, watch: StreamWatch | BodyWatch
+) -> Passed:
+    """A whole body, up to `--max-answer-mb` (a cut one raises ClientPayloadError)."""
+    limit = call.services.settings.max_answer_mb
+    passed: Passed = []
+    async for chunk in upstream.content.iter_any():
+        attempt_try.keep(chunk)
+        if attempt_try.size > limit * MIB:
+            raise BrokenStream(f"the answer is over {limit:g} MiB (--max-answer-mb)", "too_large")
+        passed += watch.feed(chunk)
+    passed += watch.close()
+    if not watch.ended:
+        raise BrokenStream("the body ended before it was whole")
+    return passed

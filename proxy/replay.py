@@ -14,6 +14,11 @@ lacks (a miss) gets depends on the mode:
                     index, so the same request is answered from the recording
                     from then on (VCR's "new episodes")
 
+A recorded answer is held to the tool policy as a live one is (`proxy.tool_gating`): a
+call a rule refuses is taken out of what the client gets, and the decision is a line on
+stderr and a count in the metrics (a replayed call is not recorded, and its session is
+not known yet: rules on `session` do not match it).
+
 Every hit and every miss is a line on stderr (taplog's log): a miss names the closest
 recorded request and the first field where it differs, in every mode. A miss sent on to a
 vendor that taplog then answers itself (the vendor cannot be reached, every target
@@ -32,17 +37,25 @@ import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from taplog.proxy import auth, content_encoding
 from taplog.proxy.auth import Tokens
 from taplog.proxy.config import Settings
 from taplog.proxy.errors import error_response
+from taplog.proxy.observe.metrics import Metrics
 from taplog.proxy.routing import PASSTHROUGH, provider_for
 from taplog.proxy.runner import ProxyRunner, ServeError, listening, until_stopped
+from taplog.proxy.tool_gate import Judge, gate_answer, stream_gate
+from taplog.proxy.tool_gating import HOLD_LIMIT, offers_tools
+from taplog.proxy.tool_policy import CallFacts, Decision, Policy
 from taplog.recorder.bodies import parse_json
 from taplog.recorder.events import LLM_RESPONSE, Event
+from taplog.recorder.secrets import api_key, fingerprint
 from taplog.recorder.store.writer import Recorder
 from taplog.recorder.tools.recorded_answers import (
     REPLAYED_APIS,
@@ -53,7 +66,9 @@ from taplog.recorder.tools.recorded_answers import (
     load_index,
     recorded_calls,
 )
+from taplog.recorder.vendors.apis import requested
 from taplog.recorder.vendors.reruns import IgnoredField
+from taplog.recorder.vendors.sse import SseSplitter
 
 STRICT, PASSTHROUGH_MODE, RECORD_MISSING = "strict", "passthrough", "record-missing"
 _MISS_GOES = {
@@ -73,6 +88,8 @@ class Replayer:
     index: ReplayIndex
     mode: str = STRICT
     speed: float = 1.0
+    policy: Policy | None = None  # the tool policy recorded answers are held to
+    metrics: Metrics | None = None  # where its decisions are counted
     _watched: dict[str, list[Event]] = field(default_factory=dict)  # record-missing exchanges
     _loop: asyncio.AbstractEventLoop | None = None
 
@@ -101,7 +118,8 @@ class Replayer:
                     recorded.where(),
                     ", ".join(recorded.redacted),
                 )
-            return await _send_recorded(request, recorded, self.speed)
+            judge = self._judge(request, api, body)
+            return await _send_recorded(request, recorded, self.speed, api, judge)
         miss = _miss(self.index, api, body)
         log.warning("%s (%s: %s)", miss, self.mode, _MISS_GOES[self.mode])
         if self.mode != STRICT:
@@ -109,6 +127,31 @@ class Replayer:
         # 400, not 404: a client shows a request error with its message (Claude Code reads a
         # 404 as a model that does not exist)
         return error_response(provider, 400, miss, "replay_miss")
+
+    def _judge(self, request: web.Request, api: str, body: Any) -> Judge | None:
+        """The tool policy's judge for a replayed call that offers tools (None: nothing to
+        judge); each decision is logged and counted as it is made."""
+        policy = self.policy
+        if not policy or not offers_tools(body):
+            return None
+        model = requested(api, request.path, body)[0]
+        facts = CallFacts("", fingerprint(api_key(request.headers)), model)
+
+        def judge(tool_call: Any) -> Decision | None:
+            decision = policy.judge(tool_call, facts)
+            if decision is not None:
+                log.warning(
+                    "replay: the tool policy %s a call to %s (rule %s): %s",
+                    "refused" if decision.action == "deny" else "flagged",
+                    tool_call.name,
+                    decision.rule,
+                    decision.reason,
+                )
+                if self.metrics is not None:
+                    self.metrics.tool_policy_decision(decision.action, decision.rule)
+            return decision
+
+        return judge
 
     async def forwarding(
         self, exchange: str, recorder: Recorder, sending: Awaitable[web.StreamResponse]
@@ -147,11 +190,21 @@ class Replayer:
 
 
 async def _send_recorded(
-    request: web.Request, recorded: Recorded, speed: float
+    request: web.Request, recorded: Recorded, speed: float, api: str, judge: Judge | None
 ) -> web.StreamResponse:
-    headers = {**recorded.headers, "x-taplog-replayed": recorded.where()}
+    """The recorded answer, held to the tool policy when `judge` is given."""
+    headers = CIMultiDict({**recorded.headers, "x-taplog-replayed": recorded.where()})
     if recorded.sse is None:
-        return web.Response(status=recorded.status, body=recorded.body, headers=headers)
+        body = recorded.body
+        answer = parse_json(body) if judge is not None else None
+        if isinstance(answer, dict) and any(
+            decision.action == "deny" for decision in gate_answer(api, answer, judge)
+        ):
+            body = orjson.dumps(answer)
+            headers.popall("content-length", None)
+        return web.Response(status=recorded.status, body=body, headers=headers)
+    gate = stream_gate(api, judge, HOLD_LIMIT) if judge is not None else None
+    splitter = SseSplitter(None) if gate is not None else None
     response = web.StreamResponse(status=recorded.status, headers=headers)
     await response.prepare(request)
     last = 0.0
@@ -159,7 +212,12 @@ async def _send_recorded(
         if speed > 0 and t_ms > last:
             await asyncio.sleep((t_ms - last) / 1000 / speed)
         last = max(last, t_ms)
+        if gate is not None and splitter is not None:
+            raw = b"".join(gate.feed(splitter.feed(raw)))
         await response.write(raw)
+    if gate is not None and splitter is not None:
+        rest = splitter.flush()
+        await response.write(b"".join(gate.feed([rest] if rest else []) + gate.finish()))
     await response.write_eof()
     return response
 
@@ -202,11 +260,13 @@ def create_replay_app(
     speed: float = 1.0,
     tokens: Tokens | None = None,
     ignored: tuple[IgnoredField, ...] = (),
+    policy: Policy | None = None,
 ) -> web.Application:
     """The strict replay server's app over a data dir or one session file; with tokens,
-    only calls that present one are answered (as `taplog serve` does)."""
+    only calls that present one are answered (as `taplog serve` does); recorded answers
+    are held to `policy`."""
     app = web.Application(client_max_size=MAX_BODY)
-    app[REPLAYER] = Replayer(load_index(source, ignored), STRICT, speed)
+    app[REPLAYER] = Replayer(load_index(source, ignored), STRICT, speed, policy)
     app[TOKENS] = tokens or Tokens(())
     app.router.add_route("*", "/{tail:.*}", _replay)
     return app
@@ -239,7 +299,9 @@ async def run_replay(source: Path, settings: Settings) -> None:
     if problem is not None:
         raise ServeError(problem)
     tokens = Tokens(settings.auth_tokens)
-    app = create_replay_app(source, settings.replay_speed, tokens, settings.replay_ignored)
+    app = create_replay_app(
+        source, settings.replay_speed, tokens, settings.replay_ignored, settings.tool_policy_rules
+    )
     runner = ProxyRunner(app, settings.header_timeout, shutdown_timeout=settings.shutdown_grace)
     async with listening(runner, settings.host, settings.port) as (bound_host, port, *_):
         token = "/t/$TAPLOG_AUTH_TOKEN" if settings.auth_tokens else ""

@@ -83,8 +83,11 @@ def run_claude(
     return json.loads(done.stdout)
 
 
-def run_codex(base_url: str, scratch: Path, directives: str = "") -> list[dict]:
-    """`codex exec PROMPT` through `base_url` (…/v1); its JSON events."""
+def run_codex(
+    base_url: str, scratch: Path, directives: str = "", sandbox: str | None = None
+) -> list[dict]:
+    """`codex exec PROMPT` through `base_url` (…/v1), in its own `--sandbox` mode unless
+    given one (its default, read-only, lets no command write); its JSON events."""
     needs(CODEX)
     home = scratch / "codex"
     home.mkdir(parents=True)
@@ -112,6 +115,7 @@ enabled = false
         "OPENAI_API_KEY": OPENAI_KEY,
     }
     argv = [str(CODEX), "exec", "--json", "--skip-git-repo-check"]
+    argv += ["--sandbox", sandbox] if sandbox else []
     done = run([*argv, f"{CODEX_PROMPT} {directives}"], env, scratch)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

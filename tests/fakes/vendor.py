@@ -37,6 +37,7 @@ directive tokens (`!name` or `!name=value`, preceded by whitespace or at the sta
     !big=N            answer text of exactly N bytes     !cached=N  N prompt tokens cached
     !normal_stop      tool calls, yet a normal stop reason (stop / end_turn), as buggy servers do
     !shell_fails      the coding agents' shell tools run a command that fails (exit code 2)
+    !shell_rm=PATH    the coding agents' shell tools run `rm PATH` (a tool policy's deny test)
     !linger=S         stream: wait S seconds after the last event before ending the body
     !reset            close the connection before answering anything
     !error_first      HTTP 200 stream whose only event is the vendor's in-band error
@@ -316,8 +317,7 @@ def build_answer(
             text = "Let me check." if "preamble" in d else None
     if text is not None and "big" in d:
         text = _sized(text, int(_num(d, "big")))
-    args = {**_ARGS, **_FAILING} if "shell_fails" in d else _ARGS
-    calls = [_tool_call(n, args, "noargs" in d) for n in names]
+    calls = [_tool_call(n, _shell_args(d), "noargs" in d) for n in names]
     thinking = None
     if thinks and "thinking" in d:
         thinking = f"Step {tr.turns}: the user wrote {len(strip_directives(last))} characters."
@@ -352,6 +352,21 @@ def _parts(d: Mapping[str, str]) -> int | tuple[int, ...]:
     """How to split streamed texts: `!cuts` offsets, else `!events` pieces (3 by default)."""
     cuts = [int(cut) for cut in d.get("cuts", "").split(",") if cut.isdigit()]
     return tuple(cuts) if cuts else max(1, int(_num(d, "events", 3)))
+
+
+def _shell_args(d: Mapping[str, str]) -> Mapping[str, Json]:
+    """Each tool's arguments in this turn: the shells' harmless echo, or the command that
+    `!shell_rm=PATH` (first) or `!shell_fails` puts in its place."""
+    if "shell_rm" in d:
+        command = f"rm {d['shell_rm']}"
+        return {
+            **_ARGS,
+            "Bash": {"command": command, "description": "Delete a file"},
+            "exec_command": {"cmd": command},
+            "run_shell_command": {"command": command, "description": "Delete a file"},
+            "bash": {"command": command, "description": "Delete a file"},
+        }
+    return {**_ARGS, **_FAILING} if "shell_fails" in d else _ARGS
 
 
 def _tool_call(step: str, args: Mapping[str, Json], noargs: bool) -> Call:
