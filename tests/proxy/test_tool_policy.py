@@ -64,20 +64,38 @@ def _openai(taplog) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{taplog.url}/v1", api_key=OPENAI_KEY, max_retries=0)
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_anthropic_a_turn_whose_only_call_is_refused_ends_as_an_answer(gated, stream):
+def _claude_says(taplog, prompt: str, stream: bool):
+    """The Anthropic SDK's message for `prompt`, streamed and accumulated by the SDK or not."""
     ask = {
         "model": "claude-sonnet-4-6",
         "max_tokens": 256,
         "tools": ANTHROPIC_TOOLS,
-        "messages": [{"role": "user", "content": ALONE}],
+        "messages": [{"role": "user", "content": prompt}],
     }
-    client = _anthropic(gated)
-    if stream:
-        with client.messages.stream(**ask) as events:
-            message = events.get_final_message()
-    else:
-        message = client.messages.create(**ask)
+    client = _anthropic(taplog)
+    if not stream:
+        return client.messages.create(**ask)
+    with client.messages.stream(**ask) as events:
+        return events.get_final_message()
+
+
+def _chat_choice(taplog, prompt: str, stream: bool):
+    """The OpenAI SDK's first Chat choice for `prompt`, streamed or not."""
+    ask = {
+        "model": "gpt-4.1",
+        "tools": CHAT_TOOLS,
+        "messages": [{"role": "user", "content": prompt}],
+    }
+    client = _openai(taplog)
+    if not stream:
+        return client.chat.completions.create(**ask).choices[0]
+    with client.chat.completions.stream(**ask) as events:
+        return events.get_final_completion().choices[0]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_a_turn_whose_only_call_is_refused_ends_as_an_answer(gated, stream):
+    message = _claude_says(gated, ALONE, stream)
     assert message.stop_reason == "end_turn"
     assert [block.type for block in message.content] == ["text"]
     _refusal_said(message.content[0].text)
@@ -91,18 +109,7 @@ def test_anthropic_a_turn_whose_only_call_is_refused_ends_as_an_answer(gated, st
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_anthropic_parallel_calls_one_refused_one_passes(gated, stream):
-    ask = {
-        "model": "claude-sonnet-4-6",
-        "max_tokens": 256,
-        "tools": ANTHROPIC_TOOLS,
-        "messages": [{"role": "user", "content": BOTH}],
-    }
-    client = _anthropic(gated)
-    if stream:
-        with client.messages.stream(**ask) as events:
-            message = events.get_final_message()
-    else:
-        message = client.messages.create(**ask)
+    message = _claude_says(gated, BOTH, stream)
     assert message.stop_reason == "tool_use"
     kinds = [(b.type, getattr(b, "name", None)) for b in message.content]
     assert kinds == [("text", None), ("tool_use", "read_file")]
@@ -119,14 +126,7 @@ def test_anthropic_parallel_calls_one_refused_one_passes(gated, stream):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_chat_parallel_calls_one_refused_one_passes(gated, stream):
-    ask = {"model": "gpt-4.1", "tools": CHAT_TOOLS, "messages": [{"role": "user", "content": BOTH}]}
-    client = _openai(gated)
-    if stream:
-        with client.chat.completions.stream(**ask) as events:
-            completion = events.get_final_completion()
-    else:
-        completion = client.chat.completions.create(**ask)
-    choice = completion.choices[0]
+    choice = _chat_choice(gated, BOTH, stream)
     assert choice.finish_reason == "tool_calls"
     assert [c.function.name for c in choice.message.tool_calls] == ["read_file"]
     assert json.loads(choice.message.tool_calls[0].function.arguments) == {"path": "README.md"}
@@ -139,18 +139,7 @@ def test_openai_chat_parallel_calls_one_refused_one_passes(gated, stream):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_chat_a_turn_whose_only_call_is_refused_stops(gated, stream):
-    ask = {
-        "model": "gpt-4.1",
-        "tools": CHAT_TOOLS,
-        "messages": [{"role": "user", "content": ALONE}],
-    }
-    client = _openai(gated)
-    if stream:
-        with client.chat.completions.stream(**ask) as events:
-            completion = events.get_final_completion()
-    else:
-        completion = client.chat.completions.create(**ask)
-    choice = completion.choices[0]
+    choice = _chat_choice(gated, ALONE, stream)
     assert choice.finish_reason == "stop"
     assert not choice.message.tool_calls
     _refusal_said(choice.message.content)
