@@ -9,10 +9,11 @@ import json
 import anthropic
 import openai
 import pytest
+from google.genai import types as genai_types
 
 from taplog.proxy.tool_policy import load_policy
 from taplog.recorder.store.reader import read_all
-from tests.fakes.clients import scrape
+from tests.fakes.clients import gemini_at, scrape
 from tests.fakes.harness import FAILOVER_RULES, serve_on_fake, start_on_fake
 from tests.fakes.keys import ANTHROPIC_KEY, OPENAI_KEY
 
@@ -292,3 +293,30 @@ def test_a_refusal_before_the_stream_broke_is_recorded(gated):
     assert _decisions(gated) == [("tool.denied", "no-weather", "get_weather")]
     (response,) = gated.events("llm.response")
     assert response["outcome"] == "upstream_cut"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_gemini_parallel_calls_one_refused_one_passes(gated, stream):
+    declarations = [
+        genai_types.FunctionDeclaration(name=n, parameters_json_schema=SCHEMA) for n in NAMES
+    ]
+    ask = {
+        "model": "gemini-2.5-flash",
+        "contents": BOTH,
+        "config": genai_types.GenerateContentConfig(
+            tools=[genai_types.Tool(function_declarations=declarations)],
+            automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True),
+        ),
+    }
+    client = gemini_at(gated.url)
+    if stream:
+        answers = list(client.models.generate_content_stream(**ask))
+    else:
+        answers = [client.models.generate_content(**ask)]
+    calls = [call for answer in answers for call in answer.function_calls or []]
+    assert [(call.name, call.args) for call in calls] == [("read_file", {"path": "README.md"})]
+    _refusal_said("".join(answer.text or "" for answer in answers))
+    assert _decisions(gated) == [
+        ("tool.denied", "no-weather", "get_weather"),
+        ("tool.flagged", "watch-reads", "read_file"),
+    ]
