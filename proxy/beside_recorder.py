@@ -36,10 +36,10 @@ def recorder_for(settings: Settings, metrics: Metrics) -> Recorder:
         fsync=settings.fsync,
         high_water_bytes=int(settings.queue_high_water_mb * 1024 * 1024),
         session_idle_seconds=settings.session_idle_minutes * 60,
-        observers=[Observer(metrics)],
         body_inline_max=settings.body_inline_max_bytes,
         redaction=settings.redaction,
     )
+    recorder.observe(Observer(metrics), acknowledged_first=True)  # counted off the answers' path
     metrics.recorder = recorder
     return recorder
 
@@ -66,7 +66,7 @@ def start_reports(settings: Settings, recorder: Recorder) -> LineReports | None:
 
     client = connect_blocking(settings.coordination)
     reports = LineReports(client)
-    recorder.observe(reports.observe)
+    recorder.observe(reports.observe, acknowledged_first=True)
     reports.start()
     return reports
 
@@ -84,7 +84,7 @@ def start_tracing(settings: Settings, recorder: Recorder, metrics: Metrics) -> T
         ) from None
 
     tracing = Tracing(settings.otlp_endpoint, settings.instance_name, settings.otlp_content)
-    recorder.observe(tracing.observe)
+    recorder.observe(tracing.observe, acknowledged_first=True)
     metrics.tracing = tracing.stats
     return tracing
 

@@ -49,7 +49,10 @@ once it is written, in log order, so metrics and call logs agree with the
 log and cost the event loop nothing. An observer must be quick and must not
 block; one that raises is logged and skipped, never allowed to stop the log.
 A turn observer (`observe_turns(fn)`) is called once per turn, after its events
-were observed and before the callers waiting on them are released.
+were observed and before the callers waiting on them are released. An observer that
+nobody waiting on a write needs (metrics, the call log, traces: `observe(fn,
+acknowledged_first=True)`) sees the turn's events after the answers waiting on them were
+released, off their path; `flush` returns only once it has seen them.
 The writer's own counters (`stats`) are plain numbers, read at scrape time.
 """
 
@@ -262,7 +265,9 @@ class Recorder:
         self._waiting: set[str] = set()  # sessions with tool calls pending: expire when idle
         self._last_sync = time.monotonic()
         self._observers: list[Observer] = list(observers)
+        self._observers_after: list[Observer] = []  # told once the turn's callers were
         self._turn_observers: list[Callable[[], None]] = []
+        self._written: list[Event] = []  # this turn's events, for `_observers_after`
         self.stats = WriterStats()
         # The writer's turn: whoever holds it builds, writes and releases (`_step`), the
         # writer thread or a caller that takes its turn; all the state below is theirs.
@@ -282,10 +287,11 @@ class Recorder:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._thread.start()
 
-    def observe(self, observer: Observer) -> None:
+    def observe(self, observer: Observer, acknowledged_first: bool = False) -> None:
         """Call `observer(event)` for every event written from now on, on the thread whose
-        turn wrote it."""
-        self._observers.append(observer)
+        turn wrote it; `acknowledged_first`: after the turn's callers heard their lines are
+        written (for what no caller waits on: its time is then off every answer's path)."""
+        (self._observers_after if acknowledged_first else self._observers).append(observer)
 
     def observe_turns(self, observer: Callable[[], None]) -> None:
         """Call `observer()` after each turn's events were observed, before the callers
@@ -481,7 +487,13 @@ class Recorder:
             self._sync(force=True)
         for observer in self._turn_observers:
             self._observed(observer)
-        self._barriers = self._release(barriers, pending)
+        self._barriers, flushes = self._release(barriers, pending)
+        written, self._written = self._written, []
+        for observer in self._observers_after:
+            for event in written:
+                self._observed(observer, event)
+        for flush, ok in flushes:  # a flush returns once every observer saw its events
+            flush.release(ok)
         if not waited_on_sync:  # `interval`: its pass is due to the disk, not to a caller
             self._sync(force=False)
         if self._closing and not pending:
@@ -490,23 +502,28 @@ class Recorder:
             self._files.clear()
             self._finished = True
 
-    def _release(self, barriers: list[_Barrier], pending: PendingLines) -> list[_Barrier]:
-        """Release the barriers whose lines are all written; returns those still waiting.
+    def _release(
+        self, barriers: list[_Barrier], pending: PendingLines
+    ) -> tuple[list[_Barrier], list[tuple[_Barrier, bool]]]:
+        """Release the callers' barriers whose lines are all written; returns those still
+        waiting, and the flushes due (released once the turn's last observers ran).
 
         Those still waiting hear of a write failure at once (they are released later)."""
         failing = self._error is not None or self._fatal is not None
         written = not failing and not self._lost_unsynced
-        waiting = []
+        waiting, flushes = [], []
         for barrier in barriers:
-            if not pending.holds(barrier.session):
-                barrier.release(written)
-            else:
+            if pending.holds(barrier.session):
                 waiting.append(barrier)
                 if failing:
                     barrier.tell(False)
+            elif barrier.done is not None:
+                flushes.append((barrier, written))
+            else:
+                barrier.release(written)
         if not waiting:
             self._lost_unsynced = False
-        return waiting
+        return waiting, flushes
 
     def _track_waiting(self, sessions: set[str]) -> None:
         """Keep `_waiting` current, so the idle checks never scan every session seen."""
@@ -583,6 +600,8 @@ class Recorder:
         for observer in self._observers:
             for event in events:
                 self._observed(observer, event)
+        if self._observers_after:
+            self._written += events
 
     def _observed(self, observer: Callable[..., None], *event: Event) -> None:
         """An observer told; one that fails is counted and logged once, never fatal."""
