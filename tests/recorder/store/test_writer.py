@@ -287,6 +287,30 @@ def test_a_caller_that_takes_the_turn_writes_on_its_own_thread(tmp_path):
     recorder.close()
 
 
+def test_observers_nobody_waits_on_come_after_the_callers_and_before_a_flush(tmp_path):
+    """Metrics and the call line (`acknowledged_first`) see a turn's events once the
+    callers waiting on them were told; the others before; a flush returns after both."""
+    recorder = _recorder(tmp_path)
+    heard = []
+    recorder.observe(lambda event: heard.append(("before", event["reason"])))
+    recorder.observe(lambda event: heard.append(("after", event["reason"])), True)
+    for n in range(2):
+        recorder.record(EventRecord(make_event(ERROR, "s", None, reason=f"r{n}")), wake=False)
+    recorder.when_written(lambda ok: heard.append(("written", ok)), "s", wake=False)
+    recorder.take_turn()
+    assert heard == [
+        ("before", "r0"),
+        ("before", "r1"),
+        ("written", True),
+        ("after", "r0"),
+        ("after", "r1"),
+    ]
+    recorder.record(EventRecord(make_event(ERROR, "s", None, reason="r2")))
+    assert recorder.flush(10)
+    assert heard[-2:] == [("before", "r2"), ("after", "r2")]
+    recorder.close()
+
+
 def test_a_callers_turn_that_fails_stops_new_calls(tmp_path, monkeypatch):
     recorder = _recorder(tmp_path)
 
