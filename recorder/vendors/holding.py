@@ -29,6 +29,7 @@ its line ends (comments and ids are not kept).
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,7 +131,7 @@ class HeldCall:
         return self.whole if self.whole is not None else "".join(self.pieces)
 
 
-class HoldingGate:
+class HoldingGate(ABC):
     """A stream's gate; an API's gate says what its blocks carry (`_take`) and how a
     leaving one is written (`_emit`, which sends through `_send`)."""
 
@@ -158,13 +159,18 @@ class HoldingGate:
 
     # -- for the API's gate ------------------------------------------------------------
 
+    @abstractmethod
     def _take(self, block: bytes) -> None:
-        raise NotImplementedError
+        """Read one arriving block: open the calls it starts (`_opened`), add to the
+        arguments of those it carries pieces of, judge those it closes (`_close`), and queue
+        it with the calls it carries (`_hold`)."""
 
+    @abstractmethod
     def _emit(self, block: bytes, calls: tuple[HeldCall, ...], note: Any) -> None:
-        raise NotImplementedError
+        """Write a block leaving the queue (its `calls` all judged): as it came, or without
+        the refused calls' events and with their replacements, through `_send`."""
 
-    def _judged(self, call: HeldCall) -> None:
+    def _judged(self, call: HeldCall) -> None:  # noqa: B027 (a hook: most gates need none)
         """`call` was just judged (`refusal` set when refused)."""
 
     def _opened(self, key: Any, name: str, call_id: str) -> HeldCall:
