@@ -167,6 +167,15 @@ def parse_block(raw: bytes) -> SseEvent | None:
 
     Unlike a browser, an event with no ``data`` line is still returned: a recorder keeps it.
     """
+    if raw.endswith(b"\n\n") and b"\r" not in raw:  # how vendors write: read from the bytes
+        lines = raw.count(b"\n")
+        if lines == 2 and raw.startswith(b"data: "):
+            return SseEvent(event=None, data=raw[6:-2].decode(errors="replace"))
+        if lines == 3 and raw.startswith(b"event: "):
+            end = raw.index(b"\n")
+            if raw.startswith(b"data: ", end + 1):
+                name, data = raw[7:end].decode(errors="replace"), raw[end + 7 : -2]
+                return SseEvent(event=name, data=data.decode(errors="replace"))
     text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
     event: str | None = None
     event_id: str | None = None

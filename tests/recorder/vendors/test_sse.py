@@ -206,6 +206,28 @@ def test_parse_mixed_line_ends() -> None:
     assert parse_block(b"data: a\rdata: b\r\ndata: c\n\n") == SseEvent(None, "a\nb\nc")
 
 
+value_bytes = st.binary(max_size=24).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
+
+
+@st.composite
+def lf_block(draw: st.DrawFn) -> bytes:
+    """A block with LF line ends: mostly as vendors write them (`data: …` alone, or after
+    `event: …`), which `parse_block` reads straight from the bytes, else any lines."""
+    shape = draw(st.sampled_from(["data", "event+data", "lines"]))
+    if shape == "data":
+        return b"data: " + draw(value_bytes) + b"\n\n"
+    if shape == "event+data":
+        return b"event: " + draw(value_bytes) + b"\ndata: " + draw(value_bytes) + b"\n\n"
+    return b"".join(text.encode() + b"\n" for text in draw(st.lists(line, max_size=4))) + b"\n"
+
+
+@given(lf_block())
+def test_a_block_reads_the_same_whatever_its_line_ends(raw: bytes) -> None:
+    """The shortcut for vendors' usual blocks agrees with the full rules, which a CRLF
+    block always goes through."""
+    assert parse_block(raw) == parse_block(raw.replace(b"\n", b"\r\n"))
+
+
 @given(stream(), st.lists(st.integers(0, 10_000), max_size=30))
 def test_events_survive_splitting(data: bytes, cuts: list[int]) -> None:
     blocks, _ = run(split_at(data, cuts))
