@@ -84,11 +84,9 @@ class Call:
         return requested(self.api, self.route.path, self.parsed)[0]
 
     def start_try(self, attempt: Attempt) -> Try:
-        """A new try on `attempt`, its request recorded as it goes upstream."""
+        """A new try on `attempt`; its request is recorded once sent (`Try.record_request`)."""
         self.attempts += 1
-        attempt_try = self._try(attempt, self.attempts)
-        attempt_try.record_request()
-        return attempt_try
+        return self._try(attempt, self.attempts)
 
     def record_original(self, own: Attempt) -> None:
         """The client's request, which went to no vendor as it was (attempt 0)."""
@@ -203,6 +201,7 @@ class Try:
     ttfb_ms: float | None = None
     status: int | None = None
     headers: CIMultiDict[str] | None = None  # the vendor's, once they came
+    requested: bool = False  # its request is recorded
     answer: LlmResponse | None = None  # its record, once finished
     epoch: int | None = None  # its call's (`Call.epoch`)
     layout: Layout | None = None  # of the attempt's body, when it is the client's
@@ -224,7 +223,12 @@ class Try:
         return self.client_secrets + ((key.encode(),) if key else ())
 
     def record_request(self, sent: bool = True) -> None:
-        """The one builder of `llm.request`: what this try sends, as it is sent."""
+        """The one builder of `llm.request`: what this try sends, once its body is handed
+        to the connection (`proxy.upstream.open_upstream`), so the recorder builds it while
+        the vendor works, not while the body goes out; before its answer in any case. Once."""
+        if self.requested:
+            return
+        self.requested = True
         attempt = self.attempt
         translation = attempt.translation
         key_fp = (
@@ -268,6 +272,7 @@ class Try:
         """
         if self.answer is not None:
             return False
+        self.record_request()
         first = self.number == 1 and self.received is not None
         answer = LlmResponse(
             session=self.session,

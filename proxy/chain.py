@@ -305,7 +305,9 @@ async def _try_once(
     outcome.wait = None
     try:
         async with first_byte:
-            upstream = await open_upstream(call.services.pool, attempt, rule)
+            upstream = await open_upstream(
+                call.services.pool, attempt, rule, attempt_try.record_request
+            )
             attempt_try.status = upstream.status
             attempt_try.headers = response_headers(upstream)
             # A malformed event matters where the call can still move on or be continued.

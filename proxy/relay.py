@@ -441,7 +441,9 @@ async def _open_continuation(
     opening = asyncio.timeout(call.rule.ttfb_timeout)
     try:
         async with opening:
-            upstream = await open_upstream(call.services.pool, attempt, call.rule)
+            upstream = await open_upstream(
+                call.services.pool, attempt, call.rule, attempt_try.record_request
+            )
     except (aiohttp.ClientError, TimeoutError) as exc:
         failure = classify(exc, call.rule, opening.expired())
         attempt_try.finish(failure.outcome, failure.message)

@@ -23,10 +23,12 @@ client never mistakes a broken answer for a complete one (`proxy.relay`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
+from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -155,14 +157,36 @@ class Sendable(Protocol):
 
 
 async def open_upstream(
-    pool: aiohttp.ClientSession, attempt: Sendable, rule: Rule
+    pool: aiohttp.ClientSession, attempt: Sendable, rule: Rule, sent: Callable[[], None]
 ) -> aiohttp.ClientResponse:
-    """Send one try upstream and wait for its headers, under the rule's timeouts."""
-    return await pool.request(
-        attempt.method,
-        URL(attempt.url, encoded=True),
-        data=(attempt.body if attempt.encoded is None else attempt.encoded) or None,
-        headers=attempt.headers,
-        allow_redirects=False,
-        timeout=rule.client_timeout,
-    )
+    """Send one try upstream and wait for its headers, under the rule's timeouts.
+
+    `sent()` as soon as the body is handed to the connection whole (at once for a call
+    without one), and in any case before this returns or raises (the client gone, the
+    vendor unreachable or answering early): it may be called twice."""
+    body = (attempt.body if attempt.encoded is None else attempt.encoded) or None
+    if body is None:
+        sent()
+    try:
+        return await pool.request(
+            attempt.method,
+            URL(attempt.url, encoded=True),
+            data=None if body is None else _Body(body, sent),
+            headers=attempt.headers,
+            allow_redirects=False,
+            timeout=rule.client_timeout,
+        )
+    finally:
+        sent()
+
+
+class _Body(aiohttp.BytesPayload):
+    """A request body that tells when it has been handed to the connection whole."""
+
+    def __init__(self, value: bytes, sent: Callable[[], None]) -> None:
+        super().__init__(value)
+        self._sent = sent
+
+    async def write_with_length(self, writer: AbstractStreamWriter, length: int | None) -> None:
+        await super().write_with_length(writer, length)
+        self._sent()

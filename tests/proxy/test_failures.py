@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 
 import anthropic
@@ -124,6 +125,43 @@ def test_silent_vendor_times_out_with_504(servers, fake, tmp_path):
     assert (response["status"], response["outcome"], response["error"]) == (None, "timeout", said)
     assert 400 < response["latency_ms"] < 5000
     _assert_still_serving(taplog)
+
+
+def test_a_request_is_in_the_log_once_sent_while_the_vendor_still_works(oai, fake, taplog):
+    """A call's request is recorded once its body went out, not when its answer comes: a
+    vendor that never answers leaves it in the log all the same, as sent, and once."""
+    question = "a question resent with a long history " * 3000 + "!hang"
+    waiting = oai.with_options(timeout=3.0, max_retries=0)
+    gave_up: list[Exception] = []
+
+    def ask() -> None:
+        try:
+            waiting.chat.completions.create(
+                model="gpt-4.1", messages=[{"role": "user", "content": question}]
+            )
+        except openai.APITimeoutError as exc:
+            gave_up.append(exc)
+
+    client = threading.Thread(target=ask)
+    client.start()
+    try:
+        sessions = taplog.wait_for(lambda found: _events(found, "llm.request"))
+        assert client.is_alive() and fake.active == 1  # the vendor still has the call
+        assert not _events(sessions, "llm.response")
+        (request,) = _events(sessions, "llm.request")
+        assert request["body"]["messages"][0]["content"] == question
+    finally:
+        client.join(10)
+    assert gave_up
+    sessions = taplog.wait_for(lambda found: _events(found, "call.answered"))
+    assert [e["type"] for e in _events(sessions, "llm.request", "call.answered")] == [
+        "llm.request",
+        "call.answered",
+    ]
+
+
+def _events(sessions, *types: str) -> list[dict]:
+    return [e for evs in sessions.values() for e in evs if e["type"] in types]
 
 
 def test_stream_cut_by_the_vendor_is_cut_for_the_client_too(oai, taplog):
