@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from taplog.recorder import prices
 from taplog.recorder.bodies import UNPARSED, encode_body, parse_json
@@ -46,7 +46,9 @@ _REDACTED_FIELDS = ("headers", "path", "upstream_url", "error")
 
 @dataclass(slots=True)
 class LlmRequest:
-    """A request as it was sent upstream."""
+    """A request as it was sent upstream (recorded once sent: built while the vendor works)."""
+
+    built_at_once: ClassVar[bool] = True
 
     session: str
     exchange: str
@@ -129,6 +131,8 @@ class LlmRequest:
 @dataclass(slots=True)
 class LlmResponse:
     """What came back (or did not), with the arrival time of every chunk."""
+
+    built_at_once: ClassVar[bool] = False  # its end's barrier wakes the writer
 
     session: str
     exchange: str
@@ -240,6 +244,8 @@ class CallAnswer:
     its finish reason is read from them, and a gated one is kept whole in the event
     (`client_answer`, reassembled in the client's API) beside the vendor's answer.
     """
+
+    built_at_once: ClassVar[bool] = False
 
     session: str
     exchange: str

@@ -34,8 +34,8 @@ class Inbox:
     round trip costs more CPU than building a short call's events. So a record
     does not wake a writer that is between batches: that writer looks again
     within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
-    barrier, close) or what is worth building at once (a large record) wakes it
-    at once, as does any record once the writer has gone to sleep for good. A
+    barrier, close) or what is worth building at once (a request, once sent: its
+    vendor is at work; a large record) wakes it at once, as does any record once the writer has gone to sleep for good. A
     caller that does the writer's work itself (`Recorder.take_turn`) adds without
     waking anyone, and without keeping the writer from its sleep (`wake=False`).
     """

@@ -66,7 +66,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from taplog.recorder.events import TOOL_DENIED, Event, error_event
 from taplog.recorder.redaction import Redaction
@@ -97,8 +97,9 @@ SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 Observer = Callable[[Event], None]
 LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory goes back
 # A record this large wakes the writer and has its lines written at once: its build costs
-# more than a wake-up and a write of its own, and a request's is then done while its call
-# is with the vendor, not at its answer's end (an agent's requests resend 100 KB-1 MB).
+# more than a wake-up and a write of its own (an agent's requests resend 100 KB-1 MB).
+# A request of any size wakes it too (`built_at_once`): it is recorded once sent, so it
+# is built while its call is with the vendor, not at its answer's end.
 AT_ONCE_BYTES = 64 * 1024
 INF = float("inf")
 
@@ -145,6 +146,7 @@ class Record(Protocol):
 
     session: str
     size: int
+    built_at_once: ClassVar[bool]  # wakes the writer, whatever its size (`AT_ONCE_BYTES`)
 
     def events(
         self, state: SessionState, blobs: BlobStore, redaction: Redaction | None
@@ -160,6 +162,7 @@ class EventRecord:
 
     event: Event
     size: int = 512
+    built_at_once: ClassVar[bool] = False
 
     @property
     def session(self) -> str:
@@ -306,7 +309,8 @@ class Recorder:
         with self._lock:
             self._records_in += 1
             self._bytes_in += record.size
-        self._inbox.put(record, urgent=record.size >= AT_ONCE_BYTES, wake=wake)
+        urgent = record.built_at_once or record.size >= AT_ONCE_BYTES
+        self._inbox.put(record, urgent=urgent, wake=wake)
 
     @property
     def _queued_records(self) -> int:
