@@ -48,7 +48,7 @@ _REDACTED_FIELDS = ("headers", "path", "upstream_url", "error")
 class LlmRequest:
     """A request as it was sent upstream (recorded once sent: built while the vendor works)."""
 
-    built_at_once: ClassVar[bool] = True
+    at_once: ClassVar[bool] = True
 
     session: str
     exchange: str
@@ -132,7 +132,7 @@ class LlmRequest:
 class LlmResponse:
     """What came back (or did not), with the arrival time of every chunk."""
 
-    built_at_once: ClassVar[bool] = False  # its end's barrier wakes the writer
+    at_once: ClassVar[bool] = False  # its end's barrier has it written
 
     session: str
     exchange: str
@@ -245,7 +245,7 @@ class CallAnswer:
     (`client_answer`, reassembled in the client's API) beside the vendor's answer.
     """
 
-    built_at_once: ClassVar[bool] = False
+    at_once: ClassVar[bool] = False
 
     session: str
     exchange: str

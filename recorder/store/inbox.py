@@ -21,9 +21,9 @@ from taplog.recorder.events import Event
 
 PATIENCE = 0.005  # how long a record may wait for a writer that is between batches
 # How long a built line may wait in memory for the next lines of its session, so
-# that a call's request and answer reach the file in one write. Nobody waits on
-# such a line: whoever does (a barrier) has its session written at once, and
-# under `interval` every sync pass writes all of them first.
+# that what a call records around its answer reaches the file in one write. Nobody
+# waits on such a line: whoever does (a barrier) has its session written at once,
+# and under `interval` every sync pass writes all of them first.
 WRITE_DELAY = 0.05
 
 
@@ -35,9 +35,10 @@ class Inbox:
     does not wake a writer that is between batches: that writer looks again
     within `PATIENCE` on its own. Only what someone waits on (`urgent`: a
     barrier, close) or what is worth building at once (a request, once sent: its
-    vendor is at work; a large record) wakes it at once, as does any record once the writer has gone to sleep for good. A
-    caller that does the writer's work itself (`Recorder.take_turn`) adds without
-    waking anyone, and without keeping the writer from its sleep (`wake=False`).
+    vendor is at work; a large record) wakes it at once, as does any record once
+    the writer has gone to sleep for good. A caller that does the writer's work
+    itself (`Recorder.take_turn`) adds without waking anyone, and without keeping
+    the writer from its sleep (`wake=False`).
     """
 
     def __init__(self) -> None:

@@ -5,10 +5,11 @@
                    never drops)              seals, appends      fsync per policy
 
 Group commit per session (`recorder.store.inbox`): a built line waits in memory
-(at most `WRITE_DELAY`) for its session's next lines, so a call's request and
-answer reach the file in one write; a caller waiting on a session
+(at most `WRITE_DELAY`) for its session's next lines, so what a call records
+around its answer reaches the file in one write; a caller waiting on a session
 (`when_written(..., session)`, the answer's end held for the log) has that
-session written at once.
+session written at once. A request does not wait (`at_once`): it is recorded
+once sent, and its line is built and written while the vendor works on it.
 
 Record or refuse: `record` always accepts, so calls already in flight finish
 and are logged; `accepting` turns False when the queue is over its high-water
@@ -37,10 +38,10 @@ rather than keep them for their sessions' next ones (which would cost a
 wake-up of the writer thread at WRITE_DELAY for one write fewer): a request's
 line is then written while its call is still with the vendor, off its
 answer's path (bench/RESULTS.md, "Processes"). The writer thread does the same
-for a large record (`AT_ONCE_BYTES`). Whoever takes it, one turn at a time
-builds and writes, so each session's lines keep their order. Under `interval`
-the sync pass comes after the turn's barriers are released (only `always`
-promises a waiting caller the fsync).
+for a request and for any large record (`at_once`, `AT_ONCE_BYTES`). Whoever
+takes it, one turn at a time builds and writes, so each session's lines keep
+their order. Under `interval` the sync pass comes after the turn's barriers are
+released (only `always` promises a waiting caller the fsync).
 
 Observers see what was recorded: `Recorder(..., observers=[fn])` (or
 `observe(fn)`) calls each `fn(event)` on the thread whose turn wrote it
@@ -98,8 +99,8 @@ Observer = Callable[[Event], None]
 LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory goes back
 # A record this large wakes the writer and has its lines written at once: its build costs
 # more than a wake-up and a write of its own (an agent's requests resend 100 KB-1 MB).
-# A request of any size wakes it too (`built_at_once`): it is recorded once sent, so it
-# is built while its call is with the vendor, not at its answer's end.
+# So does a request of any size (`at_once`): it is recorded once sent, so its lines are
+# built and written while its call is with the vendor, not at its answer's end.
 AT_ONCE_BYTES = 64 * 1024
 INF = float("inf")
 
@@ -146,7 +147,7 @@ class Record(Protocol):
 
     session: str
     size: int
-    built_at_once: ClassVar[bool]  # wakes the writer, whatever its size (`AT_ONCE_BYTES`)
+    at_once: ClassVar[bool]  # built and written as it comes, whatever its size (`AT_ONCE_BYTES`)
 
     def events(
         self, state: SessionState, blobs: BlobStore, redaction: Redaction | None
@@ -162,7 +163,7 @@ class EventRecord:
 
     event: Event
     size: int = 512
-    built_at_once: ClassVar[bool] = False
+    at_once: ClassVar[bool] = False
 
     @property
     def session(self) -> str:
@@ -193,6 +194,11 @@ class SessionStart(EventRecord):
             return ()
         state.started = True
         return (self.event,)
+
+
+def _at_once(record: Record) -> bool:
+    """Whether `record` wakes the writer and has its lines written as soon as it is built."""
+    return record.at_once or record.size >= AT_ONCE_BYTES
 
 
 class _Barrier:
@@ -309,8 +315,7 @@ class Recorder:
         with self._lock:
             self._records_in += 1
             self._bytes_in += record.size
-        urgent = record.built_at_once or record.size >= AT_ONCE_BYTES
-        self._inbox.put(record, urgent=urgent, wake=wake)
+        self._inbox.put(record, urgent=_at_once(record), wake=wake)
 
     @property
     def _queued_records(self) -> int:
@@ -469,7 +474,7 @@ class Recorder:
             else:
                 pending.add(self._build(item))
                 touched.add(item.session)
-                if item.size >= AT_ONCE_BYTES:
+                if _at_once(item):
                     at_once.add(item.session)
         self._track_waiting(touched)
         pending.add(self._expire_idle())
