@@ -103,6 +103,10 @@ LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory go
 # built and written while its call is with the vendor, not at its answer's end.
 AT_ONCE_BYTES = 64 * 1024
 INF = float("inf")
+# After a turn that released callers, the writer lets go of the GIL this long before it
+# tells what no caller waits on (metrics, the call line, traces): the callers' threads
+# (an answer's end under `taplog serve`) take it first rather than wait for those.
+AFTER_RELEASE = 0.001
 
 
 @dataclass
@@ -276,7 +280,9 @@ class Recorder:
         self._observers: list[Observer] = list(observers)
         self._observers_after: list[Observer] = []  # told once the turn's callers were
         self._turn_observers: list[Callable[[], None]] = []
-        self._written: list[Event] = []  # this turn's events, for `_observers_after`
+        self._written: list[Event] = []  # events not yet told `_observers_after`
+        self._flushes: list[tuple[_Barrier, bool]] = []  # released once they were told
+        self._after_due: float | None = None  # when they are told, callers having gone first
         self.stats = WriterStats()
         # The writer's turn: whoever holds it builds, writes and releases (`_step`), the
         # writer thread or a caller that takes its turn; all the state below is theirs.
@@ -441,7 +447,7 @@ class Recorder:
             return time.monotonic()
         if pending and (self._error is not None or self._fatal is not None):
             return time.monotonic() + self._retry_seconds
-        deadlines = []
+        deadlines = [] if self._after_due is None else [self._after_due]
         if pending:
             deadlines.append(pending.oldest + WRITE_DELAY)
         if self.fsync == "interval" and (pending or self._unsynced.due()):
@@ -465,6 +471,8 @@ class Recorder:
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
     def _work(self, write_all: bool) -> None:
+        if self._after_due is not None:  # the turn before's, before anything of this one
+            self._observe_after()
         pending, touched, at_once = self._pending, set(), set()
         for item in self._inbox.take():
             if item is _CLOSE:
@@ -496,13 +504,12 @@ class Recorder:
             self._sync(force=True)
         for observer in self._turn_observers:
             self._observed(observer)
-        self._barriers, flushes = self._release(barriers, pending)
-        written, self._written = self._written, []
-        for observer in self._observers_after:
-            for event in written:
-                self._observed(observer, event)
-        for flush, ok in flushes:  # a flush returns once every observer saw its events
-            flush.release(ok)
+        self._barriers, flushes, told = self._release(barriers, pending)
+        self._flushes += flushes
+        if told and not self._closing:  # their threads first: this one lets go of the GIL
+            self._after_due = time.monotonic() + AFTER_RELEASE
+        else:
+            self._observe_after()
         if not waited_on_sync:  # `interval`: its pass is due to the disk, not to a caller
             self._sync(force=False)
         if self._closing and not pending:
@@ -513,14 +520,15 @@ class Recorder:
 
     def _release(
         self, barriers: list[_Barrier], pending: PendingLines
-    ) -> tuple[list[_Barrier], list[tuple[_Barrier, bool]]]:
+    ) -> tuple[list[_Barrier], list[tuple[_Barrier, bool]], bool]:
         """Release the callers' barriers whose lines are all written; returns those still
-        waiting, and the flushes due (released once the turn's last observers ran).
+        waiting, the flushes due (released once the last observers ran), and whether a
+        caller was told.
 
         Those still waiting hear of a write failure at once (they are released later)."""
         failing = self._error is not None or self._fatal is not None
         written = not failing and not self._lost_unsynced
-        waiting, flushes = [], []
+        waiting, flushes, told = [], [], False
         for barrier in barriers:
             if pending.holds(barrier.session):
                 waiting.append(barrier)
@@ -530,9 +538,23 @@ class Recorder:
                 flushes.append((barrier, written))
             else:
                 barrier.release(written)
+                told = True
         if not waiting:
             self._lost_unsynced = False
-        return waiting, flushes
+        return waiting, flushes, told
+
+    def _observe_after(self) -> None:
+        """What no caller waits on: the observers told once the events' callers were
+        released (`observe(..., acknowledged_first=True)`), then the flushes, which return
+        once every observer saw their events."""
+        self._after_due = None
+        written, self._written = self._written, []
+        for observer in self._observers_after:
+            for event in written:
+                self._observed(observer, event)
+        flushes, self._flushes = self._flushes, []
+        for flush, ok in flushes:
+            flush.release(ok)
 
     def _track_waiting(self, sessions: set[str]) -> None:
         """Keep `_waiting` current, so the idle checks never scan every session seen."""
