@@ -3,6 +3,7 @@
     .venv/bin/python bench/real_day generate --calls 2000 --out /tmp/day.jsonl
     .venv/bin/python bench/real_day run            # 7-8 minutes on 2 cores; RESULTS.md
     .venv/bin/python bench/real_day check-cli      # the real Claude Code beside it
+    .venv/bin/python bench/real_day compare --against /tmp/base   # a before and after
 
 A seeded, deterministic generator of one long Claude Code session as the CLI sends it
 (Anthropic Messages bodies, headers and all): the main agent's tool loop with thinking
@@ -27,5 +28,6 @@ The modules, by responsibility:
     measure      one run, step by step
     report       the RESULTS.md section
     cli_check    the real CLI recorded through taplog, beside the generator
+    compare      two trees' taplog on the same day, in the same run
     cli          the command line
 """

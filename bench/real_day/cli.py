@@ -3,6 +3,7 @@
 .venv/bin/python bench/real_day generate --calls 2000 --seed 1 --out /tmp/day.jsonl
 .venv/bin/python bench/real_day run [--calls 2000] [--seed 1] [--bodies FILE] [--no-write]
 .venv/bin/python bench/real_day check-cli [--steps 120]
+.venv/bin/python bench/real_day compare --against /tmp/base [--bodies FILE] [--workers 2]
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
     check.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
     check.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
+    against = commands.add_parser("compare", help="this tree beside another, in the same run")
+    _day_options(against)
+    against.add_argument("--against", type=Path, required=True, help="the other tree")
+    against.add_argument("--bodies", type=Path, help="send this JSONL (a recording) instead")
+    against.add_argument("--workers", type=int, default=0, help="serve's --workers, for both")
+    against.add_argument("--rounds", type=int, default=2, help="passes over the day")
     return top
 
 
@@ -66,6 +73,13 @@ def main(argv: list[str] | None = None) -> None:
         bodies.print_summary(bodies.write(calls, args.out))
     elif args.command == "run":
         run(args, argv if argv is not None else sys.argv[1:])
+    elif args.command == "compare":
+        from bench.real_day import compare
+
+        day = bodies.load(args.bodies) if args.bodies else None
+        if day is None:
+            day = bodies.generate(args.calls, args.seed, args.context_tokens)
+        compare.compare(day, args.against, args.workers, args.rounds)
     else:
         from bench.real_day import cli_check
 

@@ -152,3 +152,18 @@ def test_a_compaction_restarts_the_history_from_a_summary(day_calls):
     first = after["messages"][0]["content"]
     assert any(block["text"].startswith(CONTINUED) for block in first if block["type"] == "text")
     assert len(after["messages"]) < len(compaction["messages"]) // 4
+
+
+def test_compare_times_two_trees_beside_the_floor_in_one_run(day_calls, capsys):
+    """`bench/real_day compare`: this tree against another (here itself), each call of the
+    day sent to the fake vendor, the bare proxy and both taplogs in turn."""
+    from bench.common import ROOT
+    from bench.real_day import compare
+
+    compare.compare([call for call, _ in day_calls[:8]], ROOT, workers=0, rounds=1)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["round 1", "all 1 rounds"]
+    for line in lines:
+        cells = line.split(": ", 1)[1].split(" | ")
+        assert [cell.split(" p50 ")[0] for cell in cells] == ["bare", "this tree", "other tree"]
+        assert all(" p90 " in cell and cell.endswith(("ms", "x)")) for cell in cells)
