@@ -103,9 +103,9 @@ LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory go
 # built and written while its call is with the vendor, not at its answer's end.
 AT_ONCE_BYTES = 64 * 1024
 INF = float("inf")
-# After a turn that released callers, the writer lets go of the GIL this long before it
-# tells what no caller waits on (metrics, the call line, traces): the callers' threads
-# (an answer's end under `taplog serve`) take it first rather than wait for those.
+# After a turn that released callers, the writer thread lets go of the GIL this long
+# before it tells what no caller waits on (metrics, the call line, traces): the callers'
+# threads (an answer's end under `taplog serve`) take it first rather than wait for those.
 AFTER_RELEASE = 0.001
 
 
@@ -506,7 +506,9 @@ class Recorder:
             self._observed(observer)
         self._barriers, flushes, told = self._release(barriers, pending)
         self._flushes += flushes
-        if told and not self._closing:  # their threads first: this one lets go of the GIL
+        # The writer thread lets go of the GIL for the threads it told; a caller's own turn
+        # (`take_turn`) told other processes, and goes on to the observers at once.
+        if told and not self._closing and threading.current_thread() is self._thread:
             self._after_due = time.monotonic() + AFTER_RELEASE
         else:
             self._observe_after()

@@ -289,24 +289,41 @@ def test_a_caller_that_takes_the_turn_writes_on_its_own_thread(tmp_path):
 
 def test_observers_nobody_waits_on_come_after_the_callers_and_before_a_flush(tmp_path):
     """Metrics and the call line (`acknowledged_first`) see a turn's events once the
-    callers waiting on them were told, and after the turn (the callers' threads go
-    first); the others before; a flush returns after both."""
+    callers waiting on them were told, the others before, whoever takes the turn (the
+    writer thread tells them a moment later: the callers' threads go first); a flush
+    returns after both."""
     recorder = _recorder(tmp_path)
     heard = []
     recorder.observe(lambda event: heard.append(("before", event["reason"])))
     recorder.observe(lambda event: heard.append(("after", event["reason"])), True)
-    for n in range(2):
-        recorder.record(EventRecord(make_event(ERROR, "s", None, reason=f"r{n}")), wake=False)
-    recorder.when_written(lambda ok: heard.append(("written", ok)), "s", wake=False)
-    recorder.take_turn()
-    assert heard == [("before", "r0"), ("before", "r1"), ("written", True)]
-    deadline = time.monotonic() + 5
-    while len(heard) < 5 and time.monotonic() < deadline:  # the writer thread tells them
-        time.sleep(0.001)
-    assert heard[3:] == [("after", "r0"), ("after", "r1")]
-    recorder.record(EventRecord(make_event(ERROR, "s", None, reason="r2")))
+
+    def turn(first: int, take_it: bool) -> list:
+        told, start = threading.Event(), len(heard)
+        for n in (first, first + 1):
+            event = make_event(ERROR, "s", None, reason=f"r{n}")
+            recorder.record(EventRecord(event), wake=not take_it)
+        recorder.when_written(
+            lambda ok: (heard.append(("written", ok)), told.set()), "s", not take_it
+        )
+        if take_it:
+            recorder.take_turn()
+        assert told.wait(5)
+        deadline = time.monotonic() + 5
+        while len(heard) < start + 5 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return heard[start:]
+
+    for first, take_it in ((0, True), (2, False)):  # a caller's turn, then the writer's
+        assert turn(first, take_it) == [
+            ("before", f"r{first}"),
+            ("before", f"r{first + 1}"),
+            ("written", True),
+            ("after", f"r{first}"),
+            ("after", f"r{first + 1}"),
+        ]
+    recorder.record(EventRecord(make_event(ERROR, "s", None, reason="r4")))
     assert recorder.flush(10)
-    assert heard[-2:] == [("before", "r2"), ("after", "r2")]
+    assert heard[-2:] == [("before", "r4"), ("after", "r4")]
     recorder.close()
 
 
