@@ -322,6 +322,13 @@ async def _try_once(
         if upstream is not None:
             upstream.close()
         return None, RETRY
+    except asyncio.CancelledError:  # the client left (or taplog stops) before any answer
+        stopping = call.services.lifecycle.stopping
+        attempt_try.finish("shutdown" if stopping else "client_disconnected")
+        call.served = attempt_try  # the try it was waiting on: its answer says how it ended
+        if upstream is not None:
+            upstream.close()
+        raise
     if judged == OK:
         return await relay(request, call, attempt_try, upstream, watch, ready), OK
     upstream.release()

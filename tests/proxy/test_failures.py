@@ -129,7 +129,8 @@ def test_silent_vendor_times_out_with_504(servers, fake, tmp_path):
 
 def test_a_request_is_in_the_log_once_sent_while_the_vendor_still_works(oai, fake, taplog):
     """A call's request is recorded once its body went out, not when its answer comes: a
-    vendor that never answers leaves it in the log all the same, as sent, and once."""
+    vendor that never answers leaves it in the log all the same, as sent, and once; the
+    client giving up before any answer is what the try and the call came to."""
     question = "a question resent with a long history " * 3000 + "!hang"
     waiting = oai.with_options(timeout=3.0, max_retries=0)
     gave_up: list[Exception] = []
@@ -154,10 +155,10 @@ def test_a_request_is_in_the_log_once_sent_while_the_vendor_still_works(oai, fak
         client.join(10)
     assert gave_up
     sessions = taplog.wait_for(lambda found: _events(found, "call.answered"))
-    assert [e["type"] for e in _events(sessions, "llm.request", "call.answered")] == [
-        "llm.request",
-        "call.answered",
-    ]
+    logged = _events(sessions, "llm.request", "llm.response", "call.answered")
+    assert [e["type"] for e in logged] == ["llm.request", "llm.response", "call.answered"]
+    assert [e["outcome"] for e in logged[1:]] == ["client_disconnected"] * 2
+    assert logged[1]["status"] is None and logged[2]["provider"] == "openai"
 
 
 def _events(sessions, *types: str) -> list[dict]:
