@@ -30,9 +30,9 @@ def _rerun(raw: bytes, *changes: tuple[str, str]) -> bytes:
 def test_claude_code_run_from_another_directory_and_home_on_another_day_is_a_rerun():
     rerun = _rerun(
         CLAUDE_CODE,
-        ("/srv/capture/work", "/srv/ana/src/app"),
-        ("-srv-capture-work", "-srv-ana-src-app"),
-        ("/srv/capture/home", "/srv/ana"),
+        ("/home/dev/work", "/home/ana/src/app"),
+        ("-home-dev-work", "-home-ana-src-app"),
+        ("/home/dev", "/home/ana"),
         ("Today's date is 2026-12-01", "Today's date is 2027-01-15"),
         ("2a1d001d-ea77-4afa-a2ab-653bbdb4e514", "99999999-ea77-4afa-a2ab-653bbdb4e514"),
     )
@@ -61,8 +61,8 @@ def test_codex_run_with_new_item_ids_elsewhere_is_a_rerun():
     rerun = _rerun(
         CODEX,
         ("msg_01a23186-f24f-7771-a79e-9b9ded3a4940", "msg_01b00000-0000-7771-a79e-9b9ded3a4940"),
-        ("/srv/capture/work", "/srv/checkout"),
-        ("/srv/capture/codex_home", "/srv/ana/.codex"),
+        ("/home/dev/work", "/home/ana/checkout"),
+        ("/home/dev/.codex", "/home/ana/.codex"),
         ("<current_date>2026-12-01<", "<current_date>2027-01-15<"),
         ("01a23186-f231-73d2-b61c-8be4c7dcdb45", "01b00000-f231-73d2-b61c-8be4c7dcdb45"),
     )
@@ -91,8 +91,8 @@ def test_gemini_cli_run_from_another_directory_and_home_on_another_day_is_a_reru
     call_id = orjson.loads(GEMINI_CLI)["body"]["contents"][1]["parts"][0]["functionCall"]["id"]
     rerun = _rerun(
         GEMINI_CLI,
-        ("/srv/capture/work", "/srv/ana/src/work"),
-        ("/srv/capture/home", "/srv/ana"),
+        ("/home/dev/work", "/home/ana/src/work"),
+        ("/home/dev", "/home/ana"),
         ("Saturday, December 5, 2026", "Monday, January 11, 2027"),
         ("Process Group PGID: 8502", "Process Group PGID: 9137"),
         (call_id, call_id.replace("_17", "_18")),
