@@ -65,7 +65,7 @@ def chat_page(
     """The last `last` entries of the session's conversation before seq `before` (None:
     all of them; before None: up to now)."""
     until = _NEVER if before is None else before
-    found, posts, links = _index(con, session, until)
+    found, posts, links, asked = _index(con, session, until)
     reader = _Reader(con, session, found, until)
     start = 0 if last is None else max(0, len(found) - max(1, last // 2))
     while True:
@@ -77,6 +77,7 @@ def chat_page(
         reader.read(ends)  # the other chains' ends: sub-agents', side calls
         reader.read(window)  # any call no read request covered
         built = threads(reader.calls(window, first - 1 if start else None), posts)
+        _date_unasked(built, asked, first)
         cut = first if last is None else _cut_at(built, last, first)
         if start == 0 or (cut is not None and cut >= first):
             break
@@ -109,9 +110,10 @@ def _newest_of_each_kind(found: list[ChatCall]) -> list[ChatCall]:
 
 def _index(
     con: duckdb.DuckDBPyConnection, session: str, until: int
-) -> tuple[list[ChatCall], dict[Any, Any], set[Any]]:
+) -> tuple[list[ChatCall], dict[Any, Any], set[Any], set[Any]]:
     """The session's calls before `until` (nothing read of them yet), the `tool.post`
-    rows by call id, and the exchanges whose tools a later call answered."""
+    rows by call id, the exchanges whose tools a later call answered, and the ids of the
+    tool calls a recorded answer asked for."""
     rows = con.execute(
         "SELECT seq, type, exchange, api, model, status, outcome, from_provider, from_model, "
         "to_provider, to_model, reason FROM events "
@@ -152,7 +154,7 @@ def _index(
         for kind, call_id, exchange, _, _ in tools
         if kind == "tool.post" and asked.get(call_id) not in (None, exchange)
     }
-    return list(found.values()), posts, links
+    return list(found.values()), posts, links, set(asked)
 
 
 class _Reader:
@@ -287,6 +289,18 @@ def _mark(turns: list[dict[str, Any]]) -> bytes | None:
         if part.kind in ("text", "tool_call")
     ]
     return orjson.dumps(found) if found else None
+
+
+def _date_unasked(found: list[dict[str, Any]], asked: Collection[Any], first: int) -> None:
+    """Date a tool call that no recorded answer asked for (in the history of a session
+    begun before taplog, or written by its client) at the call that carried its result
+    when that is on the page, as a read of the whole session does. Read as history from
+    before the page, it would move the page back (`_cut_at`) to look for where it was
+    asked, which no wider page finds: to the whole session."""
+    for tool in _tools(found):
+        answered = tool["answered_seq"]
+        if answered and tool["seq"] < first <= answered and tool["call_id"] not in asked:
+            tool["seq"] = answered
 
 
 def _seqs(found: list[dict[str, Any]]) -> Iterator[int]:

@@ -141,3 +141,59 @@ def test_a_session_whose_small_model_took_most_input_reads_its_first_requests(ta
     prompts = {r["session"]: r["prompt"] for r in map(orjson.loads, listed.output.splitlines())}
     assert prompts == {"side-heavy": "Fix the build.", "probe-only": None}
     assert bodies_read(counted) == 2 + 2  # a likeliest each, then the first ones not read
+
+
+def test_a_tool_call_the_client_wrote_is_shown_on_the_last_page_without_reading_the_rest(
+    taplog, counted
+):
+    """A tool call in the history that no recorded answer asked for (written by the client,
+    or from before taplog) carries its result in the last call. Read as history from
+    before the page, it moved the page back to look for where it was asked: every earlier
+    call's body was read (here each step's side call), and nothing was found. It is on the
+    last page, with its result, from the bodies of that page."""
+    steps = 40
+    client = anthropic_at(f"{taplog.url}/s/written-history")
+    messages: list = [{"role": "user", "content": prompt("written-history", steps)}]
+    for step in range(steps):
+        answer = client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=1024, messages=messages, tools=TOOLS
+        )
+        uses = [b for b in answer.content if b.type == "tool_use"]
+        messages.append({"role": "assistant", "content": [b.model_dump() for b in answer.content]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": u.id, "content": output(step)}
+                    for u in uses
+                ],
+            }
+        )
+        client.messages.create(  # the step's label, asked of a small model
+            model=SMALL_MODEL,
+            max_tokens=64,
+            messages=[{"role": "user", "content": f"Label step {step} in three words."}],
+        )
+    written = {"type": "tool_use", "id": "toolu_written_by_client", "name": "read_file"}
+    messages.append({"role": "assistant", "content": [{**written, "input": {"path": "NOTES"}}]})
+    result = {"type": "tool_result", "tool_use_id": written["id"], "content": "notes: none"}
+    messages.append({"role": "user", "content": [result]})
+    client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=1024, messages=messages, tools=TOOLS
+    )
+    taplog.wait_responses(2 * steps + 1)
+    taplog.flush()
+
+    counted.clear()
+    con = connect(taplog.data_dir, only="written-history")
+    page = chat_page(con, "written-history", last=20)
+    tools = [e for t in page.threads for e in t["entries"] if e["kind"] == "tool"]
+    shown = [t for t in tools if t["call_id"] == written["id"]]
+    assert shown and shown[0]["result"] == "notes: none" and page.earlier is not None
+    assert bodies_read(counted) < steps // 2  # the page's calls, not each step's side call
+
+    args = ["show", "written-history", "--messages", "--last", "20"]
+    shown_out = CliRunner().invoke(main, [*args, "--data-dir", str(taplog.data_dir)])
+    lines = shown_out.output.splitlines()
+    assert any(line.startswith("tool") and "NOTES" in line for line in lines)
+    assert "  → notes: none" in lines
