@@ -52,8 +52,9 @@ block; one that raises is logged and skipped, never allowed to stop the log.
 A turn observer (`observe_turns(fn)`) is called once per turn, after its events
 were observed and before the callers waiting on them are released. An observer that
 nobody waiting on a write needs (metrics, the call log, traces: `observe(fn,
-acknowledged_first=True)`) sees the turn's events after the answers waiting on them were
-released, off their path; `flush` returns only once it has seen them.
+acknowledged_first=True)`) sees the turn's events a millisecond after the answers waiting
+on them were released, off their path and out of their way; `flush` returns only once it
+has seen them.
 The writer's own counters (`stats`) are plain numbers, read at scrape time.
 """
 
@@ -103,9 +104,10 @@ LARGE_RECORD = 8 * 1024 * 1024  # after building one this large, freed memory go
 # built and written while its call is with the vendor, not at its answer's end.
 AT_ONCE_BYTES = 64 * 1024
 INF = float("inf")
-# After a turn that released callers, the writer thread lets go of the GIL this long
-# before it tells what no caller waits on (metrics, the call line, traces): the callers'
-# threads (an answer's end under `taplog serve`) take it first rather than wait for those.
+# What no caller waits on (metrics, the call line, traces) is told this long after a turn
+# that released callers, whoever took it (the writer thread wakes for it): those callers
+# (an answer's end, on the event loop under `taplog serve`, in a worker under `--workers`)
+# run first rather than wait for the GIL or for a core.
 AFTER_RELEASE = 0.001
 
 
@@ -471,7 +473,7 @@ class Recorder:
             log.critical("recorder: %s; new calls are refused", self._fatal, exc_info=True)
 
     def _work(self, write_all: bool) -> None:
-        if self._after_due is not None:  # the turn before's, before anything of this one
+        if self._after_due is not None and time.monotonic() >= self._after_due:
             self._observe_after()
         pending, touched, at_once = self._pending, set(), set()
         for item in self._inbox.take():
@@ -506,11 +508,12 @@ class Recorder:
             self._observed(observer)
         self._barriers, flushes, told = self._release(barriers, pending)
         self._flushes += flushes
-        # The writer thread lets go of the GIL for the threads it told; a caller's own turn
-        # (`take_turn`) told other processes, and goes on to the observers at once.
-        if told and not self._closing and threading.current_thread() is self._thread:
-            self._after_due = time.monotonic() + AFTER_RELEASE
-        else:
+        # The threads and processes told go first: the observers no caller waits on are
+        # told `AFTER_RELEASE` later, by whichever turn comes then, and never put off more.
+        if told and not self._closing:
+            if self._after_due is None:
+                self._after_due = time.monotonic() + AFTER_RELEASE
+        elif self._after_due is None or self._closing or time.monotonic() >= self._after_due:
             self._observe_after()
         if not waited_on_sync:  # `interval`: its pass is due to the disk, not to a caller
             self._sync(force=False)

@@ -290,8 +290,8 @@ def test_a_caller_that_takes_the_turn_writes_on_its_own_thread(tmp_path):
 def test_observers_nobody_waits_on_come_after_the_callers_and_before_a_flush(tmp_path):
     """Metrics and the call line (`acknowledged_first`) see a turn's events once the
     callers waiting on them were told, the others before, whoever takes the turn (the
-    writer thread tells them a moment later: the callers' threads go first); a flush
-    returns after both."""
+    writer thread tells them a moment later: the callers go first); a flush returns after
+    both."""
     recorder = _recorder(tmp_path)
     heard = []
     recorder.observe(lambda event: heard.append(("before", event["reason"])))
@@ -324,6 +324,24 @@ def test_observers_nobody_waits_on_come_after_the_callers_and_before_a_flush(tmp
     recorder.record(EventRecord(make_event(ERROR, "s", None, reason="r4")))
     assert recorder.flush(10)
     assert heard[-2:] == [("before", "r4"), ("after", "r4")]
+    recorder.close()
+
+
+def test_observers_nobody_waits_on_are_not_put_off_by_a_busy_writer(tmp_path, monkeypatch):
+    """Turns that release callers one after the other, as a busy recorder process takes
+    them, never put those observers off: they see the first turn's events while the turns
+    go on, each far sooner after the one before than the observers' delay."""
+    monkeypatch.setattr(writer, "AFTER_RELEASE", 0.05)
+    recorder = _recorder(tmp_path)
+    heard = threading.Event()
+    recorder.observe(lambda event: heard.set(), True)
+    turns, deadline = 0, time.monotonic() + 10
+    while not heard.is_set() and time.monotonic() < deadline:
+        recorder.record(EventRecord(make_event(ERROR, "s", None, reason=f"r{turns}")), False)
+        recorder.when_written(lambda ok: None, "s", wake=False)
+        recorder.take_turn()
+        turns += 1
+    assert heard.is_set(), f"no observer told in {turns} turns"
     recorder.close()
 
 
