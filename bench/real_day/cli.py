@@ -2,7 +2,7 @@
 
 .venv/bin/python bench/real_day generate --calls 2000 --seed 1 --out /tmp/day.jsonl
 .venv/bin/python bench/real_day run [--calls 2000] [--seed 1] [--bodies FILE] [--no-write]
-.venv/bin/python bench/real_day check-cli [--steps 120]
+.venv/bin/python bench/real_day check-cli [--steps 400]
 .venv/bin/python bench/real_day compare --against /tmp/base [--bodies FILE] [--workers 2]
 """
 
@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
     run.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
     check = commands.add_parser("check-cli", help="the real Claude Code beside the generator")
-    check.add_argument("--steps", type=int, default=120, help="tool steps of the main agent")
+    check.add_argument("--steps", type=int, default=400, help="tool steps of the main agent")
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--keep", action="store_true", help="keep the scratch dir under /tmp")
     check.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
