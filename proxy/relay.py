@@ -448,6 +448,11 @@ async def _open_continuation(
         failure = classify(exc, call.rule, opening.expired())
         attempt_try.finish(failure.outcome, failure.message)
         return None
+    except asyncio.CancelledError:  # the client left (or taplog stops) while it opened
+        attempt_try.finish(
+            "shutdown" if call.services.lifecycle.stopping else "client_disconnected"
+        )
+        raise
     attempt_try.status, attempt_try.headers = upstream.status, response_headers(upstream)
     if upstream.status >= 400 or not upstream.content_type.startswith("text/event-stream"):
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):

@@ -9,12 +9,22 @@ event. Every test checks the text the client received.
 
 from __future__ import annotations
 
+import httpx
+import openai
 import orjson
 import pytest
 
 from taplog.proxy.failover.continuation import INSTRUCTION, Restarted, opening
-from tests.fakes.clients import OTHER_VENDOR, OWN_VENDOR, STORY_ANSWER, ask_sdk
+from tests.fakes.clients import (
+    OTHER_VENDOR,
+    OWN_VENDOR,
+    STORY_ANSWER,
+    STORY_PROMPT,
+    VENDOR_MODEL,
+    ask_sdk,
+)
 from tests.fakes.harness import model_requests
+from tests.fakes.keys import OPENAI_KEY
 from tests.fakes.vendor import token_count
 
 CUT = {"cut": "4"}  # the role event, then three of the six text deltas
@@ -118,6 +128,49 @@ def test_a_continuation_that_breaks_too_ends_with_an_error_event(servers, vendor
     got = ask_sdk(proxy.url, "openai.chat", stream=True)
     assert got.error is not None and "its continuation broke too" in str(got.error)
     _no_passage_twice(got.text)
+
+
+def test_a_client_that_leaves_while_a_continuation_opens_leaves_it_recorded(
+    servers, vendors, tmp_path
+):
+    """The fallback holds the continuation's opening (`!hang`) and the client gives up
+    meanwhile: the continuation's try is in the log as the client left it, its request and
+    then its answer, `client_disconnected` with no status. The call is what the client
+    got: its own vendor's stream, cut."""
+    proxy = _continuing_proxy(servers, vendors, tmp_path)
+    vendors.openai.down = CUT
+    vendors.anthropic.down = {"hang": ""}
+    client = openai.OpenAI(
+        base_url=f"{proxy.url}/v1", api_key=OPENAI_KEY, max_retries=0, timeout=2.0
+    )
+    stream = client.chat.completions.create(
+        model=VENDOR_MODEL["openai"],
+        messages=[{"role": "user", "content": STORY_PROMPT}],
+        stream=True,
+    )
+    with pytest.raises((openai.APITimeoutError, httpx.ReadTimeout)):
+        for _ in stream:
+            pass
+
+    def continuation_ended(sessions) -> bool:
+        return any(e.get("provider") == "anthropic" for e in _of(sessions, "llm.response"))
+
+    sessions = proxy.wait_for(continuation_ended)
+    tries = [
+        e for e in _of(sessions, "llm.request", "llm.response") if e["provider"] == "anthropic"
+    ]
+    assert [e["type"] for e in tries] == ["llm.request", "llm.response"]
+    assert (tries[1]["outcome"], tries[1]["status"]) == ("client_disconnected", None)
+    (answered,) = _of(proxy.wait_answers(1), "call.answered")
+    assert (answered["outcome"], answered["status"], answered["attempt"]) == (
+        "upstream_cut",
+        200,
+        1,
+    )
+
+
+def _of(sessions, *types: str) -> list[dict]:
+    return [e for events in sessions.values() for e in events if e["type"] in types]
 
 
 SENT = "The quick brown fox jumps over the"
