@@ -15,7 +15,8 @@ finish reason).
 
 Frames are a header (the pickle's length, how many bodies follow it, each one's length),
 a pickle, and the large bytes the message holds (request and answer bodies), which
-cross beside the pickle rather than in it. Only taplog's own processes connect (the
+cross beside the pickle rather than in it, and are copied once out of the buffer the
+recorder process reads into (`FrameReader`). Only taplog's own processes connect (the
 socket sits in a folder only its user can enter), so pickle's trust in its peer holds.
 
     worker -> recorder                            recorder -> worker
@@ -32,6 +33,7 @@ socket sits in a folder only its user can enter), so pickle's trust in its peer 
 from __future__ import annotations
 
 import pickle
+import socket
 import struct
 from collections import OrderedDict
 from typing import Any
@@ -43,6 +45,7 @@ from taplog.recorder.store.writer import EventRecord, SessionStart
 HEADER = struct.Struct("<II")  # a frame: its pickle's length, how many bodies follow it
 LENGTH = struct.Struct("<I")  # each body's, after the header
 BESIDE = 64 * 1024  # bytes this long cross beside the pickle, not in it
+READ_BUFFER = 1 << 20  # a reader's buffer, grown for a larger frame while it arrives
 _UNLINKED = 10_000  # answers kept for the `CallAnswer` that names them
 
 
@@ -68,28 +71,61 @@ def beside(data: bytes) -> bytes | pickle.PickleBuffer:
 
 def frames(buffer: bytearray) -> list[tuple[Any, ...]]:
     """The whole frames at the front of `buffer`, taken out of it."""
-    messages, at, size = [], 0, len(buffer)
-    view = memoryview(buffer)
-    try:
-        while size - at >= HEADER.size:
-            length, count = HEADER.unpack_from(buffer, at)
-            first = at + HEADER.size
-            start = first + LENGTH.size * count
-            if size < start:
-                break
-            lengths = [LENGTH.unpack_from(buffer, first + LENGTH.size * n)[0] for n in range(count)]
-            if size < start + length + sum(lengths):
-                break
-            bodies, body_at = [], start + length
-            for body_length in lengths:
-                bodies.append(bytes(view[body_at : body_at + body_length]))
-                body_at += body_length
-            messages.append(pickle.loads(view[start : start + length], buffers=bodies))
-            at = body_at
-    finally:
-        view.release()
-    del buffer[:at]
+    with memoryview(buffer) as view:
+        messages, used = _whole_frames(view)
+    del buffer[:used]
     return messages
+
+
+class FrameReader:
+    """Frames read from a blocking socket into one buffer kept from read to read: a body
+    is copied once, out of it, where reading into new bytes and adding them to a buffer
+    copied it three times into fresh memory (a 300 KB request: about 100 us more)."""
+
+    def __init__(self, size: int = READ_BUFFER) -> None:
+        self._size = size
+        self._buffer = bytearray(size)
+        self._filled = 0  # bytes read and not yet taken
+
+    def read(self, connection: socket.socket) -> list[tuple[Any, ...]] | None:
+        """The frames that one read completes (often none while a large one arrives);
+        None once the peer closed the connection."""
+        if self._filled == len(self._buffer):  # a frame larger than the buffer
+            self._buffer.extend(bytes(len(self._buffer)))
+        with memoryview(self._buffer) as view:
+            got = connection.recv_into(view[self._filled :])
+            if not got:
+                return None
+            self._filled += got
+            messages, used = _whole_frames(view[: self._filled])
+        if used:
+            rest = self._filled - used
+            self._buffer[:rest] = self._buffer[used : self._filled]
+            self._filled = rest
+            if not rest and len(self._buffer) > self._size:  # let go of a large frame's room
+                self._buffer = bytearray(self._size)
+        return messages
+
+
+def _whole_frames(view: memoryview) -> tuple[list[tuple[Any, ...]], int]:
+    """The whole frames at the front of `view`, and how many bytes they took."""
+    messages, at, size = [], 0, len(view)
+    while size - at >= HEADER.size:
+        length, count = HEADER.unpack_from(view, at)
+        first = at + HEADER.size
+        start = first + LENGTH.size * count
+        if size < start:
+            break
+        lengths = [LENGTH.unpack_from(view, first + LENGTH.size * n)[0] for n in range(count)]
+        if size < start + length + sum(lengths):
+            break
+        bodies, body_at = [], start + length
+        for body_length in lengths:
+            bodies.append(bytes(view[body_at : body_at + body_length]))
+            body_at += body_length
+        messages.append(pickle.loads(view[start : start + length], buffers=bodies))
+        at = body_at
+    return messages, at
 
 
 def record_message(record: Any) -> tuple[Any, ...]:

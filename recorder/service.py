@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from taplog.recorder.channel import Records, frame, frames
+from taplog.recorder.channel import FrameReader, Records, frame
 from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.sessions import Fact
 from taplog.recorder.store.writer import Recorder
@@ -127,12 +127,10 @@ class RecorderService:
         self._stopping.set()
 
     def _read(self, peer: _Peer) -> None:
-        records, buffer = Records(self._bodies), bytearray()
+        records, reader = Records(self._bodies), FrameReader()
         try:
-            while data := peer.connection.recv(1 << 20):
-                buffer += data
-                messages = frames(buffer)  # none while a large record is still arriving
-                for message in messages:
+            while (messages := reader.read(peer.connection)) is not None:
+                for message in messages:  # none while a large record is still arriving
                     self._handle(peer, records, message)
                 if messages:
                     self.recorder.take_turn()

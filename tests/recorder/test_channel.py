@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import copy
+import socket
+import threading
 
 import orjson
+import pytest
 
 from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
-from taplog.recorder.channel import BESIDE, Records, beside, frame, frames, record_message
+from taplog.recorder.channel import (
+    BESIDE,
+    FrameReader,
+    Records,
+    beside,
+    frame,
+    frames,
+    record_message,
+)
 from taplog.recorder.store.writer import SessionState
 
 COMMON = dict(session="s", exchange="ex_1", api="openai.chat")
@@ -73,3 +84,29 @@ def test_frames_come_out_whole_however_their_bytes_arrive_large_bodies_beside():
             received += frames(buffer)
         assert received == [("c", "a1", large, []), ("w", 1, "s"), ("c", "a2", b"small", [1])]
         assert not buffer and type(received[0][2]) is bytes
+
+
+@pytest.mark.parametrize("piece", [1, 7, 100, BESIDE, 1 << 22])
+def test_a_socket_s_frames_come_out_whole_through_a_reader_smaller_than_them(piece):
+    """The recorder process's reader keeps one buffer, grown for a frame larger than it
+    while it arrives; every frame comes out whole and its bodies as bytes of their own,
+    then the end of the connection."""
+    large = bytes(range(256)) * (4 * BESIDE // 256)
+    sent = [("w", n, "s") for n in range(3)] + [("c", "a1", beside(large), []), ("w", 3, "s")]
+    data = b"".join(frame(message) for message in sent)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+
+        def send() -> None:
+            for at in range(0, len(data), piece):
+                theirs.sendall(data[at : at + piece])
+            theirs.shutdown(socket.SHUT_WR)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        reader, received = FrameReader(size=BESIDE), []
+        while (messages := reader.read(ours)) is not None:
+            received += messages
+        sender.join()
+    assert received == [*sent[:3], ("c", "a1", large, []), ("w", 3, "s")]
+    assert type(received[3][2]) is bytes
