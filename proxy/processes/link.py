@@ -3,7 +3,8 @@
 It stands where a `Recorder` stands in the app (`record`, `accepting`, `health`,
 `when_written`) and costs the event loop a pickle per record; the events are built and
 written in the recorder process. What one turn of the loop sends goes in one write at
-its end: a write is a system call, and a call sends five or so messages.
+its end (a write is a system call, and a call sends five or so messages), but for a
+large body, written from where it is rather than copied into that write.
 
 Its health arrives whenever it changes, so `accepting` asks nothing on a call's way in:
 new calls are refused while the recorder is away (it died and is being restarted), says
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from taplog.recorder.channel import beside, frame_parts, frames, record_message
+from taplog.recorder.channel import BESIDE, beside, frame_parts, frames, record_message
 from taplog.recorder.sessions import Fact
 from taplog.recorder.usage import Totals
 
@@ -164,9 +165,22 @@ class RecorderLink(asyncio.Protocol):
         self._unsent_bytes += sum(map(len, parts))
 
     def _flush(self) -> None:
+        """The loop turn's frames in as few writes as there are large bodies in them: a
+        body goes from where it is, not copied into one joined write with the rest."""
         unsent, self._unsent, self._unsent_bytes = self._unsent, [], 0
-        if self._transport is not None and unsent:
-            self._transport.writelines(unsent)
+        if self._transport is None or not unsent:
+            return
+        small: list[bytes | memoryview] = []
+        for part in unsent:
+            if len(part) < BESIDE:
+                small.append(part)
+                continue
+            if small:
+                self._transport.write(b"".join(small))
+                small = []
+            self._transport.write(part)
+        if small:
+            self._transport.write(b"".join(small))
 
     # -- the connection ------------------------------------------------------
 

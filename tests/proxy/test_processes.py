@@ -156,6 +156,30 @@ def test_one_sessions_calls_over_every_worker_land_in_one_whole_log(fake, tmp_pa
     assert report.ok
 
 
+def test_large_request_bodies_between_small_calls_reach_the_log_byte_for_byte(fake, tmp_path):
+    """A worker sends a large body to the recorder process from where it is, apart from the
+    small frames of the same loop turn; the log holds each request as its client sent it,
+    whatever the clients did at the same time."""
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2")
+    texts = {f"big-{n}": f"{n} " + "a resent history line\n" * (20_000 * (n + 1)) for n in range(3)}
+    texts |= {f"small-{n}": f"small {n}" for n in range(6)}
+    try:
+        callers = [threading.Thread(target=_ask, args=(served, s, t)) for s, t in texts.items()]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(30)
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    sessions = read_all(data)
+    for session, text in texts.items():
+        (request,) = [e for e in sessions[session] if e["type"] == "llm.request"]
+        assert request["body"]["messages"][0]["content"] == text, session
+    assert all(report.ok for report in verify(data))
+
+
 def test_a_worker_killed_under_load_loses_nothing_acknowledged_and_is_started_again(fake, tmp_path):
     data = tmp_path / "data"
     served = serve_on_fake(fake, data, "--workers", "2", "--fsync", "always")
