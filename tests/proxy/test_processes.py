@@ -71,6 +71,15 @@ def _ask(served: TaplogProcess, session: str, text: str = "hi") -> str:
     return answer.choices[0].message.content
 
 
+def _at_once(served: TaplogProcess, asks: list[tuple[str, str]]) -> None:
+    """Each (session, text) asked by a client of its own, all at the same time."""
+    callers = [threading.Thread(target=_ask, args=(served, *ask)) for ask in asks]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(30)
+
+
 def _stream(served: TaplogProcess, session: str, n: int) -> str:
     chunks = _client(served, session).chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": STREAM.format(n=n)}], stream=True
@@ -137,13 +146,7 @@ def test_one_sessions_calls_over_every_worker_land_in_one_whole_log(fake, tmp_pa
                     assert _ask(served, "one", f"turn {serving} {n}") == f"Echo: turn {serving} {n}"
             finally:
                 os.kill(stopped, signal.SIGCONT)
-        together = [
-            threading.Thread(target=_ask, args=(served, "one", f"together {n}")) for n in range(10)
-        ]
-        for thread in together:
-            thread.start()
-        for thread in together:
-            thread.join(20)
+        _at_once(served, [("one", f"together {n}") for n in range(10)])
     finally:
         code, err = served.stop()
     assert code == 0, err
@@ -165,11 +168,7 @@ def test_large_request_bodies_between_small_calls_reach_the_log_byte_for_byte(fa
     texts = {f"big-{n}": f"{n} " + "a resent history line\n" * (20_000 * (n + 1)) for n in range(3)}
     texts |= {f"small-{n}": f"small {n}" for n in range(6)}
     try:
-        callers = [threading.Thread(target=_ask, args=(served, s, t)) for s, t in texts.items()]
-        for caller in callers:
-            caller.start()
-        for caller in callers:
-            caller.join(30)
+        _at_once(served, list(texts.items()))
     finally:
         code, err = served.stop()
     assert code == 0, err
