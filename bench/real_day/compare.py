@@ -25,10 +25,9 @@ from bench.real_day.thread import Call
 from bench.tree import environment
 
 
-def _taplog(tree: Path, fake_url: str, workers: int) -> Service:
+def _taplog(tree: Path, fake_url: str, workers: int, data_dir: str) -> Service:
     port = free_port()
     extra = ("--workers", str(workers)) if workers else ()
-    data_dir = tempfile.mkdtemp(prefix="taplog-compare-")
     command = taplog_command(port, data_dir, fake_url, *extra)
     return Service(command, port, "/healthz", env={**environment(tree), **KEYS})
 
@@ -51,11 +50,12 @@ def _line(label: str, added: dict[str, list[float]]) -> str:
 def compare(calls: Iterable[Call], against: Path, workers: int, rounds: int) -> None:
     day = list(calls)
     services: dict[str, Service] = {}
+    data = tempfile.TemporaryDirectory(prefix="taplog-compare-")  # both logs, gone after
     try:
         fake = services["direct"] = start_fake()
         services["bare"] = start_bare(fake.url)
-        services["this tree"] = _taplog(ROOT, fake.url, workers)
-        services["other tree"] = _taplog(against, fake.url, workers)
+        services["this tree"] = _taplog(ROOT, fake.url, workers, f"{data.name}/this")
+        services["other tree"] = _taplog(against, fake.url, workers, f"{data.name}/other")
         names = list(services)
         every: dict[str, list[float]] = {name: [] for name in names[1:]}
         with httpx.Client(timeout=TIMEOUT) as client:
@@ -75,3 +75,4 @@ def compare(calls: Iterable[Call], against: Path, workers: int, rounds: int) -> 
     finally:
         for service in reversed(list(services.values())):
             service.stop()
+        data.cleanup()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -154,13 +155,18 @@ def test_a_compaction_restarts_the_history_from_a_summary(day_calls):
     assert len(after["messages"]) < len(compaction["messages"]) // 4
 
 
-def test_compare_times_two_trees_beside_the_floor_in_one_run(day_calls, capsys):
+def test_compare_times_two_trees_beside_the_floor_in_one_run(
+    day_calls, capsys, tmp_path, monkeypatch
+):
     """`bench/real_day compare`: this tree against another (here itself), each call of the
-    day sent to the fake vendor, the bare proxy and both taplogs in turn."""
+    day sent to the fake vendor, the bare proxy and both taplogs in turn; their data dirs
+    are gone after."""
     from bench.common import ROOT
     from bench.real_day import compare
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     compare.compare([call for call, _ in day_calls[:8]], ROOT, workers=0, rounds=1)
+    assert not list(tmp_path.iterdir())
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == ["round 1", "all 1 rounds"]
     for line in lines:
