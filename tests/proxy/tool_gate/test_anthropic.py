@@ -23,7 +23,7 @@ from tests.proxy.tool_gate.sdks import anthropic_message
 API = "anthropic.messages"
 LIMIT = 1024 * 1024
 RM = Called("toolu_rm", "Bash", '{"command":"rm -rf ~/work"}')
-READ = Called("toolu_read", "Read", '{"file_path":"/work/notes.txt","limit":400}', pieces=12)
+READ = Called("toolu_read", "Read", '{"file_path":"/home/dev/notes.txt","limit":400}', pieces=12)
 
 
 def test_a_refused_call_alone_becomes_text_and_the_turn_ends():
@@ -60,7 +60,7 @@ def test_of_parallel_calls_the_refused_one_is_replaced_and_the_other_passes_as_i
     assert [block["type"] for block in message["content"]] == ["text", "text", "tool_use"]
     read = message["content"][2]
     assert (read["id"], read["name"]) == ("toolu_read", "Read")
-    assert read["input"] == {"file_path": "/work/notes.txt", "limit": 400}
+    assert read["input"] == {"file_path": "/home/dev/notes.txt", "limit": 400}
     assert message["stop_reason"] == "tool_use"
 
 

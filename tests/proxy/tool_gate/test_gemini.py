@@ -23,7 +23,7 @@ from tests.proxy.tool_gate.sdks import gemini_chunks
 API = "gemini.generate"
 LIMIT = 1024 * 1024
 RM = Called("", "run_shell_command", '{"command":"rm -rf ~/work"}')
-READ = Called("call_read", "read_file", '{"absolute_path":"/work/notes.txt"}')
+READ = Called("call_read", "read_file", '{"absolute_path":"/home/dev/notes.txt"}')
 
 
 def test_a_refused_call_becomes_text_with_its_signature_and_the_finish_stays():

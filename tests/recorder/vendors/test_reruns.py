@@ -91,7 +91,7 @@ def test_gemini_cli_run_from_another_directory_and_home_on_another_day_is_a_reru
     call_id = orjson.loads(GEMINI_CLI)["body"]["contents"][1]["parts"][0]["functionCall"]["id"]
     rerun = _rerun(
         GEMINI_CLI,
-        ("/home/dev/work", "/home/ana/src/work"),
+        ("/home/dev/project", "/home/ana/src/project"),
         ("/home/dev", "/home/ana"),
         ("Saturday, December 5, 2026", "Monday, January 11, 2027"),
         ("Process Group PGID: 8502", "Process Group PGID: 9137"),
