@@ -5,9 +5,10 @@ Unix socket, and their records reach the one `Recorder` that owns the data dir.
     worker ─┼──────────── Unix socket ───────────┼─ reader thread ─┼─▶ Recorder (writer thread)
     worker ─┘  ◀── written / health / answers ───┴─ (one per peer) ┘
 
-Each connection has a reader thread that rebuilds records and queues them (`record`
-never blocks), and passes on acknowledgement requests, which the writer answers once
-the lines are written (and synced, per policy). Health goes to every worker when it
+Each connection has a reader thread that rebuilds records (their bodies out of the ring
+the worker shares, `recorder.channel.BodyRing`) and queues them (`record` never blocks),
+and passes on acknowledgement requests, which the writer answers once the lines are
+written (and synced, per policy). Health goes to every worker when it
 changes, so a worker decides on each call without asking; so do the usage totals
 (`recorder.usage`), after each turn of the writer that changed them and before that
 turn's acknowledgements. Questions (`metrics`, `health`, `history`) are answered by the
@@ -36,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from taplog.recorder.channel import FrameReader, Records, frame
+from taplog.recorder.channel import FrameReader, Records, frame, shared_ring
 from taplog.recorder.known_bodies import KnownBodies
 from taplog.recorder.sessions import Fact
 from taplog.recorder.store.writer import Recorder
@@ -129,6 +130,7 @@ class RecorderService:
     def _read(self, peer: _Peer) -> None:
         records, reader = Records(self._bodies), FrameReader()
         try:
+            reader.ring = shared_ring(peer.connection)
             while (messages := reader.read(peer.connection)) is not None:
                 for message in messages:  # none while a large record is still arriving
                     self._handle(peer, records, message)
@@ -140,6 +142,8 @@ class RecorderService:
             with self._lock:
                 self._peers.discard(peer)
             peer.connection.close()
+            if reader.ring is not None:
+                reader.ring.close()
 
     def _handle(self, peer: _Peer, records: Records, message: tuple[Any, ...]) -> None:
         kind = message[0]

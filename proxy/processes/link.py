@@ -2,9 +2,12 @@
 
 It stands where a `Recorder` stands in the app (`record`, `accepting`, `health`,
 `when_written`) and costs the event loop a pickle per record; the events are built and
-written in the recorder process. What one turn of the loop sends goes in one write at
-its end (a write is a system call, and a call sends five or so messages), but for a
-large body, written from where it is rather than copied into that write.
+written in the recorder process. A large body goes through the memory it shares with the
+recorder process (`recorder.channel.BodyRing`, one per connection, handed over first),
+and only its frame through the socket. What one turn of the loop sends goes in one write
+at its end (a write is a system call, and a call sends five or so messages), but for a
+large body the ring has no room for, written from where it is rather than copied into
+that write.
 
 Its health arrives whenever it changes, so `accepting` asks nothing on a call's way in:
 new calls are refused while the recorder is away (it died and is being restarted), says
@@ -29,12 +32,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from taplog.recorder.channel import BESIDE, beside, frame_parts, frames, record_message
+from taplog.recorder.channel import (
+    BESIDE,
+    BodyRing,
+    beside,
+    frame_parts,
+    frames,
+    record_message,
+    share_ring,
+)
 from taplog.recorder.sessions import Fact
 from taplog.recorder.usage import Totals
 
@@ -60,6 +72,7 @@ class RecorderLink(asyncio.Protocol):
         self._path = path
         self._high_water = high_water_bytes
         self._transport: asyncio.Transport | None = None
+        self._ring: BodyRing | None = None  # the connection's (None: bodies follow frames)
         self._unsent: list[bytes | memoryview] = []  # this turn of the loop's frames (`_send`)
         self._unsent_bytes = 0
         self._health: dict[str, Any] = _away()
@@ -80,10 +93,21 @@ class RecorderLink(asyncio.Protocol):
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         while not self._closing:
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.setblocking(False)
+            ring = None
             try:
-                await loop.create_unix_connection(lambda: self, self._path)
+                await loop.sock_connect(connection, self._path)
+                ring = BodyRing.create()
+                share_ring(connection, ring)
+                self._ring = ring
+                await loop.create_unix_connection(lambda: self, sock=connection)
                 return
             except OSError:
+                connection.close()
+                if ring is not None:
+                    ring.close()
+                self._ring = None
                 await asyncio.sleep(RECONNECT_SECONDS)
 
     async def aclose(self) -> None:
@@ -114,9 +138,16 @@ class RecorderLink(asyncio.Protocol):
             return AWAY
         if self._health["reason"] is not None:
             return self._health["reason"]
-        if self._transport.get_write_buffer_size() + self._unsent_bytes >= self._high_water:
+        if self._not_handed_over() >= self._high_water:
             return "the recorder process is not keeping up (its channel is over the mark)"
         return None
+
+    def _not_handed_over(self) -> int:
+        """Bytes sent that the recorder process has not read yet: in the socket, still to
+        go in it, or in the ring."""
+        assert self._transport is not None
+        waiting = self._transport.get_write_buffer_size() + self._unsent_bytes
+        return waiting + (self._ring.waiting() if self._ring is not None else 0)
 
     def health(self) -> dict[str, Any]:
         reason = self._refusal()
@@ -160,8 +191,8 @@ class RecorderLink(asyncio.Protocol):
     def _send(self, message: tuple[Any, ...]) -> None:
         if not self._unsent:
             asyncio.get_running_loop().call_soon(self._flush)
-        parts = frame_parts(message)  # a body as a view of itself: joined once, in `_flush`
-        self._unsent += parts
+        parts = frame_parts(message, self._ring)  # a body not in the ring: as a view of
+        self._unsent += parts  # itself, joined once in `_flush`
         self._unsent_bytes += sum(map(len, parts))
 
     def _flush(self) -> None:
@@ -221,6 +252,9 @@ class RecorderLink(asyncio.Protocol):
         self._unsent_bytes = 0
         self._health = _away()
         self._buffer.clear()
+        if self._ring is not None:  # the recorder process keeps its own map while it reads
+            self._ring.close()
+            self._ring = None
         waiting, self._waiting = self._waiting, {}
         for callback in waiting.values():
             callback(False)  # never written, as far as anyone can tell

@@ -21,6 +21,7 @@ import httpx
 import openai
 import pytest
 
+from taplog.recorder.channel import RING_BYTES
 from taplog.recorder.store.reader import read_all
 from taplog.recorder.verify import verify
 from tests.fakes.harness import TaplogProcess, model_requests, serve_on_fake
@@ -160,12 +161,14 @@ def test_one_sessions_calls_over_every_worker_land_in_one_whole_log(fake, tmp_pa
 
 
 def test_large_request_bodies_between_small_calls_reach_the_log_byte_for_byte(fake, tmp_path):
-    """A worker sends a large body to the recorder process from where it is, apart from the
-    small frames of the same loop turn; the log holds each request as its client sent it,
-    whatever the clients did at the same time."""
+    """A worker sends a large body to the recorder process through the memory they share,
+    or, when it is larger than that, from where it is, apart from the small frames of the
+    same loop turn; the log holds each request as its client sent it, whatever the clients
+    did at the same time."""
     data = tmp_path / "data"
     served = serve_on_fake(fake, data, "--workers", "2")
     texts = {f"big-{n}": f"{n} " + "a resent history line\n" * (20_000 * (n + 1)) for n in range(3)}
+    texts["larger-than-the-ring"] = "h " + "a resent history line\n" * (RING_BYTES // 20)
     texts |= {f"small-{n}": f"small {n}" for n in range(6)}
     try:
         _at_once(served, list(texts.items()))

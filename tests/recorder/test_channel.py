@@ -12,12 +12,17 @@ import pytest
 from taplog.recorder.calls import CallAnswer, LlmRequest, LlmResponse
 from taplog.recorder.channel import (
     BESIDE,
+    FOLLOWS,
+    BodyRing,
     FrameReader,
     Records,
     beside,
     frame,
+    frame_parts,
     frames,
     record_message,
+    share_ring,
+    shared_ring,
 )
 from taplog.recorder.store.writer import SessionState
 
@@ -110,3 +115,45 @@ def test_a_socket_s_frames_come_out_whole_through_a_reader_smaller_than_them(pie
         sender.join()
     assert received == [*sent[:3], ("c", "a1", large, []), ("w", 3, "s")]
     assert type(received[3][2]) is bytes
+
+
+def test_bodies_cross_through_the_shared_ring_and_after_their_frames_when_it_is_full():
+    """A worker's ring smaller than what it sends before the recorder reads: the bodies
+    that fit cross in it, the others after their frames, and every one comes out whole,
+    in order, as the ring is written over again and again."""
+    ring = BodyRing.create(size=3 * BESIDE)
+    assert ring is not None
+    bodies = [bytes([n]) * (BESIDE + 1000 * n) for n in range(12)]
+    sent = [("c", f"a{n}", beside(body), []) for n, body in enumerate(bodies)]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        share_ring(theirs, ring)
+        reader = FrameReader(size=BESIDE, ring=shared_ring(ours))
+        received, following = [], 0
+        for batch in (sent[:5], sent[5:6], sent[6:9], sent[9:]):  # read after each batch
+            parts = [part for message in batch for part in frame_parts(message, ring)]
+            following += sum(len(part) >= BESIDE for part in parts)
+            theirs.sendall(b"".join(parts))
+            while len(received) < sent.index(batch[-1]) + 1:
+                received += reader.read(ours)
+            assert ring.waiting() == 0  # all taken: the next batch has the whole ring
+        theirs.shutdown(socket.SHUT_WR)
+        assert reader.read(ours) is None
+    assert received == [("c", f"a{n}", body, []) for n, body in enumerate(bodies)]
+    assert 0 < following < len(bodies)  # some crossed in the ring, some after their frames
+    ring.close()
+    reader.ring.close()
+
+
+def test_a_ring_writes_only_over_what_was_taken():
+    ring = BodyRing.create(size=1000)
+    assert ring is not None
+    first, second = ring.place(memoryview(b"a" * 600)), ring.place(memoryview(b"b" * 300))
+    assert (first, second) == (0, 600)
+    assert ring.place(memoryview(b"c" * 200)) == FOLLOWS  # would wrap onto the a's
+    assert ring.take(first, 600) == b"a" * 600
+    third = ring.place(memoryview(b"c" * 200))  # at the start again: the end left unused
+    assert third == 1000 and ring.waiting() == 300 + 100 + 200
+    assert ring.take(second, 300) == b"b" * 300 and ring.take(third, 200) == b"c" * 200
+    assert ring.waiting() == 0
+    ring.close()
