@@ -26,6 +26,7 @@ disk takes it.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from aiohttp import web
 
@@ -61,13 +62,22 @@ async def logged(recorder: Recording, session: str, timeout: float = LOGGED_WAIT
     """
     loop = asyncio.get_running_loop()
     written: asyncio.Future[bool] = loop.create_future()
+    loop_thread = threading.get_ident()
 
     def settle(ok: bool) -> None:
         if not written.done():
             written.set_result(ok)
 
+    def told(ok: bool) -> None:
+        """From the writer's thread (`taplog serve`) or on the loop itself (a worker's
+        link to the recorder process: no wake-up of the loop through its pipe)."""
+        if threading.get_ident() == loop_thread:
+            settle(ok)
+        else:
+            loop.call_soon_threadsafe(settle, ok)
+
     timer = loop.call_later(timeout, settle, False)  # cheaper than asyncio.timeout per call
-    recorder.when_written(lambda ok: loop.call_soon_threadsafe(settle, ok), session)
+    recorder.when_written(told, session)
     try:
         return await written
     finally:
@@ -85,10 +95,7 @@ async def deliver_end(
             "the client was cut off before the end of this answer: the log could not take it"
         )
         return
-    for chunk in held:
-        if chunk:
-            await send(response, chunk)
-    try:
-        await response.write_eof()
+    try:  # with the end of the body in one write: one packet for the client to wake for
+        await response.write_eof(b"".join(held))
     except ConnectionResetError as exc:
         raise ClientGone from exc
