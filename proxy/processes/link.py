@@ -187,6 +187,7 @@ class RecorderLink(asyncio.Protocol):
         token = next(self._tokens)
         self._waiting[token] = callback
         self._send(("w", token, session))
+        self._flush()  # its caller waits on it: now, not at the end of the loop's turn
 
     def _send(self, message: tuple[Any, ...]) -> None:
         if not self._unsent:
