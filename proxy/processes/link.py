@@ -7,7 +7,8 @@ recorder process (`recorder.channel.BodyRing`, one per connection, handed over f
 and only its frame through the socket. What one turn of the loop sends goes in one write
 at its end (a write is a system call, and a call sends five or so messages), but for a
 large body the ring has no room for, written from where it is rather than copied into
-that write.
+that write; a request to hear when written goes at once, with what came before it, as
+its caller waits on it.
 
 Its health arrives whenever it changes, so `accepting` asks nothing on a call's way in:
 new calls are refused while the recorder is away (it died and is being restarted), says
