@@ -81,19 +81,22 @@ def _at_once(served: TaplogProcess, asks: list[tuple[str, str]]) -> None:
         caller.join(30)
 
 
-def _stream(served: TaplogProcess, session: str, n: int) -> str:
+def _stream(served: TaplogProcess, session: str, n: int, history: str = "") -> str:
+    earlier = [{"role": "user", "content": history}, {"role": "assistant", "content": "ok"}]
     chunks = _client(served, session).chat.completions.create(
-        model="gpt-4.1", messages=[{"role": "user", "content": STREAM.format(n=n)}], stream=True
+        model="gpt-4.1",
+        messages=[*(earlier if history else []), {"role": "user", "content": STREAM.format(n=n)}],
+        stream=True,
     )
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
 def _streaming_load(
-    served: TaplogProcess, streams: int, seconds: float
+    served: TaplogProcess, streams: int, seconds: float, history: str = ""
 ) -> tuple[dict[str, str], list[threading.Thread]]:
-    """`streams` clients streaming one call after another for `seconds`: session -> the
-    text of each call that came whole (a cut one raises in the SDK and is left out), and
-    the clients' threads."""
+    """`streams` clients streaming one call after another for `seconds`, each resending
+    `history`: session -> the text of each call that came whole (a cut one raises in the
+    SDK and is left out), and the clients' threads."""
     whole: dict[str, str] = {}
     until = time.monotonic() + seconds
 
@@ -102,7 +105,7 @@ def _streaming_load(
         while time.monotonic() < until:
             session, n = f"load-{k}-{n}", n + 1
             try:
-                whole[session] = _stream(served, session, n)
+                whole[session] = _stream(served, session, n, history)
             except (openai.APIError, httpx.HTTPError):
                 time.sleep(0.05)  # cut off, or refused while the recorder is away
 
@@ -203,6 +206,31 @@ def test_a_worker_killed_under_load_loses_nothing_acknowledged_and_is_started_ag
     assert re.search(r"the worker \d exited \(code -9\); starting it again", err), err
     assert len(whole) >= 6  # the load went on around the kill
     _logged_whole(data, whole)
+
+
+def test_a_worker_killed_with_large_bodies_on_their_way_loses_nothing_acknowledged(fake, tmp_path):
+    """The bodies a worker had put in the memory it shares with the recorder process are
+    still there for it once the worker is gone: every call a client saw whole is in the
+    log with the body it sent, and every log verifies."""
+    data = tmp_path / "data"
+    served = serve_on_fake(fake, data, "--workers", "2", "--fsync", "always")
+    history = "an earlier turn of a long conversation\n" * 8_000  # 300 KB, in the ring
+    try:
+        victim = _named(served, "taplog-worker")[0]
+        whole, threads = _streaming_load(served, streams=4, seconds=3, history=history)
+        time.sleep(1)
+        os.kill(victim, signal.SIGKILL)
+        for thread in threads:
+            thread.join(30)
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    assert len(whole) >= 4
+    _logged_whole(data, whole)
+    sessions = read_all(data)
+    for session in whole:
+        (request,) = [e for e in sessions[session] if e["type"] == "llm.request"]
+        assert request["body"]["messages"][0]["content"] == history, session
 
 
 def test_a_recorder_killed_under_load_refuses_calls_until_it_is_back(fake, tmp_path):
