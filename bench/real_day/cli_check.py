@@ -12,16 +12,18 @@ files sized as the generator sizes tool results (100 B to 50 KB, log-uniform), a
 `Agent` step's prompt plans `AGENT_STEPS` shell commands and asks for thinking. The fake
 records every request body as the CLI sent it (`bodies.py`'s JSONL).
 
-Then the recording and a generated day of the same number of calls each go through
+Then the recording and two generated days of the same number of calls each go through
 `measure.measure` (direct, bare, taplog, taplog --workers 2; storage; reading), and
-the two sets of figures are printed side by side: storage ratio, bytes per call, body
+the sets of figures are printed side by side: storage ratio, bytes per call, body
 growth per main-agent call, added latency, reading times.
 
 400 steps make about 1,050 calls: a p90 over them moves less from run to run than over
 the 313 calls of 120 steps. The CLI (Opus with its 1M-token context) does not compact
 within them, where the generator compacts at 300k tokens: its bodies grow to about 2 MB
 against the generator's 1.2 MB, and the longer the recording, the further its storage
-ratio falls below the generator's.
+ratio falls below the generator's. So the second generated day compacts where the CLI
+would have (`cli_context`: not before the largest context it sent): the generator
+against the CLI under the same conditions.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 
 from bench.common import PYTHON, Service, free_port, settle, start_taplog
 from bench.real_day import bodies, measure, report, storage, texts
+from bench.real_day.day import BYTES_PER_TOKEN, CONTEXT_TOKENS
 from bench.real_day.thread import Facts
 from bench.synth.vocabulary import pools
 
@@ -191,7 +194,7 @@ def measure_pct(values: list[float], q: int) -> float:
 
 
 def main(steps: int, seed: int, keep: bool, note: str = "") -> str:
-    """Record the CLI, measure it and a generated day of as many calls; the section."""
+    """Record the CLI, measure it and generated days of as many calls; the section."""
     folder = Path(tempfile.mkdtemp(prefix="taplog-real-day-cli-"))
     try:
         capture = record_cli(folder, steps, seed)
@@ -200,10 +203,22 @@ def main(steps: int, seed: int, keep: bool, note: str = "") -> str:
         measured = measure.measure(bodies.load(capture), compress=False)
         real = figures(measured, live)
         made = figures(measure.measure(bodies.generate(len(calls), seed), compress=False))
+        context = cli_context(calls)
+        alike = figures(measure.measure(bodies.generate(len(calls), seed, context), compress=False))
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
-    return compare(real, made, steps, seed, measured["tree"] + (f" ({note})" if note else ""))
+    tree = measured["tree"] + (f" ({note})" if note else "")
+    return compare(
+        real, {"generator": made, f"generator at {context:,} tokens": alike}, steps, seed, tree
+    )
+
+
+def cli_context(calls: list[Facts]) -> int:
+    """The context, in tokens, at which a generated day compacts as the CLI did: not before
+    the largest body it sent (it did not compact within the recording), nor before the
+    generator's own."""
+    return max(CONTEXT_TOKENS, -(-max(call.size for call in calls) // BYTES_PER_TOKEN))
 
 
 def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
@@ -213,38 +228,32 @@ def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
 HEADING = "## A real day: the generator against the real CLI"
 
 
-def rows(real: dict[str, Any], made: dict[str, Any]) -> list[tuple[str, Any, Any, str]]:
-    """(label, real CLI's figure, generator's figure, format) for each figure compared."""
-    out: list[tuple[str, Any, Any, str]] = [
-        ("calls", real["calls"], made["calls"], "{:,.0f}"),
-        ("mean request body (KB)", real["mean"] / 1e3, made["mean"] / 1e3, "{:,.1f}"),
-        ("largest request body (KB)", real["max"] / 1e3, made["max"] / 1e3, "{:,.1f}"),
-        (
-            "mean growth per main-agent call (KB)",
-            real["growth"] / 1e3,
-            made["growth"] / 1e3,
-            "{:,.1f}",
-        ),
-        ("stored / raw, recorded live", real["live_ratio"], None, "{:.3f}"),
-        (
-            "**stored / raw** (replayed through taplog serve)",
-            real["ratio"],
-            made["ratio"],
-            "{:.3f}",
-        ),
-        ("stored bytes per call (KB)", real["per_call"] / 1e3, made["per_call"] / 1e3, "{:,.1f}"),
+def rows(real: dict[str, Any], made: list[dict[str, Any]]) -> list[tuple[str, list[Any], str]]:
+    """(label, [the real CLI's figure, each generated day's], format) per figure compared."""
+    days = [real, *made]
+    out: list[tuple[str, list[Any], str]] = [
+        ("calls", [f["calls"] for f in days], "{:,.0f}"),
+        ("mean request body (KB)", [f["mean"] / 1e3 for f in days], "{:,.1f}"),
+        ("largest request body (KB)", [f["max"] / 1e3 for f in days], "{:,.1f}"),
+        ("mean growth per main-agent call (KB)", [f["growth"] / 1e3 for f in days], "{:,.1f}"),
+        ("stored / raw, recorded live", [real["live_ratio"]] + [None] * len(made), "{:.3f}"),
+        ("**stored / raw** (replayed through taplog serve)", [f["ratio"] for f in days], "{:.3f}"),
+        ("stored bytes per call (KB)", [f["per_call"] / 1e3 for f in days], "{:,.1f}"),
     ]
     for name in ("bare", "taplog", "taplog-workers"):
         for i, q in enumerate(("p50", "p90")):
             label = f"added {q}, {report.LABELS[name]} (ms)"
-            out.append((label, real["added"][name][i], made["added"][name][i], "{:.2f}"))
-    for what, (seconds, _) in real["reading"].items():
-        out.append((f"`{what}` (s)", seconds, made["reading"][what][0], "{:.2f}"))
+            out.append((label, [f["added"][name][i] for f in days], "{:.2f}"))
+    for what in real["reading"]:
+        out.append((f"`{what}` (s)", [f["reading"][what][0] for f in days], "{:.2f}"))
     return out
 
 
-def compare(real: dict[str, Any], made: dict[str, Any], steps: int, seed: int, tree: str) -> str:
-    """The section: each figure for the real CLI's recording and the generator's day."""
+def compare(
+    real: dict[str, Any], made: dict[str, dict[str, Any]], steps: int, seed: int, tree: str
+) -> str:
+    """The section: each figure for the real CLI's recording and each generated day
+    (`made`, by name), with its ratio to the real one."""
     lines = [
         HEADING,
         "",
@@ -253,15 +262,20 @@ def compare(real: dict[str, Any], made: dict[str, Any], steps: int, seed: int, t
         f"side by side every {AGENT_EVERY} steps, each with {AGENT_STEPS} steps, "
         "`CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES=1`) recorded through `taplog serve` against the "
         "fake vendor, whose shell step prints outputs sized as the generator's tool results; "
-        "then the recording and a generated day of as many calls each measured as `run` does "
-        f"(same machine, one after the other; tree {tree}). Threads: real {real['threads']}, "
-        f"generated {made['threads']}.",
+        "then the recording and generated days of as many calls each measured as `run` does "
+        f"(same machine, one after the other; tree {tree}): the generator as `run` makes it "
+        "(compacting at 300k tokens), and one compacting not before the largest context the "
+        f"CLI sent (`cli_context`). Threads: real {real['threads']}, "
+        + ", ".join(f"{name} {f['threads']}" for name, f in made.items())
+        + ".",
         "",
-        "| | real CLI | generator | generator / real |",
-        "|---|---|---|---|",
+        "| | real CLI | " + " | ".join(f"{name} | / real" for name in made) + " |",
+        "|---|---|" + "---|---|" * len(made),
     ]
-    for label, a, b, form in rows(real, made):
-        cells = ["-" if v is None else form.format(v) for v in (a, b)]
-        ratio = f"{b / a:.2f}" if a and b else "-"
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
+    for label, (first, *others), form in rows(real, list(made.values())):
+        cells = ["-" if first is None else form.format(first)]
+        for value in others:
+            cells.append("-" if value is None else form.format(value))
+            cells.append(f"{value / first:.2f}" if first and value else "-")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
