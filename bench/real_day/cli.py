@@ -2,7 +2,7 @@
 
 .venv/bin/python bench/real_day generate --calls 2000 --seed 1 --out /tmp/day.jsonl
 .venv/bin/python bench/real_day run [--calls 2000] [--seed 1] [--bodies FILE] [--no-write]
-.venv/bin/python bench/real_day check-cli [--steps 400]
+.venv/bin/python bench/real_day check-cli [--cli claude|codex] [--steps 400]
 .venv/bin/python bench/real_day compare --against /tmp/base [--bodies FILE] [--workers 2]
 """
 
@@ -50,8 +50,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", type=Path, help="also write every figure here")
     run.add_argument("--note", default="", help="what tree was measured, for RESULTS.md")
     run.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
-    check = commands.add_parser("check-cli", help="the real Claude Code beside the generator")
-    check.add_argument("--steps", type=int, default=400, help="tool steps of the main agent")
+    check = commands.add_parser("check-cli", help="a real coding agent beside the generator")
+    check.add_argument("--cli", choices=("claude", "codex"), default="claude")
+    check.add_argument(
+        "--steps", type=int, help="tool steps of the main agent (400; Codex: at most 120)"
+    )
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--keep", action="store_true", help="keep the scratch dir under /tmp")
     check.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
@@ -83,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from bench.real_day import cli_check
 
-        section = cli_check.main(args.steps, args.seed, args.keep, args.note)
+        steps = args.steps or (cli_check.CODEX_STEPS if args.cli == "codex" else 400)
+        section = cli_check.main(steps, args.seed, args.keep, args.note, args.cli)
         print(section)
         if not args.no_write:
             report.write(args.results, section)

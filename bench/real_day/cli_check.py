@@ -1,6 +1,7 @@
-"""The generator against the real Claude Code: the same measurements on both.
+"""The generator against the real Claude Code, or the real Codex: the same measurements on
+both.
 
-    .venv/bin/python bench/real_day check-cli [--steps 400] [--seed 1]
+    .venv/bin/python bench/real_day check-cli [--cli claude|codex] [--steps N] [--seed 1]
 
 The pinned CLI (`tests/fakes/clis.py` finds it; `TAPLOG_CLIS` names another
 `node_modules/.bin`) runs `claude -p` through `taplog serve` against the tests' fake
@@ -11,6 +12,12 @@ as a real one does: its `Bash` step runs `sh next.sh`, which prints the next of 
 files sized as the generator sizes tool results (100 B to 50 KB, log-uniform), and its
 `Agent` step's prompt plans `AGENT_STEPS` shell commands and asks for thinking. The fake
 records every request body as the CLI sent it (`bodies.py`'s JSONL).
+
+Codex (`codex exec`, OpenAI Responses) runs a plan of shell steps the same way (its
+`exec_command` runs the same script). It compacts its context at about 930 KB against
+the fake's token counts (a 258,400-token window, which its config does not move for its
+model), and the fake's plan, counted in the turns of the history it is sent, starts
+again after a compaction: its recording stops short of one (`CODEX_STEPS`).
 
 Then the recording and two generated days of the same number of calls each go through
 `measure.measure` (direct, bare, taplog, taplog --workers 2; storage; reading), and
@@ -45,6 +52,7 @@ from bench.real_day.thread import Facts
 from bench.synth.vocabulary import pools
 
 AGENT_STEPS = 8
+CODEX_STEPS = 120  # Codex's steps before its first compaction (see the module)
 # The CLI then labels each of the main agent's tool batches with a side call, as hosts
 # that show those labels have it do; the side calls interleave as in the issue's session.
 SUMMARIES = {"CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES": "1"}
@@ -57,6 +65,7 @@ from tests.fakes import vendor
 
 port, capture, command, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 vendor._ARGS["Bash"] = {"command": command, "description": "Show the next output"}
+vendor._ARGS["exec_command"] = {"cmd": command}  # Codex's shell
 vendor._ARGS["Agent"] = {
     "description": "Look around",
     "prompt": "Run the shell commands, then report. !thinking !plan=" + ",".join(["Bash"] * steps),
@@ -112,7 +121,7 @@ def plan(steps: int) -> str:
     )
 
 
-def record_cli(folder: Path, steps: int, seed: int) -> Path:
+def record_cli(folder: Path, steps: int, seed: int, cli: str = "claude") -> Path:
     """Run the real CLI through taplog against the recording fake; the recording's path."""
     command = scratch_files(folder, steps * 3, seed)
     capture = folder / "cli.jsonl"
@@ -124,7 +133,7 @@ def record_cli(folder: Path, steps: int, seed: int) -> Path:
         data = folder / "data"
         taplog = start_taplog(str(data), fake.url)
         try:
-            run_claude(folder, taplog.url, steps)
+            (run_codex if cli == "codex" else run_claude)(folder, taplog.url, steps)
             settle(data)
         finally:
             taplog.stop()
@@ -160,6 +169,21 @@ def run_claude(folder: Path, base_url: str, steps: int) -> None:
         raise SystemExit(f"claude failed: {done.stdout[-1000:]} {done.stderr[-1000:]}")
 
 
+def run_codex(folder: Path, base_url: str, steps: int) -> None:
+    """`codex exec` with a plan of `steps` shell steps, as tests/fakes/clis.py runs it, its
+    commands unsandboxed (the script keeps its count beside it, outside the workspace)."""
+    from tests.fakes.clis import CODEX, run_codex
+
+    if not CODEX.exists():
+        raise SystemExit(f"no Codex CLI at {CODEX}: set TAPLOG_CLIS (tests/fakes/clis.py)")
+    if steps > CODEX_STEPS:
+        raise SystemExit(f"Codex compacts its context after about {CODEX_STEPS} steps (see --help)")
+    prompt = "Run the shell commands, then report what they printed. !plan=" + ",".join(
+        ["exec_command"] * steps
+    )
+    run_codex(f"{base_url}/v1", folder, prompt=prompt, sandbox="danger-full-access", timeout=900)
+
+
 def growth(calls: list[Facts]) -> float:
     """Mean bytes a main-agent request adds to the one before it (compactions left out)."""
     sizes = [c.size for c in calls if c.thread == "main" and c.kind == "main"]
@@ -193,11 +217,11 @@ def measure_pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def main(steps: int, seed: int, keep: bool, note: str = "") -> str:
+def main(steps: int, seed: int, keep: bool, note: str = "", cli: str = "claude") -> str:
     """Record the CLI, measure it and generated days of as many calls; the section."""
     folder = Path(tempfile.mkdtemp(prefix="taplog-real-day-cli-"))
     try:
-        capture = record_cli(folder, steps, seed)
+        capture = record_cli(folder, steps, seed, cli)
         calls = [c.facts() for c in bodies.load(capture)]
         live = storage_summary(folder / "data", calls)
         measured = measure.measure(bodies.load(capture), compress=False)
@@ -209,9 +233,8 @@ def main(steps: int, seed: int, keep: bool, note: str = "") -> str:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     tree = measured["tree"] + (f" ({note})" if note else "")
-    return compare(
-        real, {"generator": made, f"generator at {context:,} tokens": alike}, steps, seed, tree
-    )
+    days = {"generator": made, f"generator at {context:,} tokens": alike}
+    return compare(real, days, steps, seed, tree, cli)
 
 
 def cli_context(calls: list[Facts]) -> int:
@@ -225,7 +248,18 @@ def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
     return storage.summary(data, sum(c.size for c in calls), len(calls), compress=False)
 
 
-HEADING = "## A real day: the generator against the real CLI"
+HEADINGS = {
+    "claude": "## A real day: the generator against the real CLI",
+    "codex": "## A real day: the generator against the real Codex",
+}
+RUNS = {  # what each CLI was asked to do
+    "claude": (
+        "the real Claude Code 2.1.197 (`claude -p`, a plan of {steps} tool steps, two "
+        f"sub-agents side by side every {AGENT_EVERY} steps, each with {AGENT_STEPS} steps, "
+        "`CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES=1`)"
+    ),
+    "codex": "the real Codex 0.171.0 (`codex exec`, a plan of {steps} shell steps)",
+}
 
 
 def rows(real: dict[str, Any], made: list[dict[str, Any]]) -> list[tuple[str, list[Any], str]]:
@@ -250,18 +284,22 @@ def rows(real: dict[str, Any], made: list[dict[str, Any]]) -> list[tuple[str, li
 
 
 def compare(
-    real: dict[str, Any], made: dict[str, dict[str, Any]], steps: int, seed: int, tree: str
+    real: dict[str, Any],
+    made: dict[str, dict[str, Any]],
+    steps: int,
+    seed: int,
+    tree: str,
+    cli: str = "claude",
 ) -> str:
     """The section: each figure for the real CLI's recording and each generated day
     (`made`, by name), with its ratio to the real one."""
     lines = [
-        HEADING,
+        HEADINGS[cli],
         "",
-        f"`.venv/bin/python bench/real_day check-cli --steps {steps} --seed {seed}`: the real "
-        f"Claude Code 2.1.197 (`claude -p`, a plan of {steps} tool steps, two sub-agents "
-        f"side by side every {AGENT_EVERY} steps, each with {AGENT_STEPS} steps, "
-        "`CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES=1`) recorded through `taplog serve` against the "
-        "fake vendor, whose shell step prints outputs sized as the generator's tool results; "
+        f"`.venv/bin/python bench/real_day check-cli --cli {cli} --steps {steps} --seed {seed}`: "
+        + RUNS[cli].format(steps=steps)
+        + " recorded through `taplog serve` against the fake vendor, whose shell step prints "
+        "outputs sized as the generator's tool results; "
         "then the recording and generated days of as many calls each measured as `run` does "
         f"(same machine, one after the other; tree {tree}): the generator as `run` makes it "
         "(compacting at 300k tokens), and one compacting not before the largest context the "

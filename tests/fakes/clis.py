@@ -84,10 +84,17 @@ def run_claude(
 
 
 def run_codex(
-    base_url: str, scratch: Path, directives: str = "", sandbox: str | None = None
+    base_url: str,
+    scratch: Path,
+    directives: str = "",
+    sandbox: str | None = None,
+    prompt: str = CODEX_PROMPT,
+    timeout: float = 180,
+    settings: str = "",
 ) -> list[dict]:
     """`codex exec PROMPT` through `base_url` (…/v1), in its own `--sandbox` mode unless
-    given one (its default, read-only, lets no command write); its JSON events."""
+    given one (its default, read-only, lets no command write), with top-level `settings`
+    (TOML lines) added to its config; its JSON events."""
     needs(CODEX)
     home = scratch / "codex"
     home.mkdir(parents=True)
@@ -95,7 +102,7 @@ def run_codex(
         f"""model = "gpt-5.5"
 model_provider = "taplog"
 check_for_update_on_startup = false
-
+{settings}
 [model_providers.taplog]
 name = "taplog"
 base_url = "{base_url}"
@@ -116,7 +123,7 @@ enabled = false
     }
     argv = [str(CODEX), "exec", "--json", "--skip-git-repo-check"]
     argv += ["--sandbox", sandbox] if sandbox else []
-    done = run([*argv, f"{CODEX_PROMPT} {directives}"], env, scratch)
+    done = run([*argv, f"{prompt} {directives}"], env, scratch, timeout=timeout)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
@@ -149,7 +156,7 @@ def run_gemini(base_url: str, scratch: Path, prompt: str = GEMINI_PROMPT) -> dic
 
 
 def run(
-    argv: list[str], env: dict[str, str], scratch: Path, succeeds: bool = True
+    argv: list[str], env: dict[str, str], scratch: Path, succeeds: bool = True, timeout: float = 180
 ) -> subprocess.CompletedProcess:
     work = scratch / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -160,7 +167,7 @@ def run(
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
     assert (done.returncode == 0) is succeeds, done.stdout[-2000:] + done.stderr[-2000:]
