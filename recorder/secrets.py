@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
+import ahocorasick_rs
+
 from taplog.recorder.vendors.apis import KEY_HEADERS, without_bearer
 
 REDACTED = "[redacted]"
@@ -57,35 +59,26 @@ _SECRET_PARAM = re.compile(rf"(?i)({_CREDENTIAL_WORDS}|signature|^(sig|key|code)
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """A credential's shape. Every pattern opens with a literal, which the regex engine
-    searches for fast, and is only run where that literal occurs at all; `group` is the
-    part redacted. Lookbehinds would cost that speed: the token's left edge is checked on
-    each match instead."""
+    """A credential's shape. Every pattern opens with a literal, and is only run where that
+    literal occurs at all (`_LITERALS` finds them all in one pass); `group` is the part
+    redacted. Lookbehinds would cost the regex engine's fast search for the literal: the
+    token's left edge is checked on each match instead."""
 
     literal: bytes
     pattern: re.Pattern[bytes]
     group: int = 0
     mixed_case: bool = False  # only a token with lower and upper case letters and digits
-    # A test that fails wherever the literal is not there, shared with other shapes: a
-    # body is searched once for a family's gate rather than once for each member's literal.
-    gate: bytes | re.Pattern[bytes] | None = None
 
 
 # A token's edges: where letters and digits stop ("x-sk-…" holds a key, "task-…" none).
 WORD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _END = rb"(?![A-Za-z0-9])"
 _TOKEN = rb"[A-Za-z0-9._~+/=%-]"  # % too: a token percent-encoded in a URL
-_GITHUB = re.compile(rb"gh(?:[pousr]_|ithub_pat_)")  # one scan for the six GitHub literals
 _TOKEN_SHAPES = (
     # "sk-" and a long word ("task-management-…") is no key: keys mix cases and digits
     _Shape(b"sk-", re.compile(rb"sk-[A-Za-z0-9_-]{20,}" + _END), mixed_case=True),
     *(
-        _Shape(
-            word,
-            re.compile(re.escape(word) + rb"(?:\s|%20|\+)+(" + _TOKEN + rb"{16,})"),
-            1,
-            gate=word[1:],
-        )
+        _Shape(word, re.compile(re.escape(word) + rb"(?:\s|%20|\+)+(" + _TOKEN + rb"{16,})"), 1)
         for word in (b"Bearer", b"bearer", b"BEARER")
     ),
     _Shape(b"eyJ", re.compile(rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+")),
@@ -95,10 +88,10 @@ _TOKEN_SHAPES = (
     ),
     _Shape(b"AIza", re.compile(rb"AIza[A-Za-z0-9_-]{35}" + _END)),
     *(
-        _Shape(prefix, re.compile(prefix + rb"[A-Za-z0-9]{30,}" + _END), gate=_GITHUB)
+        _Shape(prefix, re.compile(prefix + rb"[A-Za-z0-9]{30,}" + _END))
         for prefix in (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_")
     ),
-    _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END), gate=_GITHUB),
+    _Shape(b"github_pat_", re.compile(rb"github_pat_\w{30,}" + _END)),
     _Shape(b"xox", re.compile(rb"xox[abposr]-[A-Za-z0-9-]{10,}" + _END)),
 )
 # "password": "…" and the like: a long value with letters and digits, in a field whose name
@@ -107,10 +100,27 @@ _JSON_VALUE = re.compile(rb'":\s*"(' + _TOKEN + rb'{16,})"')
 _CREDENTIAL_KEY = re.compile(_CREDENTIAL_WORDS.encode(), re.IGNORECASE)
 _MIXED = re.compile(rb"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9]*[0-9])")
 _LETTER_AND_DIGIT = re.compile(rb"(?=[^A-Za-z]*[A-Za-z])(?=[^0-9]*[0-9])")
-# Whether anything may need redacting, in one scan: for a short text (`in` per literal
-# costs more there); a large one is checked literal by literal (memchr-fast, a regex not).
-_SMALL = 4096
-_ANY_TOKEN_SHAPE = re.compile(b"|".join(re.escape(shape.literal) for shape in _TOKEN_SHAPES))
+# Where the shapes' literals are, in one pass over a text (Aho-Corasick with a SIMD
+# prefilter: 30 KB in about 4 us, where a regex of them all or `in` for each took 280-350
+# us). A pass reports matches that do not overlap, leftmost first: an occurrence it leaves
+# out overlaps one it reports, so the literals that can begin inside a reported one are
+# looked for on their own (`_MAY_HIDE`).
+_LITERALS = ahocorasick_rs.BytesAhoCorasick(
+    [shape.literal for shape in _TOKEN_SHAPES], matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+)
+_MAY_HIDE = [
+    [
+        other
+        for other, hidden in enumerate(_TOKEN_SHAPES)
+        if other != index
+        and any(
+            shape.literal[start:] == hidden.literal[: len(shape.literal) - start]
+            or hidden.literal in shape.literal[start:]
+            for start in range(1, len(shape.literal))
+        )
+    ]
+    for index, shape in enumerate(_TOKEN_SHAPES)
+]
 _ANY_LITERAL = re.compile(
     "|".join([*(re.escape(shape.literal.decode()) for shape in _TOKEN_SHAPES), '":'])
 )
@@ -200,25 +210,22 @@ def redact_shapes(raw: bytes) -> bytes:
 def shape_spans(raw: bytes) -> list[Span]:
     """Where credential-shaped tokens and credential-named JSON values are in `raw`."""
     found: list[Span] = []
-    if len(raw) > _SMALL or _ANY_TOKEN_SHAPE.search(raw) is not None:
-        gates: dict[bytes | re.Pattern[bytes], bool] = {}
-        for shape in _TOKEN_SHAPES:
-            if shape.gate is not None and not _opens(shape.gate, raw, gates):
-                continue
-            if shape.literal in raw:
-                found += _token_spans(shape, raw)
+    for index in _shapes_in(raw):
+        found += _token_spans(_TOKEN_SHAPES[index], raw)
     found += _named_value_spans(raw)
     return merged(found)
 
 
-def _opens(
-    gate: bytes | re.Pattern[bytes], raw: bytes, seen: dict[bytes | re.Pattern[bytes], bool]
-) -> bool:
-    """Whether `raw` passes a shape family's gate, asked once per body (`seen`)."""
-    passed = seen.get(gate)
-    if passed is None:
-        passed = seen[gate] = gate in raw if isinstance(gate, bytes) else bool(gate.search(raw))
-    return passed
+def _shapes_in(raw: bytes) -> set[int]:
+    """The shapes whose literal occurs in `raw`, by their index."""
+    reported = {index for index, _, _ in _LITERALS.find_matches_as_indexes(raw)}
+    hidden = {
+        other
+        for index in reported
+        for other in _MAY_HIDE[index]
+        if other not in reported and _TOKEN_SHAPES[other].literal in raw
+    }
+    return reported | hidden
 
 
 def _token_spans(shape: _Shape, raw: bytes) -> Iterator[Span]:
