@@ -164,6 +164,8 @@ class Call:
         """A Responses answer the client got: later calls may chain to it by id."""
         if self.api != "openai.responses" or not isinstance(answer, dict):
             return
+        if isinstance(self.parsed, dict) and self.parsed.get("store") is False:
+            return  # not stored at the vendor, so no call can chain to it (Codex sends these)
         named = answer_id(answer)
         if named is None:
             return

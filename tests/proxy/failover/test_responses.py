@@ -128,6 +128,23 @@ def test_previous_response_id_chains_across_a_switch_and_back(
     assert len(sessions) == 1  # the whole chain is one session
 
 
+def test_an_answer_sent_with_store_false_is_not_kept_for_a_chain(
+    vendors, responses_proxy, responses_oai
+):
+    """Not stored at OpenAI, so nothing can chain to it (Codex resends its whole input): a
+    call that names it is not made whole from a copy taplog kept, even to fail over."""
+    first = responses_oai.responses.create(
+        model="gpt-4.1", input="Remember the word: tangerine.", store=False
+    )
+    vendors.openai.down = {"status": "503"}
+    with pytest.raises(openai.APIStatusError) as refused:
+        responses_oai.responses.create(
+            model="gpt-4.1", input="Which word?", previous_response_id=first.id
+        )
+    assert refused.value.status_code == 503
+    assert model_requests(vendors.anthropic) == []  # no conversation made up for it
+
+
 def test_what_the_target_cannot_take_is_refused_when_the_rule_says_so(servers, vendors, tmp_path):
     rules = {
         "fallback": [
