@@ -172,7 +172,8 @@ def run_claude(folder: Path, base_url: str, steps: int) -> None:
 def run_codex(folder: Path, base_url: str, steps: int) -> None:
     """`codex exec` with a plan of `steps` shell steps, as tests/fakes/clis.py runs it, its
     commands unsandboxed (the script keeps its count beside it, outside the workspace)."""
-    from tests.fakes.clis import CODEX, run_codex
+    from tests.fakes.clis import CODEX
+    from tests.fakes.clis import run_codex as codex_exec
 
     if not CODEX.exists():
         raise SystemExit(f"no Codex CLI at {CODEX}: set TAPLOG_CLIS (tests/fakes/clis.py)")
@@ -181,7 +182,7 @@ def run_codex(folder: Path, base_url: str, steps: int) -> None:
     prompt = "Run the shell commands, then report what they printed. !plan=" + ",".join(
         ["exec_command"] * steps
     )
-    run_codex(f"{base_url}/v1", folder, prompt=prompt, sandbox="danger-full-access", timeout=900)
+    codex_exec(f"{base_url}/v1", folder, prompt=prompt, sandbox="danger-full-access", timeout=900)
 
 
 def growth(calls: list[Facts]) -> float:
