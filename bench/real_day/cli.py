@@ -52,9 +52,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--results", type=Path, default=RESULTS, help="the file to write")
     check = commands.add_parser("check-cli", help="a real coding agent beside the generator")
     check.add_argument("--cli", choices=("claude", "codex"), default="claude")
-    check.add_argument(
-        "--steps", type=int, help="tool steps of the main agent (400; Codex: at most 120)"
-    )
+    check.add_argument("--steps", type=int, help="tool steps of the main agent (400; Codex: 1,000)")
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--keep", action="store_true", help="keep the scratch dir under /tmp")
     check.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
@@ -86,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from bench.real_day import cli_check
 
-        steps = args.steps or (cli_check.CODEX_STEPS if args.cli == "codex" else 400)
+        steps = args.steps or cli_check.STEPS[args.cli]
         section = cli_check.main(steps, args.seed, args.keep, args.note, args.cli)
         print(section)
         if not args.no_write:

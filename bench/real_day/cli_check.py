@@ -14,10 +14,13 @@ files sized as the generator sizes tool results (100 B to 50 KB, log-uniform), a
 records every request body as the CLI sent it (`bodies.py`'s JSONL).
 
 Codex (`codex exec`, OpenAI Responses) runs a plan of shell steps the same way (its
-`exec_command` runs the same script). It compacts its context at about 930 KB against
+`exec_command` runs the same script). It compacts its context at about 950 KB against
 the fake's token counts (a 258,400-token window, which its config does not move for its
-model), and the fake's plan, counted in the turns of the history it is sent, starts
-again after a compaction: its recording stops short of one (`CODEX_STEPS`).
+model): it asks the model for a summary, then starts again from its first messages and
+that summary. The fake's plan is counted in the turns of the history it is sent, so a
+third change carries the count across: the fake's summary says how many steps were done.
+A step makes one call, where Claude Code's make about 2.6 (sub-agents, side calls): its
+default of 1,000 steps makes about as many calls, with 8 compactions.
 
 Then the recording and two generated days of the same number of calls each go through
 `measure.measure` (direct, bare, taplog, taplog --workers 2; storage; reading), and
@@ -28,9 +31,9 @@ growth per main-agent call, added latency, reading times.
 the 313 calls of 120 steps. The CLI (Opus with its 1M-token context) does not compact
 within them, where the generator compacts at 300k tokens: its bodies grow to about 2 MB
 against the generator's 1.2 MB, and the longer the recording, the further its storage
-ratio falls below the generator's. So the second generated day compacts where the CLI
-would have (`cli_context`: not before the largest context it sent): the generator
-against the CLI under the same conditions.
+ratio falls below the generator's. Codex compacts sooner than the generator. So the
+second generated day compacts where the CLI did, or would have (`cli_context`: at the
+largest context it sent): the generator against the CLI under the same conditions.
 """
 
 from __future__ import annotations
@@ -47,17 +50,18 @@ from typing import Any
 
 from bench.common import PYTHON, Service, free_port, settle, start_taplog
 from bench.real_day import bodies, measure, report, storage, texts
-from bench.real_day.day import BYTES_PER_TOKEN, CONTEXT_TOKENS
+from bench.real_day.day import BYTES_PER_TOKEN
 from bench.real_day.thread import Facts
 from bench.synth.vocabulary import pools
 
 AGENT_STEPS = 8
-CODEX_STEPS = 120  # Codex's steps before its first compaction (see the module)
+STEPS = {"claude": 400, "codex": 1000}  # each makes about 1,050 calls (see the module)
 # The CLI then labels each of the main agent's tool batches with a side call, as hosts
 # that show those labels have it do; the side calls interleave as in the issue's session.
 SUMMARIES = {"CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES": "1"}
 AGENT_EVERY = 28  # main steps between two sub-agents (the generator: 1 turn in ~28)
 FAKE = """
+import re
 import sys
 import orjson
 from aiohttp import web
@@ -72,6 +76,22 @@ vendor._ARGS["Agent"] = {
     "subagent_type": "general-purpose",
 }
 out = open(capture, "ab")
+COMPACTION = "CONTEXT CHECKPOINT COMPACTION"  # in the prompt of Codex's compaction request
+DONE = re.compile(r"Steps done: (\\d+)")
+responses_transcript = vendor.Responses.transcript
+
+
+# Codex's plan goes on across its compactions: its summary says how many steps were done
+# (the history they were in is gone), and a history that carries one counts them.
+def transcript(self, body):
+    tr = responses_transcript(self, body)
+    tr.turns += max((int(m.group(1)) for u in tr.users if (m := DONE.search(u))), default=0)
+    if tr.users and COMPACTION in tr.users[-1]:
+        tr.users, tr.turns = [f"Steps done: {tr.turns}"], 0
+    return tr
+
+
+vendor.Responses.transcript = transcript
 
 
 @web.middleware
@@ -177,8 +197,6 @@ def run_codex(folder: Path, base_url: str, steps: int) -> None:
 
     if not CODEX.exists():
         raise SystemExit(f"no Codex CLI at {CODEX}: set TAPLOG_CLIS (tests/fakes/clis.py)")
-    if steps > CODEX_STEPS:
-        raise SystemExit(f"Codex compacts its context after about {CODEX_STEPS} steps (see --help)")
     prompt = "Run the shell commands, then report what they printed. !plan=" + ",".join(
         ["exec_command"] * steps
     )
@@ -239,10 +257,9 @@ def main(steps: int, seed: int, keep: bool, note: str = "", cli: str = "claude")
 
 
 def cli_context(calls: list[Facts]) -> int:
-    """The context, in tokens, at which a generated day compacts as the CLI did: not before
-    the largest body it sent (it did not compact within the recording), nor before the
-    generator's own."""
-    return max(CONTEXT_TOKENS, -(-max(call.size for call in calls) // BYTES_PER_TOKEN))
+    """The context, in tokens, at which a generated day compacts as the CLI did: at the
+    largest body it sent (where it compacted, or, if it did not, not before)."""
+    return -(-max(call.size for call in calls) // BYTES_PER_TOKEN)
 
 
 def storage_summary(data: Path, calls: list[Facts]) -> dict[str, Any]:
@@ -303,7 +320,7 @@ def compare(
         "outputs sized as the generator's tool results; "
         "then the recording and generated days of as many calls each measured as `run` does "
         f"(same machine, one after the other; tree {tree}): the generator as `run` makes it "
-        "(compacting at 300k tokens), and one compacting not before the largest context the "
+        "(compacting at 300k tokens), and one compacting at the largest context the "
         f"CLI sent (`cli_context`). Threads: real {real['threads']}, "
         + ", ".join(f"{name} {f['threads']}" for name, f in made.items())
         + ".",
