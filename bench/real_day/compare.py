@@ -5,7 +5,7 @@ the machine's noise moves alike (issue #31's latency goal).
 
 Starts the tests' fake vendor (direct), the bare pass-through, and `taplog serve` of this
 tree and of the other one (`--workers N` for both), then sends each call of the day to
-all four in turn, rotating who goes first, as `run` does; a round is one pass over the
+all four in turn, each call in an order of its own, as `run` does; a round is one pass over the
 day. Prints each system's added p50 and p90 per round and over all rounds, and its p90
 over the bare proxy's: two trees measured in separate runs differ by more than most
 changes are worth on a small machine.
@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from bench.common import KEYS, ROOT, Service, free_port, start_bare, start_fake, taplog_command
-from bench.real_day.latency import TIMEOUT, _post
+from bench.real_day.latency import TIMEOUT, _post, orders
 from bench.real_day.thread import Call
 from bench.tree import environment
 
@@ -61,8 +61,8 @@ def compare(calls: Iterable[Call], against: Path, workers: int, rounds: int) -> 
         with httpx.Client(timeout=TIMEOUT) as client:
             for number in range(1, rounds + 1):
                 ms: dict[str, list[float]] = {name: [] for name in names}
-                for i, call in enumerate(day):
-                    for name in names[i % len(names) :] + names[: i % len(names)]:
+                for call, order in zip(day, orders(names, number), strict=False):
+                    for name in order:
                         ms[name].append(_post(client, services[name].url, call))
                 added = {
                     name: [t - d for t, d in zip(ms[name], ms["direct"], strict=True)]

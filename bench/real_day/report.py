@@ -133,7 +133,8 @@ def render(f: dict[str, Any]) -> str:
         f"{describe(summary(sent.calls))}. Sent in "
         "order, one at a time, to the fake vendor directly, through `bench/bare_proxy.py`, "
         "`taplog serve` (bench defaults: fsync interval, no auto-compaction) and `taplog serve "
-        "--workers 2`, rotating which goes first; added = system minus direct for the same call. "
+        "--workers 2`, each call in an order shuffled for it (each system after each other as "
+        "often); added = system minus direct for the same call. "
         f"{f['loop']}",
         "",
         *latency_table(sent),
