@@ -39,7 +39,7 @@ from taplog.recorder.store.lock import DataDirLock
 from taplog.recorder.store.logfile import aside_name, write_aside
 from taplog.recorder.store.lognames import COMPRESSED, is_compressed, session_name
 from taplog.recorder.store.reader import read_events, session_files
-from taplog.recorder.store.rows import RowsFile, rows_path
+from taplog.recorder.store.rows import write_rows
 from taplog.recorder.store.zstd_stream import compress_whole
 
 Migration = Callable[[Event], Event]
@@ -128,8 +128,7 @@ def _rewrite(path: Path, quarantine: Path, blobs: BlobStore) -> None:
     os.replace(aside, compressed)
     if compressed != path:  # a plain log: readers take it while it is there
         path.unlink()
-    rows_path(compressed).unlink(missing_ok=True)  # the old log's: written afresh
-    RowsFile(compressed, compressed.stat().st_size, len(text), lambda: text).close()
+    write_rows(compressed, text)
 
 
 def _oldest(path: Path) -> int:

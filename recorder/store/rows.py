@@ -151,6 +151,15 @@ def read_rows(log: Path) -> bytes | None:
     return _MARKS.sub(b"", data[len(HEADER) - 1 : last.start()])[1:]
 
 
+def write_rows(log: Path, text: bytes) -> None:
+    """The rows of a whole log a tool has just put in place (a migration, a fork), from
+    its lines `text`: readers list it from them, as they do a log the writer wrote. Any
+    rows of the log that was there before go first; rows that cannot be written are
+    none (readers read the log)."""
+    rows_path(log).unlink(missing_ok=True)
+    RowsFile(log, log.stat().st_size, len(text), lambda: text).close()
+
+
 def _last_mark(fd: int) -> tuple[int, int, int] | None:
     """The log's size (file, text) the rows file's last mark names, and where it ends; None
     when it has none or is not a rows file of this format. Read from its end."""

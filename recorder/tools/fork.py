@@ -10,7 +10,8 @@ pairs the tool results it then sends with the tool calls in the copied prefix.
 
 The origin is only read, never written. The new file is written aside and
 linked into place, so it appears whole or not at all and never replaces an
-existing session.
+existing session; its typed rows are then written beside it
+(`recorder.store.rows`), so that readers list it as fast as a recorded one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from taplog.recorder.sessions import InvalidSessionId, check_session_id
 from taplog.recorder.store.logfile import write_aside
 from taplog.recorder.store.lognames import COMPRESSED, log_exists, log_path, session_name
 from taplog.recorder.store.reader import read_events
+from taplog.recorder.store.rows import write_rows
 from taplog.recorder.store.zstd_stream import compress_whole
 
 
@@ -65,10 +67,12 @@ def _write_new(path: Path, events: list[Event]) -> None:
         line, prev = seal(event, seq, prev)  # the origin's seqs are gapless from 1: kept
         lines.append(line)
     aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_aside(aside, compress_whole(b"".join(lines)), exclusive=True)
+    text = b"".join(lines)
+    write_aside(aside, compress_whole(text), exclusive=True)
     try:
         os.link(aside, path)
     except FileExistsError:
         raise ForkError(f"session {session_name(path)!r} already exists") from None
     finally:
         aside.unlink()
+    write_rows(path, text)

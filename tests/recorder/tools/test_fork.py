@@ -8,7 +8,9 @@ from click.testing import CliRunner
 
 from taplog.proxy.cli.main import main
 from taplog.recorder.query.connect import connect, query
+from taplog.recorder.store.lognames import iter_lines
 from taplog.recorder.store.reader import read_session
+from taplog.recorder.store.rows import read_rows, rows_of
 from taplog.recorder.verify import verify
 from tests.disk import log_of
 from tests.fakes.agents import OUTCOMES, chat_agent
@@ -79,6 +81,21 @@ def test_fork_at_a_tool_step_and_continue_with_another_answer(taplog, oai):
         out for out, _ in OUTCOMES.values()
     }
     assert all(report.ok for report in verify(taplog.data_dir))
+
+
+def test_a_fork_has_its_typed_rows_beside_it_and_lists_from_them(taplog, oai):
+    chat_agent(oai, stream=False)
+    ((origin, events),) = taplog.wait_responses(8).items()
+    at = events[-1]["seq"]
+    assert fork_cli(taplog, origin, "--at", str(at), "--as", "copy").exit_code == 0
+
+    log = log_of(taplog.data_dir, "copy")
+    assert read_rows(log) == b"".join(rows_of(iter_lines(log)))  # readers take these
+    listed = CliRunner().invoke(
+        main, ["sessions", "--format", "jsonl", "--data-dir", str(taplog.data_dir)]
+    )
+    calls = {row["session"]: row["calls"] for row in map(orjson.loads, listed.output.splitlines())}
+    assert calls == {origin: 8, "copy": 0}  # a fork counts only the calls made after it
 
 
 def test_fork_refuses_what_it_cannot_do(taplog, oai):
