@@ -55,7 +55,7 @@ from bench.real_day.thread import Facts
 from bench.synth.vocabulary import pools
 
 AGENT_STEPS = 8
-STEPS = {"claude": 400, "codex": 1000}  # each makes about 1,050 calls (see the module)
+STEPS = {"claude": 400, "codex": 1000}  # each makes about a thousand calls (see the module)
 # The CLI then labels each of the main agent's tool batches with a side call, as hosts
 # that show those labels have it do; the side calls interleave as in the session.
 SUMMARIES = {"CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES": "1"}
