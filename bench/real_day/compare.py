@@ -6,9 +6,9 @@ the machine's noise moves alike (issue #31's latency goal).
 Starts the tests' fake vendor (direct), the bare pass-through, and `taplog serve` of this
 tree and of the other one (`--workers N` for both), then sends each call of the day to
 all four in turn, each call in an order of its own, as `run` does; a round is one pass
-over the day. Prints each system's added p50 and p90 per round and over all rounds, and its p90
-over the bare proxy's: two trees measured in separate runs differ by more than most
-changes are worth on a small machine.
+over the day. Prints each system's added p50 and p90 per round and over all rounds, and
+its p90 over the bare proxy's: two trees measured in separate runs differ by more than
+most changes are worth on a small machine.
 """
 
 from __future__ import annotations
