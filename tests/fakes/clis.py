@@ -90,11 +90,9 @@ def run_codex(
     sandbox: str | None = None,
     prompt: str = CODEX_PROMPT,
     timeout: float = 180,
-    settings: str = "",
 ) -> list[dict]:
     """`codex exec PROMPT` through `base_url` (…/v1), in its own `--sandbox` mode unless
-    given one (its default, read-only, lets no command write), with top-level `settings`
-    (TOML lines) added to its config; its JSON events."""
+    given one (its default, read-only, lets no command write); its JSON events."""
     needs(CODEX)
     home = scratch / "codex"
     home.mkdir(parents=True)
@@ -102,7 +100,7 @@ def run_codex(
         f"""model = "gpt-5.5"
 model_provider = "taplog"
 check_for_update_on_startup = false
-{settings}
+
 [model_providers.taplog]
 name = "taplog"
 base_url = "{base_url}"
